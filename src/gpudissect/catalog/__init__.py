@@ -1,0 +1,5 @@
+"""Instruction catalog: PTX variants as data."""
+
+from .model import Catalog, CatalogError, Operand, UnknownVariant, Variant, load_catalog
+
+__all__ = ["Catalog", "CatalogError", "Operand", "UnknownVariant", "Variant", "load_catalog"]

@@ -1,0 +1,303 @@
+"""The instruction catalog: PTX instruction variants described as data.
+
+The catalog lives in TOML files (``instructions.toml`` beside this module). Each
+``[[group]]`` expands over its ``types`` into one :class:`Variant` per type. A variant
+knows its PTX text template, its operand signature (which operands are written, which
+read, and their PTX types), the minimum architecture, and how to make safe operand
+values. Nothing about an instruction is coded in Python branches: the generators read
+these records.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CATALOG_DIR = Path(__file__).parent
+DEFAULT_FILES = ("instructions.toml",)
+
+# PTX type -> register class. 'h' = .b16, 'r' = .b32, 'rd' = .b64, 'p' = .pred
+REG_CLASS: dict[str, str] = {
+    "pred": "p",
+    "b16": "h", "u16": "h", "s16": "h", "f16": "h", "bf16": "h",
+    "b32": "r", "u32": "r", "s32": "r", "f32": "r", "f16x2": "r", "bf16x2": "r",
+    "tf32": "r", "e4m3x2": "h", "e5m2x2": "h", "u8x4": "r", "s8x4": "r",
+    "u16x2": "r", "s16x2": "r",
+    "b64": "rd", "u64": "rd", "s64": "rd", "f64": "rd",
+}
+# operand kinds that are not plain registers
+SPECIAL_KINDS = {"smem"}  # address of a per-block shared buffer (a .b32 register)
+
+OPERAND_RE = re.compile(r"^(?P<name>[a-z][a-z0-9]*)(?P<w>!?)(?P<rw>\+?):(?P<type>[a-z0-9]+)$")
+
+
+class CatalogError(ValueError):
+    """A catalog file or entry is malformed."""
+
+
+class UnknownVariant(KeyError):
+    """A variant name that the catalog does not hold."""
+
+    def __init__(self, name: str, suggestions: list[str]):
+        self.name = name
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown instruction variant '{name}'{hint}")
+
+    def __str__(self) -> str:  # KeyError quotes its argument; we want a plain line
+        return self.args[0]
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand of an instruction's signature."""
+
+    name: str  # placeholder name used in the PTX template: {d}, {a}, ...
+    ptype: str  # PTX type (u32, f16x2, pred, ...) or a special kind (smem)
+    written: bool  # destination
+    read: bool  # source (a destination that is also read has both)
+
+    @property
+    def reg_class(self) -> str:
+        if self.ptype == "smem":
+            return "r"
+        return REG_CLASS[self.ptype]
+
+    @property
+    def is_float(self) -> bool:
+        return self.ptype.startswith(("f", "bf", "tf", "e4", "e5"))
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One PTX instruction variant: opcode x type x modifiers."""
+
+    name: str  # e.g. "mad.lo.u32"
+    opcode: str  # e.g. "mad"
+    type: str  # principal type, e.g. "u32"
+    modifiers: tuple[str, ...]
+    ptx: str  # template, e.g. "mad.lo.u32 {d}, {a}, {b}, {c};"
+    operands: tuple[Operand, ...]
+    cls: str  # instruction class for tables ("int", "fp32", "mufu", ...)
+    min_sm: int = 50
+    min_ptx: str = "6.0"
+    chain: str | None = None  # operand that carries the dependence chain
+    values: dict[str, str] = field(default_factory=dict)  # operand -> value spec
+    allow: tuple[str, ...] = ()  # SASS kinds allowed in the timed region
+    warp_collective: bool = False  # needs all lanes converged (shfl, vote)
+    note: str = ""
+    source: str = ""  # file:group index, for error messages
+
+    @property
+    def dest(self) -> Operand:
+        return next(o for o in self.operands if o.written)
+
+    @property
+    def sources(self) -> list[Operand]:
+        return [o for o in self.operands if o.read]
+
+    def operand(self, name: str) -> Operand:
+        for o in self.operands:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    @property
+    def chain_operand(self) -> Operand | None:
+        """The read operand that takes the previous instruction's result."""
+        if self.chain == "none":
+            return None
+        if self.chain:
+            return self.operand(self.chain)
+        d = self.dest
+        same = [o for o in self.sources if o.reg_class == d.reg_class and o.ptype != "smem"]
+        if same:
+            return same[0]
+        regs = [o for o in self.sources if o.ptype != "smem"]
+        return regs[0] if regs else None
+
+    @property
+    def fib_operand(self) -> Operand | None:
+        """A second read operand of the chain's register class, for two-register chains."""
+        c = self.chain_operand
+        if c is None:
+            return None
+        for o in self.sources:
+            if o is not c and o.reg_class == c.reg_class and o.ptype != "smem":
+                return o
+        return None
+
+    def supported_on(self, sm: int) -> bool:
+        return sm >= self.min_sm
+
+
+def parse_signature(sig: str, where: str) -> tuple[Operand, ...]:
+    """Parse 'd!:u32 a:u32 b:u32' (``!`` marks a written operand, ``+`` read-and-written).
+
+    When no operand carries ``!``, the first one is the destination.
+    """
+    tokens = sig.replace(",", " ").split()
+    if not tokens:
+        raise CatalogError(f"{where}: empty operand signature")
+    parsed = []
+    for tok in tokens:
+        m = OPERAND_RE.match(tok)
+        if not m:
+            raise CatalogError(
+                f"{where}: malformed operand '{tok}' in signature '{sig}' "
+                "(expected name:type, e.g. 'a:u32', with '!' after the name for a destination)"
+            )
+        ptype = m["type"]
+        if ptype not in REG_CLASS and ptype not in SPECIAL_KINDS:
+            raise CatalogError(f"{where}: unknown PTX type '{ptype}' in signature '{sig}'")
+        parsed.append((m["name"], bool(m["w"]), bool(m["rw"]), ptype))
+    explicit = any(w for _, w, _, _ in parsed)
+    ops = []
+    for i, (name, w, rw, ptype) in enumerate(parsed):
+        written = w or rw or (not explicit and i == 0)
+        read = rw or not written
+        ops.append(Operand(name=name, ptype=ptype, written=written, read=read))
+    names = [o.name for o in ops]
+    if len(set(names)) != len(names):
+        raise CatalogError(f"{where}: duplicate operand names in '{sig}'")
+    if sum(o.written for o in ops) != 1:
+        raise CatalogError(f"{where}: signature '{sig}' must have exactly one destination")
+    return tuple(ops)
+
+
+def _fmt(template: str, **kw: str) -> str:
+    # str.format would choke on PTX braces; substitute only our own keys
+    out = template
+    for k, v in kw.items():
+        out = out.replace("{" + k + "}", v)
+    return out
+
+
+def _expand_group(g: dict, where: str) -> Iterator[Variant]:
+    for key in ("name", "sig"):
+        if key not in g:
+            raise CatalogError(f"{where}: missing '{key}'")
+    types = g.get("types", [""])
+    if not isinstance(types, list) or not types:
+        raise CatalogError(f"{where}: 'types' must be a non-empty list")
+    for t in types:
+        name = _fmt(g["name"], t=t)
+        sig = _fmt(g["sig"], t=t)
+        operands = parse_signature(sig, f"{where} ({name})")
+        parts = name.split(".")
+        opcode = parts[0]
+        typed = [p for p in parts[1:] if p in REG_CLASS]
+        ptype = typed[-1] if typed else (parts[-1] if len(parts) > 1 else "")
+        mods = tuple(p for p in parts[1:] if p != ptype)
+        if "ptx" in g:
+            ptx = _fmt(g["ptx"], t=t)
+        else:
+            ptx = name + " " + ", ".join("{" + o.name + "}" for o in operands) + ";"
+        placeholders = set(re.findall(r"\{([a-z][a-z0-9]*)\}", ptx))
+        missing = {o.name for o in operands} - placeholders
+        extra = placeholders - {o.name for o in operands}
+        if missing or extra:
+            raise CatalogError(
+                f"{where} ({name}): PTX template '{ptx}' and signature '{sig}' disagree "
+                f"(missing {sorted(missing)}, unknown {sorted(extra)})"
+            )
+        values = {k: _fmt(str(v), t=t) for k, v in g.get("values", {}).items()}
+        for k in values:
+            if k not in {o.name for o in operands}:
+                raise CatalogError(f"{where} ({name}): value given for unknown operand '{k}'")
+        chain = g.get("chain")
+        if chain and chain != "none" and chain not in {o.name for o in operands if o.read}:
+            raise CatalogError(f"{where} ({name}): chain operand '{chain}' is not a read operand")
+        per_type_sm = g.get("min_sm_by_type", {})
+        yield Variant(
+            name=name,
+            opcode=opcode,
+            type=ptype,
+            modifiers=mods,
+            ptx=ptx,
+            operands=operands,
+            cls=g.get("class", "misc"),
+            min_sm=int(per_type_sm.get(t, g.get("min_sm", 50))),
+            min_ptx=str(g.get("min_ptx", "6.0")),
+            chain=chain,
+            values=values,
+            allow=tuple(g.get("allow", ())),
+            warp_collective=bool(g.get("warp_collective", False)),
+            note=g.get("note", ""),
+            source=where,
+        )
+
+
+@dataclass
+class Catalog:
+    variants: list[Variant]
+
+    def __post_init__(self) -> None:
+        self._by_name: dict[str, Variant] = {}
+        for v in self.variants:
+            if v.name in self._by_name:
+                raise CatalogError(
+                    f"duplicate variant '{v.name}' ({self._by_name[v.name].source} and {v.source})"
+                )
+            self._by_name[v.name] = v
+
+    def __len__(self) -> int:
+        return len(self.variants)
+
+    def __iter__(self) -> Iterator[Variant]:
+        return iter(self.variants)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def get(self, name: str) -> Variant:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownVariant(
+                name, difflib.get_close_matches(name, list(self._by_name), n=3, cutoff=0.6)
+            ) from None
+
+    def select(self, patterns: Iterable[str] | None = None, classes: Iterable[str] | None = None) -> list[Variant]:
+        """Variants whose name matches any glob pattern (or exact name), optionally by class.
+
+        A pattern that matches nothing raises :class:`UnknownVariant`.
+        """
+        import fnmatch
+
+        out = list(self.variants)
+        if classes:
+            cl = set(classes)
+            out = [v for v in out if v.cls in cl or v.cls.split(".")[0] in cl]
+        if patterns:
+            pats = list(patterns)
+            chosen: list[Variant] = []
+            for p in pats:
+                hits = [v for v in out if fnmatch.fnmatchcase(v.name, p) or v.opcode == p]
+                if not hits:
+                    self.get(p)  # raises with suggestions
+                chosen.extend(h for h in hits if h not in chosen)
+            out = chosen
+        return out
+
+
+def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
+    files = [Path(p) for p in paths] if paths else [CATALOG_DIR / f for f in DEFAULT_FILES]
+    variants: list[Variant] = []
+    for f in files:
+        try:
+            doc = tomllib.loads(Path(f).read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise CatalogError(f"{f}: not valid TOML: {e}") from None
+        except OSError as e:
+            raise CatalogError(f"{f}: cannot read catalog: {e.strerror}") from None
+        groups = doc.get("group", [])
+        if not isinstance(groups, list):
+            raise CatalogError(f"{f}: 'group' must be an array of tables ([[group]])")
+        for i, g in enumerate(groups):
+            variants.extend(_expand_group(g, f"{Path(f).name}:group[{i}]"))
+    return Catalog(variants)

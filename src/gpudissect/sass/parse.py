@@ -1,0 +1,163 @@
+"""Parse nvdisasm output into structured SASS records, with a register data-flow view."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+LINE_RE = re.compile(
+    r"^\s*/\*(?P<off>[0-9a-fA-F]{4,})\*/\s+"
+    r"(?:(?P<pred>@!?U?P[0-9T]+)\s+)?"
+    r"(?P<op>[A-Z][A-Z0-9_]*)(?P<mods>(?:\.[A-Za-z0-9_]+)*)"
+    r"\s*(?P<rest>[^;]*);"
+)
+FUNC_RE = re.compile(r"^\.text\.(?P<name>[A-Za-z_$][\w$]*):")
+REG_RE = re.compile(r"\b(U?R(?:\d+|Z)|U?P(?:\d+|T))\b")
+
+# opcodes that write no register (their first operand is read)
+NO_DEST = {
+    "ST", "STG", "STS", "STL", "RED", "REDG", "REDUX_NODEST", "BRA", "BRX", "JMP", "CALL", "RET",
+    "EXIT", "BAR", "BSYNC", "BSSY", "WARPSYNC", "NOP", "MEMBAR", "ERRBAR", "CCTL", "YIELD",
+    "DEPBAR", "BMOV_NODEST", "STSM", "WARPGROUP", "ARRIVES",
+}
+# opcodes whose leading destination count the generic rule gets wrong
+DEST_COUNT = {"SHFL": 2, "PLOP3": 2, "ISETP": 2, "FSETP": 2, "DSETP": 2, "HSETP2": 2}
+# opcodes whose register operands are 64-bit pairs
+PAIR_OPS = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET"}
+
+
+@dataclass(frozen=True)
+class SassInstr:
+    offset: int
+    opcode: str  # base opcode, e.g. "IADD3"
+    modifiers: tuple[str, ...]  # e.g. ("X",)
+    operands: tuple[str, ...]
+    predicate: str = ""  # e.g. "@!P0"
+    text: str = ""
+
+    @property
+    def full(self) -> str:
+        """Opcode with modifiers, e.g. 'IMAD.WIDE.U32'."""
+        return ".".join((self.opcode, *self.modifiers))
+
+    @property
+    def pair(self) -> bool:
+        return (
+            self.opcode in PAIR_OPS
+            or "64" in self.modifiers
+            or "WIDE" in self.modifiers
+            or "F64" in self.modifiers
+        )
+
+    def _regs(self, tok: str) -> list[str]:
+        out = []
+        for r in REG_RE.findall(tok):
+            if r in ("RZ", "URZ", "PT", "UPT"):
+                continue
+            out.append(r)
+            if self.pair and r.startswith(("R", "UR")) and not r.startswith("UP"):
+                pre = "UR" if r.startswith("UR") else "R"
+                out.append(f"{pre}{int(r[len(pre):]) + 1}")
+        return out
+
+    def n_dests(self) -> int:
+        if self.opcode in NO_DEST or not self.operands:
+            return 0
+        if self.opcode in DEST_COUNT:
+            return min(DEST_COUNT[self.opcode], len(self.operands))
+        if self.opcode == "VOTE":
+            return len(self.operands) - 1
+        # the first operand, then predicate/carry outputs right after it (IADD3 R0, P0, ...),
+        # always leaving at least one operand as a source
+        n = 1
+        while n < len(self.operands) - 1 and re.fullmatch(r"!?U?P(\d+|T)", self.operands[n].strip()):
+            n += 1
+        return n
+
+    def dests(self) -> list[str]:
+        out: list[str] = []
+        for tok in self.operands[: self.n_dests()]:
+            out.extend(self._regs(tok))
+        return out
+
+    def sources(self) -> list[str]:
+        toks = self.operands[self.n_dests():]
+        out: list[str] = []
+        for t in toks:
+            out.extend(self._regs(t))
+        if self.predicate:
+            out.extend(REG_RE.findall(self.predicate))
+        return out
+
+
+@dataclass
+class SassFunction:
+    name: str
+    instrs: list[SassInstr] = field(default_factory=list)
+
+
+def _split_operands(rest: str) -> tuple[str, ...]:
+    out, depth, cur = [], 0, ""
+    for ch in rest:
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return tuple(out)
+
+
+def parse_sass(text: str) -> dict[str, SassFunction]:
+    """Parse ``nvdisasm -c`` (or cuobjdump -sass) text into functions of instructions."""
+    funcs: dict[str, SassFunction] = {}
+    cur: SassFunction | None = None
+    for line in text.splitlines():
+        fm = FUNC_RE.match(line.strip())
+        if fm:
+            cur = funcs.setdefault(fm["name"], SassFunction(fm["name"]))
+            continue
+        m = LINE_RE.match(line)
+        if not m:
+            continue
+        if cur is None:
+            cur = funcs.setdefault("", SassFunction(""))
+        mods = tuple(x for x in m["mods"].split(".") if x)
+        cur.instrs.append(
+            SassInstr(
+                offset=int(m["off"], 16),
+                opcode=m["op"],
+                modifiers=mods,
+                operands=_split_operands(m["rest"]),
+                predicate=m["pred"] or "",
+                text=line.strip(),
+            )
+        )
+    return funcs
+
+
+def dependency_depth(instrs: list[SassInstr]) -> int:
+    """Longest chain of register dependences (in instructions) through a straight-line block.
+
+    A CALL counts as one step that reads and writes every register (the callee is not in
+    the block), so work after it depends on work before it.
+    """
+    ready: dict[str, int] = {}
+    floor = 0  # depth reached by the last CALL: every register is at least this late
+    best = 0
+    for ins in instrs:
+        if ins.opcode == "CALL":
+            best += 1
+            floor = best
+            ready.clear()
+            continue
+        d = 1 + max([floor] + [ready.get(r, floor) for r in ins.sources()])
+        for r in ins.dests():
+            ready[r] = d
+        best = max(best, d)
+    return best
