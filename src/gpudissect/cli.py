@@ -99,6 +99,191 @@ def map_cmd(
         write_csv(recs, csv_path)
 
 
+def _device(index: int):
+    from .run.device import CudaDevice, NoGPU
+
+    try:
+        return CudaDevice(index)
+    except NoGPU as e:
+        fail(f"{e}. Timing needs an NVIDIA GPU; `gpudissect map` works without one.")
+
+
+def _store(db: Path | None):
+    from .store.db import Store, StoreError
+
+    try:
+        return Store(db)
+    except StoreError as e:
+        fail(str(e))
+
+
+@app.command("run")
+def run_cmd(
+    pattern: list[str] = typer.Argument(None, help="variant names or globs; all when omitted"),
+    suite: str = typer.Option("instructions", help="suite to run (instructions)"),
+    db: Path = typer.Option(None, "--db", help="results database (default $GPUDISSECT_DB or ./results.db)"),
+    arch: str = typer.Option("", help="architecture (default: the GPU's)"),
+    gpu: int = typer.Option(0, help="GPU index"),
+    quick: bool = typer.Option(False, help="fewer lengths/configurations (a smoke run)"),
+    resume: bool = typer.Option(True, "--resume/--new", help="resume an unfinished run of this suite and GPU"),
+    jobs: int = typer.Option(0, help="parallel compile jobs (0: cores)"),
+    selfcheck: bool = typer.Option(True, "--selfcheck/--no-selfcheck", help="time a few instructions through nvcc too"),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
+) -> None:
+    """Time every verified variant on the GPU (latency, throughput, dependence distance)."""
+    import json
+    import os
+
+    from .run.instructions import QUICK_PLAN, Plan, run_suite
+
+    if suite != "instructions":
+        fail(f"unknown suite '{suite}' (available: instructions)")
+    cat = _catalog(catalog)
+    try:
+        vs = cat.select(pattern)
+    except UnknownVariant as e:
+        fail(str(e))
+    dev = _device(gpu)
+    store = _store(db)
+    if not arch:
+        arch = "sm_" + dev.info.compute_capability.replace(".", "")
+    console.print(f"[bold]{dev.info.name}[/] {dev.info.uuid}  {dev.info.sm_count} SMs  driver {dev.info.driver}"
+                  f"  clocks {dev.clocks()}")
+    t0 = time.perf_counter()
+    with _progress() as prog:
+        task = prog.add_task("timing", total=len(vs))
+
+        def cb(name: str, n: int, total: int) -> None:
+            prog.update(task, completed=n, total=total, description=f"timing {name:<24}")
+
+        run_id, timing = run_suite(dev, store, vs, arch, QUICK_PLAN if quick else Plan(),
+                                   jobs=jobs or (os.cpu_count() or 2), resume=resume, progress=cb)
+    timing["total_s"] = time.perf_counter() - t0
+    if selfcheck:
+        from .run.selfcheck import run_selfcheck
+
+        lat = {r["variant"]: r["value"] for r in store.results(run_id, measure="latency") if r["value"]}
+        try:
+            sc = run_selfcheck(dev, lat, arch)
+            store.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"selfcheck:{run_id}", json.dumps(sc)))
+            t = Table("variant", "suite latency", "nvcc latency", "rel diff", "agree")
+            for r in sc:
+                t.add_row(r["variant"], f"{r['suite_latency'] or float('nan'):.2f}", f"{r['nvcc_latency']:.2f}",
+                          f"{(r['rel_diff'] or float('nan')):.1%}", "yes" if r["agree"] else "[red]NO[/]")
+            console.print(t)
+        except Exception as e:
+            err.print(f"self-check failed: {e}")
+    store.db.execute("UPDATE runs SET timing=? WHERE id=?", (json.dumps(timing), run_id))
+    console.print(f"run {run_id}: compile {timing['compile_s']:.1f} s, GPU+fit {timing['gpu_s']:.1f} s, "
+                  f"store {timing['analysis_s']:.1f} s, total {timing['total_s']:.1f} s")
+
+
+@app.command("show")
+def show_cmd(
+    pattern: str = typer.Argument("*", help="variant glob"),
+    db: Path = typer.Option(None, "--db"),
+    cls: str = typer.Option(None, "--class", help="instruction class (int, fp32, mufu, ...)"),
+    opcode: str = typer.Option(None, help="opcode (add, mad, ...)"),
+    type_: str = typer.Option(None, "--type", help="PTX type suffix (u32, f16x2, ...)"),
+) -> None:
+    """Table of stored results: latency and peak throughput per variant."""
+    store = _store(db)
+    recs = store.results(variant_like=pattern)
+    by: dict[str, dict] = {}
+    for r in recs:
+        name = r["variant"]
+        if opcode and name.split(".")[0] != opcode:
+            continue
+        if type_ and name.split(".")[-1] != type_:
+            continue
+        if cls and not (r["cls"] or "").startswith(cls):
+            continue
+        e = by.setdefault(name, {"flags": set(), "sass": r["sass"], "gpu": r["gpu_name"]})
+        if r["measure"] in ("latency", "throughput_peak"):
+            e[r["measure"]] = r["value"]
+            e["flags"].update(f.split(":")[0] for f in r["flags"])
+    t = Table("variant", "SASS", "latency (cyc)", "throughput (warp-instr/clk/SM)", "flags")
+    for name, e in by.items():
+        lat, tp = e.get("latency"), e.get("throughput_peak")
+        t.add_row(name, " + ".join(e["sass"] or [])[:60], "-" if lat is None else f"{lat:.2f}",
+                  "-" if tp is None else f"{tp:.2f}", ", ".join(sorted(e["flags"])))
+    console.print(t)
+
+
+@app.command("export")
+def export_cmd(
+    out: Path = typer.Argument(..., help="output file"),
+    fmt: str = typer.Option("json", "--format", help="json | csv | markdown"),
+    db: Path = typer.Option(None, "--db"),
+    run_id: int = typer.Option(None, "--run", help="one run only"),
+) -> None:
+    """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, markdown."""
+    from .store.export import records, table_v, write_csv, write_json
+
+    store = _store(db)
+    if fmt == "json":
+        n = write_json(store, out, run_id)
+    elif fmt == "csv":
+        n = write_csv(store, out, run_id)
+    elif fmt == "markdown":
+        recs = records(store, run_id)
+        out.write_text(table_v(recs))
+        n = len(recs)
+    else:
+        fail(f"unknown format '{fmt}' (json, csv, markdown)")
+    console.print(f"{n} records -> {out}")
+
+
+@app.command("time")
+def time_cmd(
+    ptx: str = typer.Option(..., "--ptx", help="PTX instruction(s) with {d} (result) and {a},{b},{c} (operands), "
+                            "or @FILE"),
+    sig: str = typer.Option("d:u32 a:u32 b:u32", "--sig", help="operands as name:type, destination first"),
+    arch: str = typer.Option("sm_90"),
+    db: Path = typer.Option(None, "--db"),
+    gpu: int = typer.Option(0),
+    no_gpu: bool = typer.Option(False, "--no-gpu", help="verify and show the SASS only"),
+) -> None:
+    """Time any PTX instruction or short sequence with the same generators, checks and statistics."""
+    from .catalog.model import Variant, parse_signature
+    from .generate.ptx import ptx_isa_for
+    from .run.instructions import Plan, VariantWork, _families, compile_work, measure_variant
+    from .toolchain.tools import tool_version
+    from .verify.auto import autoverify
+
+    text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
+    try:
+        ops = parse_signature(sig, "--sig")
+    except CatalogError as e:
+        fail(str(e))
+    import re as _re
+
+    used = set(_re.findall(r"\{([a-z][a-z0-9]*)\}", text))
+    missing = {o.name for o in ops} - used
+    if missing:
+        fail(f"--ptx does not use operand(s) {sorted(missing)} of --sig '{sig}'")
+    name = "custom:" + text.strip().split()[0] if text.strip() else "custom"
+    v = Variant(name=name, opcode="custom", type=ops[0].ptype, modifiers=(), ptx=text.strip(),
+                operands=ops, cls="custom")
+    rec = autoverify(v, arch)
+    console.print(f"{'verified' if rec.verified else '[red]' + rec.status + '[/]'} "
+                  f"strategy={rec.strategy} SASS/instance: {' + '.join(rec.sass) or '-'}")
+    if not rec.verified:
+        fail(rec.reason or "not verified", code=1)
+    if no_gpu:
+        return
+    dev = _device(gpu)
+    plan = Plan(tp_warps=(16, 32))
+    w = VariantWork(v, rec, _families(v, rec.strategy or "reg", arch, ptx_isa_for(tool_version("ptxas")), plan, 0))
+    compile_work([w], arch, 4)
+    results, _ = measure_variant(dev, w, plan)
+    t = Table("measure", "params", "value", "unit", "flags")
+    for r in results:
+        t.add_row(r.measure, str({k: v for k, v in r.params.items() if k != "lengths"}),
+                  "-" if r.value is None else f"{r.value:.3f}", r.unit, "; ".join(r.flags))
+    console.print(t)
+
+
 def main() -> None:
     try:
         app()

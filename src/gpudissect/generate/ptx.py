@@ -23,7 +23,6 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
 from ..catalog.model import CATALOG_DIR, Operand, Variant
 from ..catalog.values import bits_for, chain_init_spec, operand_spec

@@ -241,7 +241,7 @@ def autoverify_many(
                 recs[v.name].attempts.append(Attempt(strat.name, False, f"not applicable: {e}"))
         chunks = [items[i : i + MODULE_VARIANTS] for i in range(0, len(items), MODULE_VARIANTS)]
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            list(pool.map(lambda c: run_chunk(strat, c), chunks))
+            list(pool.map(lambda c, s=strat: run_chunk(s, c), chunks))
         still = []
         for v in pending:
             r = recs[v.name]

@@ -1,0 +1,219 @@
+"""The results store: one SQLite file (WAL, a transaction per benchmark).
+
+Default path: ``$GPUDISSECT_DB`` or ``./results.db``. Tables:
+
+* ``runs``: provenance of a sweep (GPU, UUID, driver, toolkit, clocks before/after, host,
+  times, tool version, arch, SM count, suite, parameters);
+* ``results``: one measurement (variant, measure, parameters, value, unit, statistic, fit,
+  raw samples, flags, SASS of one instance, PTX/SASS hashes, strategy);
+* ``kernels``: the PTX and SASS text of every kernel a result cites, by hash.
+
+A sweep interrupted halfway is resumed with the same run id: work whose results are
+already stored is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    suite TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    gpu_uuid TEXT NOT NULL,
+    driver TEXT,
+    toolkit TEXT,
+    arch TEXT,
+    sm_count INTEGER,
+    clocks_before TEXT,
+    clocks_after TEXT,
+    host TEXT,
+    started REAL NOT NULL,
+    finished REAL,
+    tool_version TEXT,
+    params TEXT,
+    timing TEXT
+);
+CREATE TABLE IF NOT EXISTS results (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    variant TEXT NOT NULL,
+    cls TEXT,
+    measure TEXT NOT NULL,
+    params TEXT NOT NULL,
+    value REAL,
+    unit TEXT NOT NULL,
+    statistic TEXT NOT NULL,
+    fit TEXT,
+    samples TEXT,
+    flags TEXT NOT NULL,
+    sass TEXT,
+    strategy TEXT,
+    ptx_hash TEXT,
+    sass_hash TEXT,
+    created REAL NOT NULL,
+    UNIQUE(run_id, variant, measure, params)
+);
+CREATE TABLE IF NOT EXISTS kernels (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    text BLOB NOT NULL  -- zlib-compressed PTX or SASS text
+);
+CREATE TABLE IF NOT EXISTS done (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    item TEXT NOT NULL,
+    PRIMARY KEY (run_id, item)
+);
+CREATE INDEX IF NOT EXISTS results_variant ON results(variant);
+"""
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("GPUDISSECT_DB", "results.db"))
+
+
+@dataclass
+class Result:
+    variant: str
+    measure: str  # latency | throughput | distance | ...
+    value: float | None
+    unit: str
+    statistic: str
+    params: dict = field(default_factory=dict)
+    fit: dict | None = None
+    samples: dict | list | None = None
+    flags: list[str] = field(default_factory=list)
+    sass: list[str] = field(default_factory=list)
+    strategy: str | None = None
+    ptx_hash: str | None = None
+    sass_hash: str | None = None
+    cls: str = ""
+
+
+class Store:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else default_path()
+        try:
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.executescript(SCHEMA)
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) != SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not a gpudissect results database ({e})") from None
+        self.db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self):
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+
+    # --- runs
+    def start_run(self, suite: str, device, toolkit: str, arch: str, clocks: dict, params: dict,
+                  tool_version: str) -> int:
+        with self.tx():
+            cur = self.db.execute(
+                "INSERT INTO runs (suite, gpu_name, gpu_uuid, driver, toolkit, arch, sm_count, "
+                "clocks_before, host, started, tool_version, params) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (suite, device.name, device.uuid, device.driver, toolkit, arch, device.sm_count,
+                 json.dumps(clocks), device.host, time.time(), tool_version, json.dumps(params)),
+            )
+            return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, clocks: dict, timing: dict) -> None:
+        with self.tx():
+            self.db.execute("UPDATE runs SET finished=?, clocks_after=?, timing=? WHERE id=?",
+                            (time.time(), json.dumps(clocks), json.dumps(timing), run_id))
+
+    def unfinished_run(self, suite: str, gpu_uuid: str) -> int | None:
+        row = self.db.execute(
+            "SELECT id FROM runs WHERE suite=? AND gpu_uuid=? AND finished IS NULL ORDER BY id DESC LIMIT 1",
+            (suite, gpu_uuid),
+        ).fetchone()
+        return int(row["id"]) if row else None
+
+    def runs(self) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+
+    # --- work items
+    def is_done(self, run_id: int, item: str) -> bool:
+        return self.db.execute("SELECT 1 FROM done WHERE run_id=? AND item=?", (run_id, item)).fetchone() is not None
+
+    def done_items(self, run_id: int) -> set[str]:
+        return {r["item"] for r in self.db.execute("SELECT item FROM done WHERE run_id=?", (run_id,))}
+
+    def save(self, run_id: int, item: str, results: Iterable[Result], texts: dict[str, tuple[str, str]] | None = None) -> None:
+        """Store one work item's results and mark it done, atomically."""
+        with self.tx():
+            for h, (kind, text) in (texts or {}).items():
+                self.db.execute("INSERT OR IGNORE INTO kernels VALUES (?,?,?)",
+                                (h, kind, zlib.compress(text.encode(), 9)))
+            for r in results:
+                self.db.execute(
+                    "INSERT OR REPLACE INTO results (run_id, variant, cls, measure, params, value, unit, "
+                    "statistic, fit, samples, flags, sass, strategy, ptx_hash, sass_hash, created) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (run_id, r.variant, r.cls, r.measure, json.dumps(r.params, sort_keys=True), r.value,
+                     r.unit, r.statistic, json.dumps(r.fit) if r.fit else None,
+                     json.dumps(r.samples) if r.samples is not None else None, json.dumps(r.flags),
+                     json.dumps(r.sass), r.strategy, r.ptx_hash, r.sass_hash, time.time()),
+                )
+            self.db.execute("INSERT OR IGNORE INTO done VALUES (?,?)", (run_id, item))
+
+    # --- reading
+    def results(self, run_id: int | None = None, variant_like: str | None = None,
+                measure: str | None = None) -> list[dict]:
+        q = ("SELECT r.*, u.gpu_name, u.gpu_uuid FROM results r JOIN runs u ON u.id = r.run_id WHERE 1=1")
+        args: list = []
+        if run_id is not None:
+            q += " AND r.run_id=?"
+            args.append(run_id)
+        if variant_like:
+            q += " AND r.variant GLOB ?"
+            args.append(variant_like)
+        if measure:
+            q += " AND r.measure=?"
+            args.append(measure)
+        q += " ORDER BY r.id"
+        out = []
+        for row in self.db.execute(q, args):
+            d = dict(row)
+            for k in ("params", "fit", "samples", "flags", "sass"):
+                if d.get(k) is not None:
+                    d[k] = json.loads(d[k])
+            out.append(d)
+        return out
+
+    def kernel_text(self, h: str) -> str | None:
+        row = self.db.execute("SELECT text FROM kernels WHERE hash=?", (h,)).fetchone()
+        return zlib.decompress(row["text"]).decode() if row else None

@@ -1,0 +1,78 @@
+"""Exports of the store: the stable JSON interface, CSV, and the Table-V-style markdown."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from .db import Store
+
+JSON_KEYS = ("variant", "measure", "value", "unit", "flags", "sass", "gpu", "gpu_uuid", "cls",
+             "params", "statistic", "fit", "samples", "strategy", "ptx_hash", "sass_hash", "run_id")
+
+
+def records(store: Store, run_id: int | None = None) -> list[dict]:
+    out = []
+    for r in store.results(run_id):
+        d = {k: r.get(k) for k in JSON_KEYS if k not in ("gpu",)}
+        d["gpu"] = r["gpu_name"]
+        out.append({k: d.get(k) for k in JSON_KEYS})
+    return out
+
+
+def write_json(store: Store, path: Path, run_id: int | None = None) -> int:
+    recs = records(store, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(recs, indent=1) + "\n")
+    return len(recs)
+
+
+def write_csv(store: Store, path: Path, run_id: int | None = None) -> int:
+    recs = records(store, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["variant", "class", "measure", "params", "value", "unit", "flags", "sass", "gpu"])
+        for r in recs:
+            w.writerow([r["variant"], r["cls"], r["measure"], json.dumps(r["params"]),
+                        "" if r["value"] is None else f"{r['value']:.4g}", r["unit"],
+                        "; ".join(r["flags"] or []), " + ".join(r["sass"] or []), r["gpu"]])
+    return len(recs)
+
+
+def fmt(v: float | None, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.{digits}g}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def table_v(recs: list[dict]) -> str:
+    """A table shaped like Table V of the Ampere paper: PTX, SASS, latency, throughput."""
+    by: dict[str, dict] = {}
+    for r in recs:
+        e = by.setdefault(r["variant"], {"cls": r["cls"], "sass": r["sass"], "flags": set()})
+        if r["measure"] == "latency":
+            e["lat"] = r["value"]
+            e["flags"].update(f.split(":")[0] for f in r["flags"] or [])
+            e["sass"] = r["sass"] or e["sass"]
+        elif r["measure"] == "throughput_peak":
+            e["tp"] = r["value"]
+            e["cfg"] = (r["params"] or {}).get("smallest_within_5pct")
+            e["flags"].update(f.split(":")[0] for f in r["flags"] or [])
+    gpu = recs[0]["gpu"] if recs else "?"
+    lines = [f"# Instruction latency and throughput ({gpu})", "",
+             "Latency: cycles per dependent instruction (slope of a chain-length sweep). "
+             "Throughput: warp-instructions per cycle per SM at saturation. Flags: see the JSON; "
+             "a '-' means not measured (unverified SASS or unsupported).", ""]
+    for cls in sorted({e["cls"] for e in by.values()}):
+        lines += [f"## {cls}", "", "| PTX | SASS (one instance) | latency (cycles) | throughput (warp-instr/clk/SM) | flags |",
+                  "|---|---|---:|---:|---|"]
+        for name, e in by.items():
+            if e["cls"] != cls:
+                continue
+            sass = " + ".join(e["sass"] or []) or "-"
+            lines.append(f"| `{name}` | {sass} | {fmt(e.get('lat'))} | {fmt(e.get('tp'))} | "
+                         f"{', '.join(sorted(e['flags']))} |")
+        lines.append("")
+    return "\n".join(lines)
