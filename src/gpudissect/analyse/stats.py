@@ -78,3 +78,18 @@ def sm_spans(times: np.ndarray, rep: int, block: int) -> dict[int, tuple[float, 
         warps = int(np.ceil(m.sum() / 32))
         out[int(sm)] = (float(t1[m].max() - t0[m].min()), warps)
     return out
+
+
+def sm_warp_max(times: np.ndarray, rep: int) -> dict[int, tuple[float, int]]:
+    """Per SM: (longest single-warp duration of repetition ``rep``, warps that ran there).
+
+    Unlike the SM span, this is immune to warps leaving the barrier at different times:
+    when all warps of an SM compete for one pipe, the longest warp lasts as long as the
+    SM needs to issue everybody's work."""
+    smid = times[:, -1].astype(np.int64)
+    dur = rep_cycles(times, rep)
+    out: dict[int, tuple[float, int]] = {}
+    for sm in np.unique(smid):
+        m = smid == sm
+        out[int(sm)] = (float(dur[m].max()), int(np.ceil(m.sum() / 32)))
+    return out

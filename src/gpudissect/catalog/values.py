@@ -75,6 +75,8 @@ def chain_init_spec(op: Operand, k: int, variant: Variant) -> str:
     """Initial value of chain ``k`` (each chain starts from a different value, so the
     compiler cannot merge chains)."""
     spec = variant.values.get(op.name)
+    if spec:
+        spec = spec.removeprefix("lane:")  # chains are lane-varied by the generator anyway
     if op.is_float:
         base = float(spec) if spec and not spec.startswith("raw:") else 1.5
         return repr(base + k / 64.0)

@@ -95,7 +95,8 @@ class CudaDevice:
         except Exception as e:
             raise NoGPU(f"no usable GPU {index}: {e}") from None
         self.stream = self.dev.create_stream()
-        self._modules: dict[int, object] = {}
+        self._modules: dict[int, tuple] = {}
+        self._bufs: dict[str, tuple] = {}
         err, ver = cu.cuDriverGetVersion()
         props = self.dev.properties
         cc = self.dev.compute_capability
@@ -117,44 +118,54 @@ class CudaDevice:
             raise RuntimeError(f"CUDA error {name.decode() if isinstance(name, bytes) else name}")
         return res[1:]
 
-    def _module(self, cubin: bytes):
+    def _kernel(self, cubin: bytes, name: str):
         from cuda.core import ObjectCode
 
-        key = hash(cubin)
+        key = id(cubin)
         if key not in self._modules:
-            self._modules[key] = ObjectCode.from_cubin(cubin)
-        return self._modules[key]
+            self._modules[key] = (cubin, ObjectCode.from_cubin(cubin), {})  # keep cubin alive
+        _, mod, kernels = self._modules[key]
+        if name not in kernels:
+            kernels[name] = mod.get_kernel(name)
+        return kernels[name]
+
+    def _buf(self, slot: str, nbytes: int):
+        """Reusable device buffers (grown on demand): allocation per launch costs more than
+        the launch."""
+        b = self._bufs.get(slot)
+        if b is None or b[1] < nbytes:
+            if b is not None:
+                b[0].close(self.stream)
+            size = max(nbytes, 1 << 16)
+            self._bufs[slot] = (self.dev.allocate(size, stream=self.stream), size)
+        return self._bufs[slot][0]
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:
         from cuda.core import LaunchConfig, launch
 
-        k = self._module(cubin).get_kernel(kernel)
+        k = self._kernel(cubin, kernel)
         threads = grid * block
         tpt = 2 * reps + 1
         host_in = np.array(inputs or [0], dtype=np.uint64)
-        b_in = self.dev.allocate(host_in.nbytes, stream=self.stream)
-        b_out = self.dev.allocate(threads * max(n_sink, 1) * 8, stream=self.stream)
-        b_t = self.dev.allocate(threads * tpt * 8, stream=self.stream)
-        try:
+        b_in = self._buf("in", host_in.nbytes)
+        b_out = self._buf("out", threads * max(n_sink, 1) * 8)
+        b_t = self._buf("times", threads * tpt * 8)
+        self.stream.sync()
+        self._check(self._cu.cuMemcpyHtoD(int(b_in.handle), host_in.ctypes.data, host_in.nbytes))
+        cfg = LaunchConfig(grid=(grid, 1, 1), block=(block, 1, 1))
+        results = []
+        for _ in range(launches):
+            t = time.perf_counter()
+            launch(self.stream, cfg, k, b_in, b_out, b_t)
             self.stream.sync()
-            self._check(self._cu.cuMemcpyHtoD(int(b_in.handle), host_in.ctypes.data, host_in.nbytes))
-            cfg = LaunchConfig(grid=(grid, 1, 1), block=(block, 1, 1))
-            results = []
-            for _ in range(launches):
-                t = time.perf_counter()
-                launch(self.stream, cfg, k, b_in, b_out, b_t)
-                self.stream.sync()
-                wall = time.perf_counter() - t
-                times = np.empty(threads * tpt, dtype=np.uint64)
-                self._check(self._cu.cuMemcpyDtoH(times.ctypes.data, int(b_t.handle), times.nbytes))
-                out = np.empty(min(threads, 32) * max(n_sink, 1), dtype=np.uint64)
-                self._check(self._cu.cuMemcpyDtoH(out.ctypes.data, int(b_out.handle), out.nbytes))
-                results.append(LaunchResult(times.reshape(threads, tpt), out, wall))
-            return results
-        finally:
-            for b in (b_in, b_out, b_t):
-                b.close(self.stream)
+            wall = time.perf_counter() - t
+            times = np.empty(threads * tpt, dtype=np.uint64)
+            self._check(self._cu.cuMemcpyDtoH(times.ctypes.data, int(b_t.handle), times.nbytes))
+            out = np.empty(min(threads, 32) * max(n_sink, 1), dtype=np.uint64)
+            self._check(self._cu.cuMemcpyDtoH(out.ctypes.data, int(b_out.handle), out.nbytes))
+            results.append(LaunchResult(times.reshape(threads, tpt), out, wall))
+        return results
 
     def clocks(self) -> dict:
         return nvml_clocks(self.info.index)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analyse.stats import MAX_REL_SPREAD, MIN_R2, fit_line, rep_cycles, sm_spans, summarize
+from ..analyse.stats import MAX_REL_SPREAD, MIN_R2, fit_line, rep_cycles, sm_warp_max, summarize
 from ..catalog.model import Variant
 from ..generate.ptx import GeneratedKernel, GenerationError, KernelConfig, generate, ptx_isa_for
 from ..generate.strategies import strategy as get_strategy
@@ -32,12 +32,12 @@ class Plan:
 
     latency_lengths: tuple[int, ...] = (8, 16, 32, 64)
     tp_chains: tuple[int, ...] = (4, 8)
-    tp_lengths: tuple[int, ...] = (4, 8, 16)
+    tp_lengths: tuple[int, ...] = (8, 16, 32)
     tp_warps: tuple[int, ...] = (4, 16, 32)
-    distances: tuple[int, ...] = (2, 3, 4, 6, 8)
+    distances: tuple[int, ...] = (2, 4, 8)
     distance_lengths: tuple[int, ...] = (8, 16)
-    reps: int = 3  # repetitions in a launch; the first (cold instruction cache) is dropped
-    launches: int = 2
+    reps: int = 4  # repetitions in a launch; the first (cold instruction cache) is dropped
+    launches: int = 1
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -209,7 +209,7 @@ def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
                     spans = []
                     for r in res:
                         for rep in range(1, plan.reps):
-                            per_sm = sm_spans(r.times, rep, 32 * W)
+                            per_sm = sm_warp_max(r.times, rep)
                             full = [s for s, warps in per_sm.values() if warps == W]
                             if full:
                                 spans.append(float(np.median(full)))
@@ -235,7 +235,7 @@ def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
                 if rate is None:
                     fl.append("non-positive slope")
                 out.append(Result(v.name, "throughput", rate, "warp_instr/cycle/SM",
-                                  "warps*chains / slope of median per-SM span vs length",
+                                  "warps*chains / slope of (median over SMs of the longest warp's cycles) vs length",
                                   params={"chains": f.chains, "warps": W, "lengths": list(xs)},
                                   fit=fit.to_json(), samples=raw, flags=fl, **common(f)))
     return out
