@@ -93,3 +93,20 @@ def sm_warp_max(times: np.ndarray, rep: int) -> dict[int, tuple[float, int]]:
         m = smid == sm
         out[int(sm)] = (float(dur[m].max()), int(np.ceil(m.sum() / 32)))
     return out
+
+
+def sm_windows(times: np.ndarray, rep: int, sm: int | None = None) -> list[tuple[int, int]]:
+    """Per-warp (start, end) of repetition ``rep`` on one SM (the lowest id by default),
+    relative to the SM's first start: the evidence behind a throughput figure."""
+    smid = times[:, -1].astype(np.int64)
+    sm = int(smid.min()) if sm is None else sm
+    idx = np.nonzero(smid == sm)[0][::32]
+    t0 = times[idx, 2 * rep].astype(np.int64)
+    t1 = times[idx, 2 * rep + 1].astype(np.int64)
+    base = int(t0.min()) if t0.size else 0
+    return [(int(a - base), int(b - base)) for a, b in zip(t0, t1, strict=True)]
+
+
+def all_overlap(windows: list[tuple[int, int]]) -> bool:
+    """True when every warp was inside its timed region at one common instant."""
+    return bool(windows) and min(b for _, b in windows) > max(a for a, _ in windows)

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analyse.stats import MAX_REL_SPREAD, MIN_R2, fit_line, rep_cycles, sm_warp_max, summarize
+from ..analyse.stats import (
+    MAX_REL_SPREAD,
+    MIN_R2,
+    all_overlap,
+    fit_line,
+    rep_cycles,
+    sm_spans,
+    sm_windows,
+    summarize,
+)
 from ..catalog.model import Variant
 from ..generate.ptx import GeneratedKernel, GenerationError, KernelConfig, generate, ptx_isa_for
 from ..generate.strategies import strategy as get_strategy
@@ -203,16 +212,21 @@ def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
         else:  # throughput: per warp count
             for W in plan.tp_warps:
                 xs, ys, raw, spreads = [], [], {}, []
+                overlaps: list[bool] = []
+                windows: dict[str, list] = {}
                 for b in f.built:
                     res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
                                   grid=dev.info.sm_count, block=32 * W, launches=plan.launches)
                     spans = []
                     for r in res:
                         for rep in range(1, plan.reps):
-                            per_sm = sm_warp_max(r.times, rep)
+                            per_sm = sm_spans(r.times, rep, 32 * W)
                             full = [s for s, warps in per_sm.values() if warps == W]
                             if full:
                                 spans.append(float(np.median(full)))
+                            win = sm_windows(r.times, rep)
+                            overlaps.append(all_overlap(win))
+                            windows[str(b.kernel.config.length)] = win
                     if not spans:
                         continue
                     s = summarize(spans)
@@ -234,8 +248,13 @@ def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
                 rate = (W * f.chains) / fit.slope if fit.slope > 0 else None
                 if rate is None:
                     fl.append("non-positive slope")
+                if overlaps and sum(overlaps) < len(overlaps) / 2:
+                    # the warps of an SM were not all inside the timed region at one instant:
+                    # the span then mixes barrier waits and serialized warps; not a throughput
+                    fl.append("warps-not-overlapping: warps ran their timed regions one after another")
+                raw = {"per_sm_span": raw, "warp_windows_one_sm": windows, "overlap": overlaps}
                 out.append(Result(v.name, "throughput", rate, "warp_instr/cycle/SM",
-                                  "warps*chains / slope of (median over SMs of the longest warp's cycles) vs length",
+                                  "warps*chains / slope of (median over SMs of the SM span) vs length",
                                   params={"chains": f.chains, "warps": W, "lengths": list(xs)},
                                   fit=fit.to_json(), samples=raw, flags=fl, **common(f)))
     return out
@@ -243,7 +262,8 @@ def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
 
 def _with_peak(v: Variant, out: list[Result]) -> list[Result]:
     """Add the saturated throughput: best configuration, and the smallest one within 5% of it."""
-    tps = [r for r in out if r.measure == "throughput" and r.value]
+    tps = [r for r in out if r.measure == "throughput" and r.value
+           and not any(f.startswith(("warps-not-overlapping", "poor-fit", "non-positive")) for f in r.flags)]
     if tps:
         best = max(tps, key=lambda r: r.value or 0)
         ok = [r for r in tps if (r.value or 0) >= 0.95 * (best.value or 0)]

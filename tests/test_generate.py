@@ -1,0 +1,270 @@
+"""The PTX generator: kernels assemble, operands come from the input buffer, chains differ."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from gpudissect.catalog.values import bits_for
+from gpudissect.generate.ptx import (
+    GenerationError,
+    KernelConfig,
+    generate,
+    glue_ptx,
+    ptx_isa_for,
+)
+from gpudissect.generate.strategies import all_strategies, default_order, strategy
+from gpudissect.sass.parse import parse_sass
+from gpudissect.toolchain.tools import compile_ptx, disassemble, tool_version
+from gpudissect.verify.auto import build
+from gpudissect.verify.check import find_region
+
+LOAD_RE = re.compile(r"^\s*ld\.global\.b(?:16|32|64) (%\w+), \[%in\+(\d+)\];$")
+OPERAND_TOKEN = re.compile(r"^\{[a-z][a-z0-9]*\}$")
+
+
+@pytest.fixture(scope="module")
+def isa() -> str:
+    return ptx_isa_for(tool_version("ptxas"))
+
+
+def timed_body(ptx: str) -> list[str]:
+    lines = ptx.splitlines()
+    start = lines.index("  mov.u64 %t0, %clock64;")
+    end = lines.index("  mov.u64 %t1, %clock64;")
+    return [ln.strip() for ln in lines[start + 1 : end]]
+
+
+def operands_of(line: str) -> list[str]:
+    m = re.match(r"^(?:@!?%\w+\s+)?[a-z][\w.]*\s+(.*);$", line.strip())
+    assert m, line
+    return [t.strip().strip("[]") for t in m.group(1).split(",")]
+
+
+def loads(ptx: str) -> dict[str, int]:
+    """register -> input slot, for every load from the input buffer."""
+    out = {}
+    for ln in ptx.splitlines():
+        m = LOAD_RE.match(ln)
+        if m:
+            assert m.group(1) not in out, f"{m.group(1)} loaded twice"
+            out[m.group(1)] = int(m.group(2)) // 8
+    return out
+
+
+def template_has_literals(ptx_template: str) -> bool:
+    return any(not OPERAND_TOKEN.match(t) for t in operands_of(ptx_template))
+
+
+# --- assembling ------------------------------------------------------------------------
+
+CASES = [
+    ("add.u32", "fib", 1),
+    ("add.f32", "reg", 1),
+    ("add.f32", "reg", 4),
+    ("fma.rn.f32", "reg", 4),
+    ("mad.lo.u32", "fib", 4),
+    ("add.f16x2", "reg", 4),
+    ("add.bf16", "reg", 1),
+    ("neg.s32", "companion", 1),
+    ("abs.f64", "companion", 4),
+    ("setp.lt.and.s32", "reg", 2),
+    ("mul.wide.u32", "reg", 1),
+    ("atom.shared.add.u32", "reg", 1),
+    ("shfl.sync.idx.b32", "reg", 1),
+    ("shfl.sync.idx.b32", "fib", 1),
+    ("vote.sync.ballot.b32", "reg", 1),
+    ("mov.u32.clock", "reg", 1),
+]
+
+
+@pytest.mark.parametrize(("name", "strat", "chains"), CASES)
+def test_generated_kernels_assemble(catalog, isa, name, strat, chains):
+    v = catalog.get(name)
+    s = strategy(strat)
+    k = generate(v, KernelConfig(chains=chains, length=4, reps=2), s, arch="sm_90", ptx_isa=isa)
+    assert k.ptx.startswith(f".version {isa}\n.target sm_90\n")
+    assert k.ptx == k.header + "\n" + k.entry
+    cub = compile_ptx(k.ptx, arch="sm_90", opt=s.opt)
+    assert cub.cubin[:4] == b"\x7fELF"
+    funcs = parse_sass(disassemble(cub.cubin))
+    region = find_region(funcs[k.name].instrs)
+    assert region, "the timed region is empty"
+    assert k.times_per_thread == 5
+    assert k.config.units == 4 * chains
+    if chains > 1 and v.chain_operand is not None:
+        # every chain has its own sink slot, so no chain is dead code
+        assert k.n_sink >= chains
+
+
+def test_latency_and_throughput_shapes(catalog, isa):
+    v = catalog.get("fma.rn.f32")
+    lat = generate(v, KernelConfig(chains=1, length=8), strategy("reg"), ptx_isa=isa)
+    thr = generate(v, KernelConfig(chains=4, length=8), strategy("reg"), ptx_isa=isa)
+    assert len(timed_body(lat.ptx)) == 8
+    assert len(timed_body(thr.ptx)) == 32
+    # throughput: chains are interleaved, each instruction feeds the same chain 4 lines later
+    body = timed_body(thr.ptx)
+    dests = [operands_of(ln)[0] for ln in body]
+    assert len(set(dests)) == 4
+    assert dests[:4] == dests[4:8]
+    for ln in body:
+        ops = operands_of(ln)
+        assert ops[0] == ops[v.operands.index(v.chain_operand)]  # d = op(d, ...): a real chain
+    b = build(thr, "sm_90", 3)
+    assert sum(1 for i in b.region if i.opcode == "FFMA") == 32
+
+
+# --- operands come from the input buffer -----------------------------------------------
+
+
+def test_reg_strategy_has_no_immediates(catalog, isa):
+    reg = strategy("reg")
+    checked = 0
+    for v in catalog:
+        if template_has_literals(v.ptx):
+            continue  # e.g. shfl's fixed clamp and mask
+        k = generate(v, KernelConfig(chains=2, length=3), reg, ptx_isa=isa)
+        if k.glue:
+            continue  # glue (selp 1, 0) is not the instruction under test
+        loaded = loads(k.ptx)
+        # predicates are set from loaded words: setp.ne.b32 %pN, %rM, 0
+        from_input = set(loaded) | {
+            m.group(1) for m in re.finditer(r"setp\.ne\.b32 (%p\d+), (%r\d+), 0;", k.ptx)
+            if m.group(2) in loaded
+        }
+        dest_i = v.operands.index(v.dest)
+        for ln in timed_body(k.ptx):
+            ops = operands_of(ln)
+            assert len(ops) == len(v.operands), ln
+            for i, tok in enumerate(ops):
+                assert tok.startswith("%"), f"{v.name}: immediate {tok!r} in {ln!r}"
+                if i == dest_i and v.chain_operand is None:
+                    continue  # a fresh register per instance
+                assert tok in from_input or tok == "%smem", f"{v.name}: {tok} not from the input buffer"
+        # every slot of the input buffer is loaded exactly once
+        assert sorted(loaded.values()) == list(range(len(k.inputs))), v.name
+        checked += 1
+    assert checked > 250
+
+
+def test_fixed_operand_values_are_in_the_input_buffer(catalog, isa):
+    v = catalog.get("mad.lo.u32")
+    k = generate(v, KernelConfig(chains=1, length=4), strategy("reg"), ptx_isa=isa)
+    loaded = loads(k.ptx)
+    body = timed_body(k.ptx)
+    ops = operands_of(body[0])
+    names = [o.name for o in v.operands]
+    chain = v.chain_operand.name
+    for o in v.sources:
+        if o.name == chain:
+            continue
+        reg = ops[names.index(o.name)]
+        assert reg in loaded, f"{o.name} ({reg}) is not loaded from the input buffer"
+        assert k.inputs[loaded[reg]] == bits_for(o.ptype, v.values.get(o.name, "7"))
+        assert all(operands_of(ln)[names.index(o.name)] == reg for ln in body)
+
+
+def test_imm_strategy_uses_immediates(catalog, isa):
+    v = catalog.get("add.u32")
+    k = generate(v, KernelConfig(chains=1, length=4), strategy("imm"), ptx_isa=isa)
+    assert timed_body(k.ptx) == ["add.u32 %r0, %r0, 7;"] * 4
+    f = generate(catalog.get("add.f32"), KernelConfig(length=2), strategy("imm"), ptx_isa=isa)
+    assert all(operands_of(ln)[2] == "0f3F800000" for ln in timed_body(f.ptx))
+    # no immediate form for f16 in PTX
+    with pytest.raises(GenerationError, match="no PTX immediate"):
+        generate(catalog.get("add.f16"), KernelConfig(), strategy("imm"), ptx_isa=isa)
+
+
+@pytest.mark.parametrize("name", ["add.u32", "fma.rn.f32", "add.f16x2", "mad.lo.u64", "add.bf16"])
+def test_distinct_chains_start_from_distinct_values(catalog, isa, name):
+    v = catalog.get(name)
+    for strat in ("reg", "fib"):
+        k = generate(v, KernelConfig(chains=4, length=2), strategy(strat), ptx_isa=isa)
+        loaded = loads(k.ptx)
+        body = timed_body(k.ptx)
+        chain_regs = [operands_of(ln)[0] for ln in body[:4]]
+        assert len(set(chain_regs)) == 4
+        starts = [k.inputs[loaded[r]] for r in chain_regs]
+        assert len(set(starts)) == 4, f"{name}/{strat}: chains start equal {starts}"
+        if strat == "fib":
+            ci = v.operands.index(v.fib_operand)
+            others = [operands_of(ln)[ci] for ln in body[:4]]
+            assert len(set(others)) == 4
+            all_starts = starts + [k.inputs[loaded[r]] for r in others]
+            assert len(set(all_starts)) == 8
+
+
+def test_chain_registers_vary_across_lanes(catalog, isa):
+    # the chain start gets the lane id added, so shfl/vote of it cannot be folded as uniform
+    k = generate(catalog.get("add.u32"), KernelConfig(chains=1), strategy("reg"), ptx_isa=isa)
+    assert "add.u32 %r0, %r0, %lane;" in k.ptx
+
+
+def test_fib_alternates_registers(catalog, isa):
+    k = generate(catalog.get("add.u32"), KernelConfig(chains=1, length=4), strategy("fib"), ptx_isa=isa)
+    body = timed_body(k.ptx)
+    assert body == ["add.u32 %r0, %r0, %r1;", "add.u32 %r1, %r1, %r0;"] * 2
+
+
+def test_companion_follows_each_instance(catalog, isa):
+    k = generate(catalog.get("neg.s32"), KernelConfig(chains=1, length=3), strategy("companion"), ptx_isa=isa)
+    body = timed_body(k.ptx)
+    assert len(body) == 6
+    assert all(ln.startswith("neg.s32") for ln in body[0::2])
+    assert all(ln.startswith("xor.b32") for ln in body[1::2])
+    key = operands_of(body[1])[2]
+    assert key in loads(k.ptx)  # the companion's operand is a run-time value too
+    assert k.companion == "xor.b32 {o}, {o}, {k};"
+
+
+def test_glue_for_mixed_register_classes(catalog, isa):
+    v = catalog.get("mul.wide.u32")
+    assert v.dest.reg_class == "rd" and v.chain_operand.reg_class == "r"
+    k = generate(v, KernelConfig(chains=1, length=2), strategy("reg"), ptx_isa=isa)
+    assert k.glue == glue_ptx("rd", "r")
+    body = timed_body(k.ptx)
+    assert body[0].startswith("mul.wide.u32") and body[1].startswith("mov.b64")
+    compile_ptx(k.ptx)
+
+
+def test_generation_errors(catalog, isa):
+    with pytest.raises(GenerationError, match="no second operand"):
+        generate(catalog.get("not.b32"), KernelConfig(), strategy("fib"), ptx_isa=isa)
+    with pytest.raises(GenerationError, match="no second operand"):
+        generate(catalog.get("popc.b32"), KernelConfig(), strategy("fib"), ptx_isa=isa)
+    with pytest.raises(GenerationError, match="no operand to make immediate"):
+        generate(catalog.get("not.b32"), KernelConfig(), strategy("imm"), ptx_isa=isa)
+    with pytest.raises(GenerationError, match="no chain"):
+        generate(catalog.get("mov.u32.clock"), KernelConfig(), strategy("companion"), ptx_isa=isa)
+    for bad in ({"chains": 0}, {"length": 0}, {"reps": 0}):
+        with pytest.raises(GenerationError):
+            KernelConfig(**bad)
+
+
+def test_every_variant_generates_or_refuses_clearly(catalog, isa):
+    """No strategy may crash the generator with anything but GenerationError."""
+    for v in catalog:
+        for s in all_strategies().values():
+            try:
+                generate(v, KernelConfig(chains=2, length=2), s, ptx_isa=isa)
+            except GenerationError:
+                pass
+
+
+def test_strategies():
+    order = [s.name for s in default_order()]
+    assert order[0] == "reg" and "imm" not in order
+    assert len(set(order)) == len(order)
+    assert strategy("imm").operands == "imm"
+    assert strategy("reg-O0").opt == 0
+    with pytest.raises(KeyError, match="unknown strategy 'nope'"):
+        strategy("nope")
+
+
+def test_ptx_isa_for():
+    assert ptx_isa_for("13.0") == "9.0"
+    assert ptx_isa_for("12.4") == "8.4"
+    assert ptx_isa_for("99.9") == ptx_isa_for("13.2")  # newer than the table: newest known
+    assert ptx_isa_for(None) == "8.0"
