@@ -20,7 +20,7 @@ err = Console(stderr=True)
 
 
 def fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False)
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -168,14 +168,16 @@ def run_cmd(
             store.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"selfcheck:{run_id}", json.dumps(sc)))
             t = Table("variant", "suite latency", "nvcc latency", "rel diff", "agree")
             for r in sc:
-                t.add_row(r["variant"], f"{r['suite_latency'] or float('nan'):.2f}", f"{r['nvcc_latency']:.2f}",
-                          f"{(r['rel_diff'] or float('nan')):.1%}", "yes" if r["agree"] else "[red]NO[/]")
+                ours, rel = r["suite_latency"], r["rel_diff"]
+                t.add_row(r["variant"], "-" if ours is None else f"{ours:.2f}", f"{r['nvcc_latency']:.2f}",
+                          "-" if rel is None else f"{rel:.1%}",
+                          "-" if rel is None else ("yes" if r["agree"] else "[red]NO[/]"))
             console.print(t)
         except Exception as e:
             err.print(f"self-check failed: {e}")
     store.db.execute("UPDATE runs SET timing=? WHERE id=?", (json.dumps(timing), run_id))
-    console.print(f"run {run_id}: compile {timing['compile_s']:.1f} s, GPU+fit {timing['gpu_s']:.1f} s, "
-                  f"store {timing['analysis_s']:.1f} s, total {timing['total_s']:.1f} s")
+    console.print(f"run {run_id}: compile+verify {timing['compile_s']:.1f} s, GPU+fit {timing['gpu_and_fit_s']:.1f} s, "
+                  f"store {timing['store_s']:.1f} s, total {timing['total_s']:.1f} s")
 
 
 @app.command("show")

@@ -65,48 +65,42 @@ def rep_cycles(times: np.ndarray, rep: int) -> np.ndarray:
     return (times[:, 2 * rep + 1].astype(np.int64) - times[:, 2 * rep].astype(np.int64))
 
 
-def sm_spans(times: np.ndarray, rep: int, block: int) -> dict[int, tuple[float, int]]:
-    """Per SM: (span in cycles from the first start to the last end, warps that ran there).
+@dataclass
+class SmStats:
+    """Per-SM view of one repetition (vectorised: one pass over the warps, no per-SM loop)."""
 
-    %clock64 is a per-SM counter, so spans are only formed within one SM."""
-    smid = times[:, -1].astype(np.int64)
-    t0 = times[:, 2 * rep].astype(np.int64)
-    t1 = times[:, 2 * rep + 1].astype(np.int64)
-    out: dict[int, tuple[float, int]] = {}
-    for sm in np.unique(smid):
-        m = smid == sm
-        warps = int(np.ceil(m.sum() / 32))
-        out[int(sm)] = (float(t1[m].max() - t0[m].min()), warps)
-    return out
+    sm: np.ndarray  # SM ids
+    warps: np.ndarray  # warps that ran on each SM
+    span: np.ndarray  # cycles from the SM's first start to its last end
+    overlap: np.ndarray  # True where all of the SM's warps were inside the region at one instant
 
 
-def sm_warp_max(times: np.ndarray, rep: int) -> dict[int, tuple[float, int]]:
-    """Per SM: (longest single-warp duration of repetition ``rep``, warps that ran there).
+def per_sm(times: np.ndarray, rep: int) -> SmStats:
+    """%clock64 is a per-SM counter, so spans are only formed within one SM. One row per warp
+    (lane 0) is enough: the threads of a warp share the SM and run the region together."""
+    w = times[::32]
+    smid = w[:, -1].astype(np.int64)
+    t0 = w[:, 2 * rep].astype(np.int64)
+    t1 = w[:, 2 * rep + 1].astype(np.int64)
+    sms, inv = np.unique(smid, return_inverse=True)
+    n = sms.size
+    big = np.iinfo(np.int64).max
+    first0, last0 = np.full(n, big), np.full(n, -big)
+    first1, last1 = np.full(n, big), np.full(n, -big)
+    np.minimum.at(first0, inv, t0)
+    np.maximum.at(last0, inv, t0)
+    np.minimum.at(first1, inv, t1)
+    np.maximum.at(last1, inv, t1)
+    return SmStats(sms, np.bincount(inv, minlength=n), (last1 - first0).astype(float), first1 > last0)
 
-    Unlike the SM span, this is immune to warps leaving the barrier at different times:
-    when all warps of an SM compete for one pipe, the longest warp lasts as long as the
-    SM needs to issue everybody's work."""
-    smid = times[:, -1].astype(np.int64)
-    dur = rep_cycles(times, rep)
-    out: dict[int, tuple[float, int]] = {}
-    for sm in np.unique(smid):
-        m = smid == sm
-        out[int(sm)] = (float(dur[m].max()), int(np.ceil(m.sum() / 32)))
-    return out
 
-
-def sm_windows(times: np.ndarray, rep: int, sm: int | None = None) -> list[tuple[int, int]]:
-    """Per-warp (start, end) of repetition ``rep`` on one SM (the lowest id by default),
-    relative to the SM's first start: the evidence behind a throughput figure."""
-    smid = times[:, -1].astype(np.int64)
-    sm = int(smid.min()) if sm is None else sm
-    idx = np.nonzero(smid == sm)[0][::32]
-    t0 = times[idx, 2 * rep].astype(np.int64)
-    t1 = times[idx, 2 * rep + 1].astype(np.int64)
-    base = int(t0.min()) if t0.size else 0
+def sm_windows(times: np.ndarray, rep: int) -> list[tuple[int, int]]:
+    """Per-warp (start, end) of repetition ``rep`` on the lowest-numbered SM, relative to its
+    first start: the evidence kept beside a throughput figure."""
+    w = times[::32]
+    smid = w[:, -1].astype(np.int64)
+    m = smid == smid.min()
+    t0 = w[m, 2 * rep].astype(np.int64)
+    t1 = w[m, 2 * rep + 1].astype(np.int64)
+    base = int(t0.min())
     return [(int(a - base), int(b - base)) for a, b in zip(t0, t1, strict=True)]
-
-
-def all_overlap(windows: list[tuple[int, int]]) -> bool:
-    """True when every warp was inside its timed region at one common instant."""
-    return bool(windows) and min(b for _, b in windows) > max(a for a, _ in windows)

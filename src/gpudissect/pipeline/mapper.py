@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..catalog.model import Variant
 from ..toolchain.tools import ToolchainMissing
-from ..verify.auto import MapRecord, autoverify, autoverify_many
+from ..verify.auto import MapRecord, arch_number, autoverify, autoverify_many
 
 
 def default_jobs() -> int:
@@ -25,9 +25,10 @@ def map_catalog(
 ) -> list[MapRecord]:
     """Autoverify every variant (batched modules, parallel); one failing variant never
     stops the others."""
+    arch_number(arch)  # a malformed architecture is the caller's error, not a variant's
     try:
         return autoverify_many(variants, arch, jobs=jobs or default_jobs(), progress=progress)
-    except (ToolchainMissing, ValueError):
+    except ToolchainMissing:
         raise
     except Exception:  # a crash in a batch: fall back to one variant at a time
         out = []

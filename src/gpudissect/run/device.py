@@ -7,6 +7,7 @@ stands in for it in tests (it produces synthetic clocks from a model you give it
 from __future__ import annotations
 
 import platform
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
@@ -174,8 +175,13 @@ class CudaDevice:
         self.stream.sync()
 
 
+KERNEL_NAME = re.compile(r"_[a-z](?P<chains>\d+)_n(?P<length>\d+)$")
+
+
 class FakeDevice:
-    """A stand-in for tests: clocks follow ``cycles(kernel_meta, units) -> float`` plus noise."""
+    """A stand-in for tests: each warp's region lasts ``model(kernel, chains, length, warps)``
+    cycles (plus relative noise); chains and length come from the suite's kernel names
+    (``..._<measure letter><chains>_n<length>``)."""
 
     def __init__(self, model, sm_count: int = 4, noise: float = 0.0, seed: int = 0):
         self.model = model
@@ -184,12 +190,14 @@ class FakeDevice:
         self.calls = 0
         self.info = DeviceInfo(name="FakeGPU", uuid="GPU-fake", index=0, sm_count=sm_count,
                                compute_capability="9.0", driver="fake")
-        self.kernel_units: dict[str, tuple[int, int]] = {}  # kernel -> (chains, length)
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:
         self.calls += 1
-        chains, length = self.kernel_units[kernel]
+        m = KERNEL_NAME.search(kernel)
+        if m is None:
+            raise ValueError(f"FakeDevice cannot model kernel '{kernel}'")
+        chains, length = int(m["chains"]), int(m["length"])
         threads = grid * block
         tpt = 2 * reps + 1
         res = []

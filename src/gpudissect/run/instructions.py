@@ -18,10 +18,10 @@ import numpy as np
 from ..analyse.stats import (
     MAX_REL_SPREAD,
     MIN_R2,
-    all_overlap,
+    Fit,
     fit_line,
+    per_sm,
     rep_cycles,
-    sm_spans,
     sm_windows,
     summarize,
 )
@@ -132,7 +132,7 @@ def _base_flags(w: VariantWork) -> list[str]:
         flags.append(f"glue: {w.record.glue}")
     if w.record.companion:
         flags.append(f"companion: {w.record.companion}")
-    if any(s.startswith("BRA") or "BRA" in s for s in w.record.sass):
+    if any("BRA" in s for s in w.record.sass):
         flags.append("branch: data-dependent path in the instruction's SASS")
     return flags
 
@@ -145,21 +145,23 @@ def _texts(f: Family) -> dict[str, tuple[str, str]]:
     return t
 
 
+def _fit_flags(fit: Fit, spreads: list[float]) -> list[str]:
+    flags = []
+    if fit.r2 < MIN_R2:
+        flags.append(f"poor-fit: r2={fit.r2:.4f}")
+    if max(spreads) > MAX_REL_SPREAD:
+        flags.append(f"noisy: repeats spread {max(spreads):.1%}")
+    return flags
+
+
 def measure_variant(dev, w: VariantWork, plan: Plan) -> tuple[list[Result], dict]:
     """Run one variant's families on the device and analyse them."""
     v = w.variant
     out: list[Result] = []
     texts: dict[str, tuple[str, str]] = {}
-    base = _base_flags(w)
-
-    def common(f: Family) -> dict:
-        b = f.built[-1]
-        return dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
-                    ptx_hash=sha256(b.kernel.ptx), sass_hash=sha256(b.sass_text))
-
     for f in w.families:
         try:
-            out.extend(_measure_family(dev, w, f, plan, base, texts, common))
+            out.extend(_measure_family(dev, w, f, plan, texts))
         except Exception as e:  # a launch that fails (resources, fault) flags this family only
             out.append(Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
                               flags=[f"error: {type(e).__name__}: {e}"], sass=w.record.sass, cls=v.cls,
@@ -167,97 +169,88 @@ def measure_variant(dev, w: VariantWork, plan: Plan) -> tuple[list[Result], dict
     return _with_peak(v, out), texts
 
 
-def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, base: list[str],
-                    texts: dict, common) -> list[Result]:
+def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
     v = w.variant
-    out: list[Result] = []
-    block_lat = 32
-    if True:
-        if f.error and not f.built:
-            out.append(Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
-                              flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
-                              strategy=w.record.strategy))
-            return out
-        texts.update(_texts(f))
-        flags = list(base)
-        if f.error:
-            flags.append(f"sass: {f.error}")
-        if f.measure in ("latency", "distance"):
-            xs, ys, raw, spreads = [], [], {}, []
-            for b in f.built:
-                res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
-                              grid=1, block=block_lat, launches=plan.launches)
-                cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
-                s = summarize(cyc)
-                xs.append(b.kernel.config.length)
-                ys.append(s.median)
-                raw[str(b.kernel.config.length)] = cyc
-                spreads.append(s.rel_spread)
-            fit = fit_line(xs, ys)
-            if fit.r2 < MIN_R2:
-                flags.append(f"poor-fit: r2={fit.r2:.4f}")
-            if max(spreads) > MAX_REL_SPREAD:
-                flags.append(f"noisy: repeats spread {max(spreads):.1%}")
-            if f.measure == "latency":
-                value = fit.slope
-                out.append(Result(v.name, "latency", value, "cycles", "slope of median cycles vs chain length",
-                                  params={"chains": 1, "lengths": list(xs)}, fit=fit.to_json(), samples=raw,
-                                  flags=flags, **common(f)))
-            else:
-                value = fit.slope / f.chains
-                out.append(Result(v.name, "distance", value, "cycles/instr",
-                                  "slope of median cycles vs length / interleaved chains",
-                                  params={"distance": f.chains, "lengths": list(xs)}, fit=fit.to_json(),
-                                  samples=raw, flags=flags, **common(f)))
-        else:  # throughput: per warp count
-            for W in plan.tp_warps:
-                xs, ys, raw, spreads = [], [], {}, []
-                overlaps: list[bool] = []
-                windows: dict[str, list] = {}
-                for b in f.built:
-                    res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
-                                  grid=dev.info.sm_count, block=32 * W, launches=plan.launches)
-                    spans = []
-                    for r in res:
-                        for rep in range(1, plan.reps):
-                            per_sm = sm_spans(r.times, rep, 32 * W)
-                            full = [s for s, warps in per_sm.values() if warps == W]
-                            if full:
-                                spans.append(float(np.median(full)))
-                            win = sm_windows(r.times, rep)
-                            overlaps.append(all_overlap(win))
-                            windows[str(b.kernel.config.length)] = win
-                    if not spans:
-                        continue
-                    s = summarize(spans)
-                    xs.append(b.kernel.config.length)
-                    ys.append(s.median)
-                    raw[str(b.kernel.config.length)] = spans
-                    spreads.append(s.rel_spread)
-                fl = list(flags)
-                if len(xs) < 2:
-                    out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
-                                      params={"chains": f.chains, "warps": W},
-                                      flags=fl + ["not timed: no SM ran exactly one block"], **common(f)))
-                    continue
-                fit = fit_line(xs, ys)
-                if fit.r2 < MIN_R2:
-                    fl.append(f"poor-fit: r2={fit.r2:.4f}")
-                if max(spreads) > MAX_REL_SPREAD:
-                    fl.append(f"noisy: repeats spread {max(spreads):.1%}")
-                rate = (W * f.chains) / fit.slope if fit.slope > 0 else None
-                if rate is None:
-                    fl.append("non-positive slope")
-                if overlaps and sum(overlaps) < len(overlaps) / 2:
-                    # the warps of an SM were not all inside the timed region at one instant:
-                    # the span then mixes barrier waits and serialized warps; not a throughput
-                    fl.append("warps-not-overlapping: warps ran their timed regions one after another")
-                raw = {"per_sm_span": raw, "warp_windows_one_sm": windows, "overlap": overlaps}
-                out.append(Result(v.name, "throughput", rate, "warp_instr/cycle/SM",
-                                  "warps*chains / slope of (median over SMs of the SM span) vs length",
-                                  params={"chains": f.chains, "warps": W, "lengths": list(xs)},
-                                  fit=fit.to_json(), samples=raw, flags=fl, **common(f)))
-    return out
+    if f.error and not f.built:
+        return [Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
+                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
+                       strategy=w.record.strategy)]
+    texts.update(_texts(f))
+    flags = _base_flags(w) + ([f"sass: {f.error}"] if f.error else [])
+    cited = f.built[-1]
+    cite = dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
+                ptx_hash=sha256(cited.kernel.ptx), sass_hash=sha256(cited.sass_text))
+    if f.measure == "throughput":
+        return [_throughput(dev, v, f, plan, W, flags, cite) for W in plan.tp_warps]
+    return [_chain(dev, v, f, plan, flags, cite)]
+
+
+def _chain(dev, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
+    """Latency (one chain) or dependence distance (d interleaved chains), one warp."""
+    xs, ys, raw, spreads = [], [], {}, []
+    for b in f.built:
+        res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
+                      grid=1, block=32, launches=plan.launches)
+        cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
+        s = summarize(cyc)
+        xs.append(b.kernel.config.length)
+        ys.append(s.median)
+        raw[str(b.kernel.config.length)] = cyc
+        spreads.append(s.rel_spread)
+    fit = fit_line(xs, ys)
+    flags = flags + _fit_flags(fit, spreads)
+    if f.measure == "latency":
+        return Result(v.name, "latency", fit.slope, "cycles", "slope of median cycles vs chain length",
+                      params={"chains": 1, "lengths": xs}, fit=fit.to_json(), samples=raw,
+                      flags=flags, **cite)
+    return Result(v.name, "distance", fit.slope / f.chains, "cycles/instr",
+                  "slope of median cycles vs length / interleaved chains",
+                  params={"distance": f.chains, "lengths": xs}, fit=fit.to_json(), samples=raw,
+                  flags=flags, **cite)
+
+
+def _throughput(dev, v: Variant, f: Family, plan: Plan, W: int, flags: list[str], cite: dict) -> Result:
+    """K chains per thread, W warps per block, one block per SM; SMs that ran exactly one
+    block are used."""
+    xs, ys, raw, spreads = [], [], {}, []
+    overlaps: list[bool] = []
+    windows: dict[str, list] = {}
+    for b in f.built:
+        res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
+                      grid=dev.info.sm_count, block=32 * W, launches=plan.launches)
+        spans = []
+        for r in res:
+            for rep in range(1, plan.reps):
+                st = per_sm(r.times, rep)
+                full = st.warps == W
+                if full.any():
+                    spans.append(float(np.median(st.span[full])))
+                    overlaps.extend(st.overlap[full].tolist())
+                windows[str(b.kernel.config.length)] = sm_windows(r.times, rep)
+        if spans:
+            s = summarize(spans)
+            xs.append(b.kernel.config.length)
+            ys.append(s.median)
+            raw[str(b.kernel.config.length)] = spans
+            spreads.append(s.rel_spread)
+    params = {"chains": f.chains, "warps": W, "lengths": xs}
+    if len(xs) < 2:
+        return Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
+                      flags=flags + ["not timed: no SM ran exactly one block"], **cite)
+    fit = fit_line(xs, ys)
+    flags = flags + _fit_flags(fit, spreads)
+    rate = (W * f.chains) / fit.slope if fit.slope > 0 else None
+    if rate is None:
+        flags.append("non-positive slope")
+    if sum(overlaps) < len(overlaps) / 2:
+        # most SMs' warps were never all inside the timed region at one instant: the span then
+        # mixes barrier waits and serialized warps, and is not a throughput
+        flags.append("warps-not-overlapping: warps ran their timed regions one after another")
+    samples = {"per_sm_span": raw, "warp_windows_one_sm": windows,
+               "sm_overlap_fraction": sum(overlaps) / max(len(overlaps), 1)}
+    return Result(v.name, "throughput", rate, "warp_instr/cycle/SM",
+                  "warps*chains / slope of (median over SMs of the SM span) vs length",
+                  params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
 
 
 def _with_peak(v: Variant, out: list[Result]) -> list[Result]:
@@ -305,7 +298,9 @@ def run_suite(
         run_id = store.start_run(SUITE, dev.info, toolkit, arch, dev.clocks(), plan.to_json(), __version__)
     done = store.done_items(run_id)
     todo = [v for v in variants if v.name not in done]
-    timing = {"compile_s": 0.0, "gpu_s": 0.0, "analysis_s": 0.0}
+    # map+compile+verify; launches with their fits (analysis is interleaved with the launches
+    # and not separable); writing to the store
+    timing = {"compile_s": 0.0, "gpu_and_fit_s": 0.0, "store_s": 0.0}
 
     t = time.perf_counter()
     records = autoverify_many(todo, arch, jobs=jobs) if todo else []
@@ -335,9 +330,9 @@ def run_suite(
         except Exception as e:  # one failing benchmark never takes the sweep down
             results, texts = [Result(w.variant.name, "latency", None, "cycles", "none",
                                      flags=[f"error: {type(e).__name__}: {e}"], cls=w.variant.cls)], {}
-        timing["gpu_s"] += time.perf_counter() - t
+        timing["gpu_and_fit_s"] += time.perf_counter() - t
         t = time.perf_counter()
         store.save(run_id, w.variant.name, results, texts)
-        timing["analysis_s"] += time.perf_counter() - t
+        timing["store_s"] += time.perf_counter() - t
     store.finish_run(run_id, dev.clocks(), timing)
     return run_id, timing

@@ -54,6 +54,7 @@ class PtxasError(RuntimeError):
                 "requires ptx isa",
                 "is not supported",
                 "unsupported",
+                "is not defined for option 'gpu-name'",  # an architecture this ptxas dropped
             )
         )
 
@@ -89,17 +90,19 @@ def find_tool(tool: str) -> Path:
 
 
 @cache
+def _banner(tool: str) -> str:
+    return subprocess.run([str(find_tool(tool)), "--version"], capture_output=True, text=True).stdout
+
+
 def tool_version(tool: str) -> str:
     """'13.0' style release of a tool (from its --version banner)."""
-    out = subprocess.run([str(find_tool(tool)), "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"release (\d+\.\d+)", out)
+    m = re.search(r"release (\d+\.\d+)", _banner(tool))
     return m.group(1) if m else "unknown"
 
 
-@cache
 def tool_version_full(tool: str) -> str:
-    out = subprocess.run([str(find_tool(tool)), "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"V(\d+\.\d+\.\d+)", out)
+    """'13.0.88' style version (part of the cache keys)."""
+    m = re.search(r"V(\d+\.\d+\.\d+)", _banner(tool))
     return m.group(1) if m else tool_version(tool)
 
 

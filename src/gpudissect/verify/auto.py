@@ -239,6 +239,8 @@ def autoverify_many(
                 items.append((v, _family(v, strat, arch, isa, f"v{i}")))
             except GenerationError as e:
                 recs[v.name].attempts.append(Attempt(strat.name, False, f"not applicable: {e}"))
+            except Exception as e:  # a generator bug on one variant must not stop the others
+                recs[v.name].attempts.append(Attempt(strat.name, False, f"generator error: {type(e).__name__}: {e}"))
         chunks = [items[i : i + MODULE_VARIANTS] for i in range(0, len(items), MODULE_VARIANTS)]
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             list(pool.map(lambda c, s=strat: run_chunk(s, c), chunks))

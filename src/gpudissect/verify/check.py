@@ -68,7 +68,7 @@ def find_region(instrs: list[SassInstr]) -> list[SassInstr]:
     return instrs[idx[0] + 1 : idx[1]]
 
 
-def kind_of(full: str, opcode: str) -> set[str]:
+def kind_of(opcode: str) -> set[str]:
     return {k for k, rx in KINDS.items() if rx.match(opcode)}
 
 
@@ -162,7 +162,7 @@ def check_family(
     # what distorts a timing: anything of a forbidden kind anywhere in the region
     seen = dict.fromkeys(_key(i) for s in samples for i in s.region)
     for op in seen:
-        kinds = kind_of(op, opcode_of[op])
+        kinds = kind_of(opcode_of[op])
         bad = kinds - set(allow) - {"shared", "constant", "global"}
         if "memory" in kinds and ({"shared", "constant", "global"} & kinds & set(allow) or "memory" in allow):
             bad.discard("memory")
