@@ -59,3 +59,24 @@ def _sass_lines(*lines: str, start: int = 0) -> list[SassInstr]:
 def sass():
     """``sass('IADD3 R4, R4, R6, RZ', ...)`` -> parsed SassInstr list."""
     return _sass_lines
+
+
+def _gpu_available() -> bool:
+    try:
+        from gpudissect.run.device import CudaDevice, NoGPU
+
+        try:
+            CudaDevice(0)
+            return True
+        except NoGPU:
+            return False
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if any("gpu" in item.keywords for item in items) and not _gpu_available():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
