@@ -119,30 +119,34 @@ def _store(db: Path | None):
 
 @app.command("run")
 def run_cmd(
-    pattern: list[str] = typer.Argument(None, help="variant names or globs; all when omitted"),
-    suite: str = typer.Option("instructions", help="suite to run (instructions)"),
+    pattern: list[str] = typer.Argument(None, help="what to run within the suite (names or globs); all when omitted"),
+    suite: str = typer.Option("instructions", help="suite to run: instructions, memory, tensor, behaviour"),
     db: Path = typer.Option(None, "--db", help="results database (default $GPUDISSECT_DB or ./results.db)"),
     arch: str = typer.Option("", help="architecture (default: the GPU's)"),
     gpu: int = typer.Option(0, help="GPU index"),
     quick: bool = typer.Option(False, help="fewer lengths/configurations (a smoke run)"),
     resume: bool = typer.Option(True, "--resume/--new", help="resume an unfinished run of this suite and GPU"),
     jobs: int = typer.Option(0, help="parallel compile jobs (0: cores)"),
-    selfcheck: bool = typer.Option(True, "--selfcheck/--no-selfcheck", help="time a few instructions through nvcc too"),
-    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
+    selfcheck: bool = typer.Option(True, "--selfcheck/--no-selfcheck", help="instructions: time a few instructions through nvcc too"),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) (instructions suite)"),
 ) -> None:
-    """Time every verified variant on the GPU (latency, throughput, dependence distance)."""
+    """Run a suite on the GPU (instructions: latency, throughput, dependence distance of every
+    verified variant; memory; tensor; behaviour)."""
     import json
     import os
 
-    from .run.instructions import QUICK_PLAN, Plan, run_suite
+    from .run.suites import UnknownSuite, suite_entry
 
-    if suite != "instructions":
-        fail(f"unknown suite '{suite}' (available: instructions)")
-    cat = _catalog(catalog)
     try:
-        vs = cat.select(pattern)
-    except UnknownVariant as e:
+        entry = suite_entry(suite)
+    except UnknownSuite as e:
         fail(str(e))
+    if suite == "instructions":
+        cat = _catalog(catalog)
+        try:
+            cat.select(pattern)
+        except UnknownVariant as e:
+            fail(str(e))
     dev = _device(gpu)
     store = _store(db)
     if not arch:
@@ -150,22 +154,26 @@ def run_cmd(
     console.print(f"[bold]{dev.info.name}[/] {dev.info.uuid}  {dev.info.sm_count} SMs  driver {dev.info.driver}"
                   f"  clocks {dev.clocks()}")
     t0 = time.perf_counter()
+    kw = {"catalog_paths": catalog} if suite == "instructions" else {}
     with _progress() as prog:
-        task = prog.add_task("timing", total=len(vs))
+        task = prog.add_task(suite, total=None)
 
         def cb(name: str, n: int, total: int) -> None:
-            prog.update(task, completed=n, total=total, description=f"timing {name:<24}")
+            prog.update(task, completed=n, total=total, description=f"{suite} {name:<24}")
 
-        run_id, timing = run_suite(dev, store, vs, arch, QUICK_PLAN if quick else Plan(),
-                                   jobs=jobs or (os.cpu_count() or 2), resume=resume, progress=cb)
+        try:
+            run_id, timing = entry(dev, store, pattern or None, arch=arch, quick=quick, resume=resume,
+                                   jobs=jobs or (os.cpu_count() or 2), progress=cb, **kw)
+        except (UnknownVariant, ValueError) as e:
+            fail(str(e))
     timing["total_s"] = time.perf_counter() - t0
-    if selfcheck:
+    if suite == "instructions" and selfcheck:
         from .run.selfcheck import run_selfcheck
 
         lat = {r["variant"]: r["value"] for r in store.results(run_id, measure="latency") if r["value"]}
         try:
             sc = run_selfcheck(dev, lat, arch)
-            store.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"selfcheck:{run_id}", json.dumps(sc)))
+            store.set_meta(f"selfcheck:{run_id}", sc)
             t = Table("variant", "suite latency", "nvcc latency", "rel diff", "agree")
             for r in sc:
                 ours, rel = r["suite_latency"], r["rel_diff"]
@@ -176,8 +184,10 @@ def run_cmd(
         except Exception as e:
             err.print(f"self-check failed: {e}")
     store.db.execute("UPDATE runs SET timing=? WHERE id=?", (json.dumps(timing), run_id))
-    console.print(f"run {run_id}: compile+verify {timing['compile_s']:.1f} s, GPU+fit {timing['gpu_and_fit_s']:.1f} s, "
-                  f"store {timing['store_s']:.1f} s, total {timing['total_s']:.1f} s")
+    for line in store.get_meta(f"summary:{run_id}", {}).get("conclusions", []):
+        console.print(f"- {line}", highlight=False, soft_wrap=True)
+    console.print(f"run {run_id} ({suite}): " + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items()
+                                                          if isinstance(v, (int, float))))
 
 
 @app.command("show")
@@ -215,15 +225,25 @@ def show_cmd(
 @app.command("export")
 def export_cmd(
     out: Path = typer.Argument(..., help="output file"),
-    fmt: str = typer.Option("json", "--format", help="json | csv | markdown"),
+    fmt: str = typer.Option("json", "--format", help="json | csv | markdown | suite"),
     db: Path = typer.Option(None, "--db"),
     run_id: int = typer.Option(None, "--run", help="one run only"),
+    suite: str = typer.Option(None, "--suite", help="the latest run of this suite (with --format suite)"),
 ) -> None:
-    """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, markdown."""
-    from .store.export import records, table_v, write_csv, write_json
+    """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, markdown;
+    'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
+    from .store.export import records, table_v, write_csv, write_json, write_suite_json
 
     store = _store(db)
-    if fmt == "json":
+    if suite and run_id is None:
+        run_id = store.latest_run(suite)
+        if run_id is None:
+            fail(f"no run of suite '{suite}' in {store.path}")
+    if fmt == "suite":
+        if run_id is None:
+            fail("--format suite needs --run N or --suite NAME")
+        n = write_suite_json(store, out, run_id)
+    elif fmt == "json":
         n = write_json(store, out, run_id)
     elif fmt == "csv":
         n = write_csv(store, out, run_id)
@@ -232,7 +252,7 @@ def export_cmd(
         out.write_text(table_v(recs))
         n = len(recs)
     else:
-        fail(f"unknown format '{fmt}' (json, csv, markdown)")
+        fail(f"unknown format '{fmt}' (json, csv, markdown, suite)")
     console.print(f"{n} records -> {out}")
 
 

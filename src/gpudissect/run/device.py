@@ -40,11 +40,55 @@ class LaunchResult:
     wall_s: float
 
 
+@dataclass
+class Buf:
+    """A device-buffer kernel argument of the generic :meth:`Device.launch` (picklable, so a
+    launch can be forwarded to a worker process).
+
+    ``data`` is copied to the device before the first launch (else the buffer is zero-filled
+    once, when ``zero`` is set); ``read`` copies it back after the last launch as ``dtype``.
+    Buffers are device memory of their own for each name and reused (grown on demand) across
+    launches of one device, so a large buffer is only uploaded when new ``data`` comes."""
+
+    name: str
+    nbytes: int = 0
+    data: np.ndarray | None = None
+    read: bool = False
+    dtype: str = "u8"
+    zero: bool = False
+
+    def __post_init__(self) -> None:
+        if self.data is not None:
+            self.data = np.ascontiguousarray(self.data)
+            self.nbytes = max(self.nbytes, int(self.data.nbytes))
+        if self.nbytes <= 0:
+            raise ValueError(f"buffer '{self.name}' has no size")
+
+
+# A scalar kernel argument: a numpy scalar of the PTX parameter's width (np.uint32(5), ...).
+Arg = Buf | np.generic
+
+
+@dataclass
+class KernelRun:
+    """What a generic launch returns: read-back buffers (after the last launch) and, per
+    launch, the GPU time between two events around it and the host wall time."""
+
+    outputs: dict[str, np.ndarray]
+    gpu_ms: list[float]
+    wall_s: list[float]
+
+
 class Device(Protocol):
     info: DeviceInfo
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]: ...
+
+    def launch(self, cubin: bytes, kernel: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
+               args: list[Arg], smem: int = 0, launches: int = 1) -> KernelRun: ...
+
+    def free_memory(self) -> int: ...
 
     def clocks(self) -> dict: ...
 
@@ -168,6 +212,74 @@ class CudaDevice:
             results.append(LaunchResult(times.reshape(threads, tpt), out, wall))
         return results
 
+    def _set_smem(self, k, smem: int) -> None:
+        """Raise the kernel's dynamic shared-memory limit (above 48 KiB needs the opt-in)."""
+        cu = self._cu
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        h = k._handle
+        if isinstance(h, cu.CUkernel):
+            self._check(cu.cuKernelSetAttribute(attr, smem, h, int(self.dev.device_id)))
+        else:
+            self._check(cu.cuFuncSetAttribute(h, attr, smem))
+
+    def free_memory(self) -> int:
+        free, _total = self._check(self._cu.cuMemGetInfo())
+        return int(free)
+
+    def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
+               launches: int = 1) -> KernelRun:
+        """Launch any kernel: ``args`` are :class:`Buf` (device buffers) and numpy scalars, in
+        the order of the kernel's parameters. Returns the read-back buffers and per-launch
+        GPU times (events) and wall times."""
+        from cuda.core import LaunchConfig, launch
+
+        cu = self._cu
+        k = self._kernel(cubin, kernel)
+        if smem > 48 * 1024:
+            self._set_smem(k, smem)
+        params = []
+        self.stream.sync()
+        for a in args:
+            if isinstance(a, Buf):
+                b = self._buf("g:" + a.name, a.nbytes)
+                if a.data is not None:
+                    self._check(cu.cuMemcpyHtoD(int(b.handle), a.data.ctypes.data, a.data.nbytes))
+                elif a.zero:
+                    self._check(cu.cuMemsetD8(int(b.handle), 0, a.nbytes))
+                params.append(b)
+            elif isinstance(a, np.generic):
+                params.append(a)
+            else:
+                raise TypeError(f"kernel argument {a!r}: use Buf or a numpy scalar (np.uint64(...))")
+        grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
+        block = block if isinstance(block, tuple) else (block, 1, 1)
+        cfg = LaunchConfig(grid=grid, block=block, shmem_size=smem)
+        err_, e0 = cu.cuEventCreate(0)
+        err_, e1 = cu.cuEventCreate(0)
+        gpu_ms, walls = [], []
+        s = int(self.stream.handle)
+        try:
+            for _ in range(launches):
+                t = time.perf_counter()
+                self._check(cu.cuEventRecord(e0, s))
+                launch(self.stream, cfg, k, *params)
+                self._check(cu.cuEventRecord(e1, s))
+                self._check(cu.cuEventSynchronize(e1))
+                walls.append(time.perf_counter() - t)
+                (ms,) = self._check(cu.cuEventElapsedTime(e0, e1))
+                gpu_ms.append(float(ms))
+        finally:
+            cu.cuEventDestroy(e0)
+            cu.cuEventDestroy(e1)
+        outs = {}
+        for a in args:
+            if isinstance(a, Buf) and a.read:
+                b = self._bufs["g:" + a.name][0]
+                host = np.empty(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)
+                self._check(cu.cuMemcpyDtoH(host.ctypes.data, int(b.handle), host.nbytes))
+                outs[a.name] = host
+        return KernelRun(outs, gpu_ms, walls)
+
     def clocks(self) -> dict:
         return nvml_clocks(self.info.index)
 
@@ -183,8 +295,13 @@ class FakeDevice:
     cycles (plus relative noise); chains and length come from the suite's kernel names
     (``..._<measure letter><chains>_n<length>``)."""
 
-    def __init__(self, model, sm_count: int = 4, noise: float = 0.0, seed: int = 0):
+    def __init__(self, model=None, sm_count: int = 4, noise: float = 0.0, seed: int = 0,
+                 launch_model=None, free_bytes: int = 8 << 30):
+        """``launch_model(kernel, grid, block, args, smem) -> dict of outputs`` (optionally
+        with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches."""
         self.model = model
+        self.launch_model = launch_model
+        self.free_bytes = free_bytes
         self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.calls = 0
@@ -212,6 +329,18 @@ class FakeDevice:
             times[:, -1] = np.repeat(np.arange(grid) % self.info.sm_count, block)
             res.append(LaunchResult(times, np.zeros(32 * n_sink, dtype=np.uint64), 1e-5))
         return res
+
+    def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
+               launches: int = 1) -> KernelRun:
+        self.calls += 1
+        if self.launch_model is None:
+            raise ValueError("FakeDevice has no launch_model")
+        outs = dict(self.launch_model(kernel, grid, block, args, smem))
+        ms = outs.pop("_gpu_ms", [1e-3] * launches)
+        return KernelRun(outs, list(ms), [1e-5] * launches)
+
+    def free_memory(self) -> int:
+        return self.free_bytes
 
     def clocks(self) -> dict:
         return {"sm_mhz": 1000, "fake": True}

@@ -336,3 +336,14 @@ def run_suite(
         timing["store_s"] += time.perf_counter() - t
     store.finish_run(run_id, dev.clocks(), timing)
     return run_id, timing
+
+
+def run_catalog_suite(dev, store: Store, patterns: list[str] | None, *, arch: str, quick: bool = False,
+                      resume: bool = True, jobs: int = 8, progress=None,
+                      catalog_paths=None) -> tuple[int, dict]:
+    """The suite registry's entry point: select catalog variants by pattern and run them."""
+    from ..catalog.model import load_catalog
+
+    vs = load_catalog(catalog_paths or None).select(patterns)
+    return run_suite(dev, store, vs, arch, QUICK_PLAN if quick else Plan(), jobs=jobs, resume=resume,
+                     progress=progress)

@@ -214,6 +214,33 @@ class Store:
             out.append(d)
         return out
 
+    def set_meta(self, key: str, value) -> None:
+        """A JSON value beside the results (a suite's summary: ``summary:<run id>``, ...)."""
+        with self.tx():
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get_meta(self, key: str, default=None):
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row["value"]) if row else default
+
+    def run(self, run_id: int) -> dict:
+        row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no run {run_id}")
+        d = dict(row)
+        for k in ("clocks_before", "clocks_after", "params", "timing"):
+            if d.get(k):
+                d[k] = json.loads(d[k])
+        return d
+
+    def latest_run(self, suite: str, gpu_uuid: str | None = None) -> int | None:
+        q, args = "SELECT id FROM runs WHERE suite=?", [suite]
+        if gpu_uuid:
+            q += " AND gpu_uuid=?"
+            args.append(gpu_uuid)
+        row = self.db.execute(q + " ORDER BY id DESC LIMIT 1", args).fetchone()
+        return int(row["id"]) if row else None
+
     def kernel_text(self, h: str) -> str | None:
         row = self.db.execute("SELECT text FROM kernels WHERE hash=?", (h,)).fetchone()
         return zlib.decompress(row["text"]).decode() if row else None

@@ -28,6 +28,32 @@ def write_json(store: Store, path: Path, run_id: int | None = None) -> int:
     return len(recs)
 
 
+SUITE_SCHEMA = "gpudissect.suite/1"
+
+
+def suite_document(store: Store, run_id: int) -> dict:
+    """One suite run as the stable per-suite JSON (``data/<gpu>/<suite>.json``):
+    provenance of the run, the suite's summary (its conclusions, with the evidence named),
+    and every record."""
+    run = store.run(run_id)
+    return {
+        "schema": SUITE_SCHEMA,
+        "suite": run["suite"],
+        "provenance": {k: run.get(k) for k in ("gpu_name", "gpu_uuid", "driver", "toolkit", "arch",
+                                                "sm_count", "clocks_before", "clocks_after", "host",
+                                                "started", "finished", "tool_version", "params", "timing")},
+        "summary": store.get_meta(f"summary:{run_id}", {}),
+        "records": records(store, run_id),
+    }
+
+
+def write_suite_json(store: Store, path: Path, run_id: int) -> int:
+    doc = suite_document(store, run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return len(doc["records"])
+
+
 def write_csv(store: Store, path: Path, run_id: int | None = None) -> int:
     recs = records(store, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
