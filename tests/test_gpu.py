@@ -30,11 +30,11 @@ LAUNCH_PTX = """
 .version 8.0
 .target sm_90
 .address_size 64
+.extern .shared .align 16 .b8 smem[];
 .visible .entry addk(.param .u64 p_in, .param .u64 p_out, .param .u32 p_k)
 {
   .reg .b32 %r<6>;
   .reg .b64 %rd<6>;
-  .extern .shared .align 16 .b8 smem[];
   ld.param.u64 %rd1, [p_in];
   ld.param.u64 %rd2, [p_out];
   ld.param.u32 %r1, [p_k];
