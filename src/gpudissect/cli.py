@@ -99,13 +99,30 @@ def map_cmd(
         write_csv(recs, csv_path)
 
 
-def _device(index: int):
-    from .run.device import CudaDevice, NoGPU
+def _device(index: int, isolate: bool = False, timeout: float = 60.0):
+    """GPU ``index``: in a worker process with a watchdog (``isolate``) or in this process.
+    ``GPUDISSECT_FAKE_DEVICE=N`` substitutes N synthetic GPUs (tests; see run/fakes.py)."""
+    import functools
 
+    from .run.device import CudaDevice, NoGPU
+    from .run.fakes import fake_from_env, fake_gpu_count
+
+    if fake_gpu_count():
+        if not 0 <= index < fake_gpu_count():
+            fail(f"no fake GPU {index} (GPUDISSECT_FAKE_DEVICE={fake_gpu_count()})")
+        factory = functools.partial(fake_from_env, index)
+    else:
+        factory = functools.partial(CudaDevice, index)
     try:
-        return CudaDevice(index)
+        if isolate:
+            from .run.worker import WorkerDevice
+
+            return WorkerDevice(index, timeout=timeout, factory=factory)
+        return factory()
     except NoGPU as e:
         fail(f"{e}. Timing needs an NVIDIA GPU; `gpudissect map` works without one.")
+    except RuntimeError as e:  # WorkerFailed: the worker could not open the device
+        fail(f"GPU {index}: {e}")
 
 
 def _store(db: Path | None):
@@ -129,6 +146,12 @@ def run_cmd(
     jobs: int = typer.Option(0, help="parallel compile jobs (0: cores)"),
     selfcheck: bool = typer.Option(True, "--selfcheck/--no-selfcheck", help="instructions: time a few instructions through nvcc too"),
     catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) (instructions suite)"),
+    isolate: bool = typer.Option(True, "--isolate/--no-isolate",
+                                 help="run the GPU in a worker process with a watchdog (a fault or hang "
+                                      "is recorded and the sweep goes on in a fresh worker)"),
+    timeout: float = typer.Option(60.0, "--timeout", help="seconds one GPU call may take (--isolate)"),
+    gpus: str = typer.Option("", "--gpus", help="'all' or '0,1': one process per GPU, each its own run; "
+                                                "then their comparison"),
 ) -> None:
     """Run a suite on the GPU (instructions: latency, throughput, dependence distance of every
     verified variant; memory; tensor; behaviour)."""
@@ -141,13 +164,18 @@ def run_cmd(
         entry = suite_entry(suite)
     except UnknownSuite as e:
         fail(str(e))
+    if not timeout > 0:
+        fail(f"--timeout must be positive (got {timeout})")
     if suite == "instructions":
         cat = _catalog(catalog)
         try:
             cat.select(pattern)
         except UnknownVariant as e:
             fail(str(e))
-    dev = _device(gpu)
+    if gpus:
+        _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate, timeout)
+        return
+    dev = _device(gpu, isolate, timeout)
     store = _store(db)
     if not arch:
         arch = "sm_" + dev.info.compute_capability.replace(".", "")
@@ -166,6 +194,8 @@ def run_cmd(
                                    jobs=jobs or (os.cpu_count() or 2), progress=cb, **kw)
         except (UnknownVariant, ValueError) as e:
             fail(str(e))
+        except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
+            fail(f"{type(e).__name__}: {e} (what is stored is kept: run the same command to resume)")
     timing["total_s"] = time.perf_counter() - t0
     if suite == "instructions" and selfcheck:
         from .run.selfcheck import run_selfcheck
@@ -188,6 +218,98 @@ def run_cmd(
         console.print(f"- {line}", highlight=False, soft_wrap=True)
     console.print(f"run {run_id} ({suite}): " + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items()
                                                           if isinstance(v, (int, float))))
+    failures = getattr(dev, "failures", [])
+    if failures:
+        console.print(f"{len(failures)} worker failure(s), each recorded on its item: "
+                      + "; ".join(f[:120] for f in failures[:3]), highlight=False, soft_wrap=True)
+    dev.close()
+
+
+def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate,
+              timeout) -> None:
+    """``run --gpus``: the same run command once per GPU, in parallel processes; then compare."""
+    import os
+
+    from .run.device import NoGPU
+    from .run.multi import gpu_indices, run_per_gpu
+
+    try:
+        idx = gpu_indices(gpus)
+    except (ValueError, NoGPU) as e:
+        fail(str(e))
+    store = _store(db)  # create the schema once, before the writers start
+    path = store.path.resolve()
+    store.close()
+    per_jobs = jobs or max(1, (os.cpu_count() or 2) // len(idx))
+
+    def args(i: int) -> list[str]:
+        a = ["run", *(pattern or []), "--suite", suite, "--db", str(path), "--gpu", str(i),
+             "--jobs", str(per_jobs), "--timeout", str(timeout),
+             "--quick" if quick else "--no-quick", "--resume" if resume else "--new",
+             "--selfcheck" if selfcheck else "--no-selfcheck", "--isolate" if isolate else "--no-isolate"]
+        if arch:
+            a += ["--arch", arch]
+        for c in catalog or []:
+            a += ["--catalog", str(c)]
+        return a
+
+    console.print(f"{len(idx)} GPU(s): {', '.join(map(str, idx))} -> {path}")
+    codes = run_per_gpu(idx, args, echo=lambda line: console.print(line, highlight=False,
+                                                                    soft_wrap=True, markup=False))
+    bad = {i: c for i, c in codes.items() if c != 0}
+    if len(idx) > 1:
+        _print_comparison(_store(path), suite, None, top=10)
+    if bad:
+        fail("GPU(s) " + ", ".join(f"{i} (exit {c})" for i, c in bad.items())
+             + " failed; their stored work is kept: run the same command to resume", code=1)
+
+
+def _print_comparison(store, suite: str, run_ids: list[int] | None, top: int) -> dict:
+    from .analyse.compare import compare_gpus, conclusions
+
+    try:
+        doc = compare_gpus(store, suite, run_ids)
+    except ValueError as e:
+        fail(str(e))
+    t = Table("run", "GPU", "UUID", "SM clock before/after (MHz)")
+    for g in doc["gpus"]:
+        cb, ca = g.get("clocks_before") or {}, g.get("clocks_after") or {}
+        t.add_row(str(g["run_id"]), g["gpu_name"], g["gpu_uuid"], f"{cb.get('sm_mhz', '-')}/{ca.get('sm_mhz', '-')}")
+    console.print(t)
+    recs = sorted((r for r in doc["records"] if r["rel_spread"] is not None),
+                  key=lambda r: -r["rel_spread"])
+    if recs and top:
+        t = Table("variant", "measure", "params", "median", "min", "max", "spread", title="largest spreads")
+        for r in recs[:top]:
+            p = " ".join(f"{k}={v}" for k, v in r["params"].items() if not isinstance(v, (dict, list)))
+            t.add_row(r["variant"], r["measure"], p, f"{r['median']:.3f}", f"{r['min']:.3f}",
+                      f"{r['max']:.3f}", f"{r['rel_spread']:.2%}")
+        console.print(t)
+    for line in conclusions(doc):
+        console.print(f"- {line}", highlight=False, soft_wrap=True)
+    return doc
+
+
+@app.command("compare-gpus")
+def compare_gpus_cmd(
+    db: Path = typer.Option(None, "--db"),
+    suite: str = typer.Option("instructions", help="suite whose runs to compare"),
+    run_ids: list[int] = typer.Option(None, "--run", help="runs to compare (default: the latest "
+                                                          "finished run of the suite per GPU)"),
+    json_path: Path = typer.Option(None, "--json", help="write the comparison as JSON"),
+    top: int = typer.Option(15, help="rows of the largest spreads to show"),
+) -> None:
+    """Spread of each measurement across GPUs (median, min, max, relative spread)."""
+    from .analyse.compare import write_json
+
+    store = _store(db)
+    doc = _print_comparison(store, suite, run_ids or None, top)
+    if json_path:
+        try:
+            write_json(doc, json_path)
+        except OSError as e:
+            fail(f"cannot write {json_path}: {e.strerror}")
+        console.print(f"{len(doc['records'])} records -> {json_path}")
 
 
 @app.command("show")
@@ -225,15 +347,29 @@ def show_cmd(
 @app.command("export")
 def export_cmd(
     out: Path = typer.Argument(..., help="output file"),
-    fmt: str = typer.Option("json", "--format", help="json | csv | markdown | suite"),
+    fmt: str = typer.Option("json", "--format", help="json | csv | parquet | markdown | suite"),
     db: Path = typer.Option(None, "--db"),
     run_id: int = typer.Option(None, "--run", help="one run only"),
     suite: str = typer.Option(None, "--suite", help="the latest run of this suite (with --format suite)"),
+    data: Path = typer.Option(None, "--data", help="read a data directory or suite JSON instead of a DB "
+                              "(json, csv, parquet; --suite selects one suite)"),
 ) -> None:
-    """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, markdown;
-    'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
+    """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, Parquet,
+    markdown; 'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
     from .store.export import records, table_v, write_csv, write_json, write_suite_json
 
+    if data is not None or fmt == "parquet":
+        from .report.load import LoadError, load_result_set
+        from .report.tabular import ExportError, write_table
+
+        try:
+            recs = (load_result_set(data).records(suite) if data is not None
+                    else [{**r, "suite": None} for r in records(_store(db), run_id)])
+            n = write_table(recs, out, fmt)
+        except (LoadError, ExportError) as e:
+            fail(str(e))
+        console.print(f"{n} records -> {out}")
+        return
     store = _store(db)
     if suite and run_id is None:
         run_id = store.latest_run(suite)
@@ -273,7 +409,10 @@ def time_cmd(
     from .toolchain.tools import tool_version
     from .verify.auto import autoverify
 
-    text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
+    try:
+        text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--ptx {ptx}: cannot read: {getattr(e, 'strerror', None) or e}")
     try:
         ops = parse_signature(sig, "--sig")
     except CatalogError as e:
@@ -284,6 +423,9 @@ def time_cmd(
     missing = {o.name for o in ops} - used
     if missing:
         fail(f"--ptx does not use operand(s) {sorted(missing)} of --sig '{sig}'")
+    unknown = used - {o.name for o in ops}
+    if unknown:
+        fail(f"--ptx uses operand(s) {sorted(unknown)} that --sig '{sig}' does not declare")
     name = "custom:" + text.strip().split()[0] if text.strip() else "custom"
     v = Variant(name=name, opcode="custom", type=ops[0].ptype, modifiers=(), ptx=text.strip(),
                 operands=ops, cls="custom")
@@ -291,6 +433,8 @@ def time_cmd(
     console.print(f"{'verified' if rec.verified else '[red]' + rec.status + '[/]'} "
                   f"strategy={rec.strategy} SASS/instance: {' + '.join(rec.sass) or '-'}")
     if not rec.verified:
+        if rec.status == "error":  # no strategy assembled: the PTX itself is bad input
+            fail(f"the PTX does not assemble: {(rec.reason or '').split('; ')[0]}")
         fail(rec.reason or "not verified", code=1)
     if no_gpu:
         return
@@ -306,12 +450,24 @@ def time_cmd(
     console.print(t)
 
 
+from .report.cli import register as _register_report  # noqa: E402  (report, simexport, compare)
+
+_register_report(app)
+
+
 def main() -> None:
+    import sqlite3
+
+    from .store.db import StoreError
+
     try:
         app()
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except (StoreError, sqlite3.DatabaseError) as e:  # a damaged or foreign database file
+        err.print(f"[bold red]error:[/] database: {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

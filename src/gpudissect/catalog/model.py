@@ -295,9 +295,26 @@ def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
             raise CatalogError(f"{f}: not valid TOML: {e}") from None
         except OSError as e:
             raise CatalogError(f"{f}: cannot read catalog: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise CatalogError(f"{f}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         groups = doc.get("group", [])
         if not isinstance(groups, list):
             raise CatalogError(f"{f}: 'group' must be an array of tables ([[group]])")
         for i, g in enumerate(groups):
-            variants.extend(_expand_group(g, f"{Path(f).name}:group[{i}]"))
+            where = f"{Path(f).name}:group[{i}]"
+            if not isinstance(g, dict):
+                raise CatalogError(f"{where}: a group must be a table ([[group]])")
+            bad = [k for k in ("name", "sig", "ptx", "class", "chain", "min_ptx", "note")
+                   if k in g and not isinstance(g[k], str)]
+            bad += [k for k in ("types", "allow") if k in g and not (
+                isinstance(g[k], list) and all(isinstance(x, str) for x in g[k]))]
+            bad += [k for k in ("values", "min_sm_by_type") if k in g and not isinstance(g[k], dict)]
+            if bad:
+                raise CatalogError(f"{where}: wrong type for {', '.join(repr(k) for k in bad)}")
+            try:
+                variants.extend(_expand_group(g, where))
+            except CatalogError:
+                raise
+            except (TypeError, ValueError) as e:  # a number that is not one, ...
+                raise CatalogError(f"{where}: malformed group: {e}") from None
     return Catalog(variants)

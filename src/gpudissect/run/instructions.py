@@ -154,18 +154,80 @@ def _fit_flags(fit: Fit, spreads: list[float]) -> list[str]:
     return flags
 
 
-def measure_variant(dev, w: VariantWork, plan: Plan) -> tuple[list[Result], dict]:
-    """Run one variant's families on the device and analyse them."""
+CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
+RETRIES = 1  # re-measurements of an item whose clock changed or whose repeats disagree
+
+
+def _sm_mhz(dev) -> float | None:
+    """The current SM clock (NVML), or None where it cannot be read."""
+    try:
+        mhz = dev.clocks().get("sm_mhz")
+    except Exception:
+        return None
+    return float(mhz) if isinstance(mhz, (int, float)) and mhz > 0 else None
+
+
+def _clock_changed(c0: float | None, c1: float | None) -> bool:
+    return c0 is not None and c1 is not None and abs(c1 - c0) > CLOCK_TOL * max(c0, c1)
+
+
+def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
+    return Result(w.variant.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
+                  flags=[flag], sass=w.record.sass, cls=w.variant.cls, strategy=w.record.strategy)
+
+
+def measure_variant(dev, w: VariantWork, plan: Plan, retries: int = RETRIES) -> tuple[list[Result], dict]:
+    """Run one variant's families on the device and analyse them.
+
+    Clock and noise guard: the SM clock is read before and after; when it moved by more than
+    CLOCK_TOL, every family is measured again, and families whose repeats disagree (``noisy``)
+    are measured again, at most ``retries`` times. What stays so is flagged
+    (``clock-changed: a->b MHz``, ``noisy: ...``, ``remeasured: n``). A worker failure (fault,
+    hang) flags the family and skips the variant's remaining kernels (they would fail alike)."""
     v = w.variant
-    out: list[Result] = []
     texts: dict[str, tuple[str, str]] = {}
-    for f in w.families:
-        try:
-            out.extend(_measure_family(dev, w, f, plan, texts))
-        except Exception as e:  # a launch that fails (resources, fault) flags this family only
-            out.append(Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
-                              flags=[f"error: {type(e).__name__}: {e}"], sass=w.record.sass, cls=v.cls,
-                              strategy=w.record.strategy))
+    fams = w.families
+    got: list[list[Result]] = [[] for _ in fams]
+    window: list[tuple[float | None, float | None]] = [(None, None)] * len(fams)
+    again = [0] * len(fams)
+    failed: Exception | None = None
+    todo = list(range(len(fams)))
+    for attempt in range(retries + 1):
+        c0 = _sm_mhz(dev)
+        for i in todo:
+            f = fams[i]
+            if failed is not None:
+                got[i] = [_error_result(w, f, f"error: skipped: an earlier kernel of this variant "
+                                              f"failed ({failed})")]
+                continue
+            try:
+                got[i] = _measure_family(dev, w, f, plan, texts)
+            except Exception as e:  # a launch that fails (resources, fault) flags this family only
+                got[i] = [_error_result(w, f, f"error: {type(e).__name__}: {e}")]
+                if type(e).__name__ == "WorkerFailed":
+                    failed = e
+        c1 = _sm_mhz(dev)
+        for i in todo:
+            window[i] = (c0, c1)
+            again[i] = attempt
+        if failed is not None or attempt == retries:
+            break
+        if _clock_changed(c0, c1):
+            todo = list(range(len(fams)))
+        else:
+            todo = [i for i in todo if any(fl.startswith("noisy") for r in got[i] for fl in r.flags)]
+        if not todo:
+            break
+    out: list[Result] = []
+    for i, rs in enumerate(got):
+        c0, c1 = window[i]
+        for r in rs:
+            if r.value is not None or r.fit is not None:
+                if _clock_changed(c0, c1):
+                    r.flags.append(f"clock-changed: {c0:.0f}->{c1:.0f} MHz")
+                if again[i]:
+                    r.flags.append(f"remeasured: {again[i]}")
+            out.append(r)
     return _with_peak(v, out), texts
 
 

@@ -111,18 +111,42 @@ class Store:
         self.path = Path(path) if path else default_path()
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._refuse_foreign()
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.executescript(SCHEMA)
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             if row is None:
-                self.db.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) != SCHEMA_VERSION:
+                # OR IGNORE: several processes (one per GPU) may create the store at once
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif str(row[0]) != str(SCHEMA_VERSION):
                 raise StoreError(f"{self.path}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: not a gpudissect results database ({e})") from None
         self.db.row_factory = sqlite3.Row
+
+    def _refuse_foreign(self) -> None:
+        """Never add our tables to another program's SQLite file."""
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            return  # a new store
+        row = None
+        if "meta" in tables:
+            row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is None:
+            self.db.close()
+            raise StoreError(f"{self.path}: an SQLite file of another program (tables: "
+                             f"{', '.join(sorted(tables)[:6])}), not a gpudissect results database")
+        if str(row[0]) != str(SCHEMA_VERSION):  # before anything is written to it
+            self.db.close()
+            raise StoreError(f"{self.path}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
+
+    def _loads(self, text, what: str):
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError) as e:  # a damaged file
+            raise StoreError(f"{self.path}: damaged {what}: {e}") from None
 
     def close(self) -> None:
         self.db.close()
@@ -210,7 +234,7 @@ class Store:
             d = dict(row)
             for k in ("params", "fit", "samples", "flags", "sass"):
                 if d.get(k) is not None:
-                    d[k] = json.loads(d[k])
+                    d[k] = self._loads(d[k], f"result {d.get('id')}")
             out.append(d)
         return out
 
@@ -221,7 +245,7 @@ class Store:
 
     def get_meta(self, key: str, default=None):
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return json.loads(row["value"]) if row else default
+        return self._loads(row["value"], f"meta {key}") if row else default
 
     def run(self, run_id: int) -> dict:
         row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
@@ -230,7 +254,7 @@ class Store:
         d = dict(row)
         for k in ("clocks_before", "clocks_after", "params", "timing"):
             if d.get(k):
-                d[k] = json.loads(d[k])
+                d[k] = self._loads(d[k], f"run {run_id}")
         return d
 
     def latest_run(self, suite: str, gpu_uuid: str | None = None) -> int | None:

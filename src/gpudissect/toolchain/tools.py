@@ -182,3 +182,25 @@ def disassemble(cubin: bytes, use_cache: bool = True) -> str:
 
 def sha256(data: str | bytes) -> str:
     return hashlib.sha256(data if isinstance(data, bytes) else data.encode()).hexdigest()
+
+
+def resource_usage(cubin: bytes) -> dict[str, dict[str, int]]:
+    """Per kernel of a cubin, cuobjdump's resource usage (REG, SHARED, LOCAL, STACK, ...)."""
+    cuobjdump = find_tool("cuobjdump")
+    with tempfile.TemporaryDirectory() as td:
+        src = Path(td) / "k.cubin"
+        src.write_bytes(cubin)
+        r = subprocess.run([str(cuobjdump), "-res-usage", str(src)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"cuobjdump failed: {r.stderr.strip()[:300]}")
+    out: dict[str, dict[str, int]] = {}
+    name = None
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*Function ([\w$]+):", line)
+        if m:
+            name = m.group(1)
+            continue
+        if name and "REG:" in line:
+            out[name] = {k: int(v) for k, v in re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", line)}
+            name = None
+    return out

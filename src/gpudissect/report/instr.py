@@ -1,0 +1,75 @@
+"""One row per instruction variant from the instruction suite's records.
+
+Latency (slope of the dependent-chain sweep), peak throughput (max over configurations),
+dependence distance (cycles per instruction against the distance between dependent
+instructions), SASS of one instance and the flags of the measurements behind the numbers.
+Values stay None where the suite stored none (unverified SASS, failed fit): never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class InstrRow:
+    variant: str
+    cls: str
+    sass: list[str] = field(default_factory=list)
+    latency: float | None = None
+    latency_flags: list[str] = field(default_factory=list)
+    throughput: float | None = None  # warp-instructions / cycle / SM, at saturation
+    throughput_flags: list[str] = field(default_factory=list)
+    throughput_config: dict | None = None
+    distance: dict[int, float | None] = field(default_factory=dict)  # distance -> cycles/instr
+    strategy: str | None = None
+    ptx_hash: str | None = None
+    sass_hash: str | None = None
+
+    @property
+    def flags(self) -> list[str]:
+        return sorted({f.split(":")[0] for f in self.latency_flags + self.throughput_flags})
+
+    @property
+    def opcode(self) -> str:
+        return self.variant.split(".")[0]
+
+    def issue_interval(self, schedulers: int = 4) -> float | None:
+        """Cycles between two warp-instructions of this kind on one scheduler at saturation
+        (``schedulers`` / throughput per SM)."""
+        return schedulers / self.throughput if self.throughput else None
+
+
+def instruction_rows(records: list[dict]) -> list[InstrRow]:
+    rows: dict[str, InstrRow] = {}
+    for r in records:
+        name = r.get("variant")
+        if not name:
+            continue
+        row = rows.get(name)
+        if row is None:
+            row = rows[name] = InstrRow(variant=name, cls=r.get("cls") or "", sass=list(r.get("sass") or []),
+                                        strategy=r.get("strategy"))
+        m = r.get("measure")
+        flags = list(r.get("flags") or [])
+        if m == "latency":
+            row.latency = r.get("value")
+            row.latency_flags = flags
+            row.sass = list(r.get("sass") or row.sass)
+            row.ptx_hash, row.sass_hash = r.get("ptx_hash"), r.get("sass_hash")
+        elif m == "throughput_peak":
+            row.throughput = r.get("value")
+            row.throughput_flags = flags
+            row.throughput_config = (r.get("params") or {}).get("smallest_within_5pct")
+        elif m == "distance":
+            d = (r.get("params") or {}).get("distance")
+            if d is not None:
+                row.distance[int(d)] = r.get("value")
+    return list(rows.values())
+
+
+def by_class(rows: list[InstrRow]) -> dict[str, list[InstrRow]]:
+    out: dict[str, list[InstrRow]] = {}
+    for r in rows:
+        out.setdefault(r.cls or "other", []).append(r)
+    return dict(sorted(out.items()))

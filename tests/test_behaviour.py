@@ -1,0 +1,301 @@
+"""Behaviour suite (issue 6): analyses on synthetic traces with planted policies, occupancy
+rule maths, probe PTX that assembles, and the suite end to end on a simulated GPU."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pytest
+
+from gpudissect.analyse import behaviour as an
+from gpudissect.run import behaviour as bh
+from gpudissect.run.device import Buf, FakeDevice
+from gpudissect.store.db import Store
+
+RULES = an.occupancy_rules("sm_90")
+
+
+# ----------------------------------------------------------------- a simulated block dispatcher
+def simulate(n: int, nsm: int, cap: int, spins: np.ndarray, policy: str = "breadth",
+             order: list[int] | None = None, refill: str = "fifo", ns_per_cycle: float = 0.5):
+    """Per-block records (g0, g1, c0, c1, smid) of a planted dispatcher. ``policy``: breadth
+    (one block per SM in ``order`` before any second) or depth (fill an SM to ``cap`` first);
+    ``refill``: fifo (the SM that freed a slot first gets the next block) or fixed (block i
+    waits for SM order[i % nsm])."""
+    order = order or list(range(nsm))
+    g0 = np.zeros(n, np.int64)
+    sm = np.zeros(n, np.int64)
+    dur = (spins.astype(np.int64) * ns_per_cycle).astype(np.int64) + 100
+    first = min(n, nsm * cap)
+    for i in range(first):
+        sm[i] = order[i % nsm] if policy == "breadth" else order[i // cap]
+        g0[i] = 10 * i  # dispatch takes 10 ns per block
+    ends = [(g0[i] + dur[i], int(sm[i])) for i in range(first)]
+    heapq.heapify(ends)
+    per_sm: dict[int, list[int]] = {s: [] for s in range(nsm)}
+    for i in range(first):
+        heapq.heappush(per_sm[int(sm[i])], int(g0[i] + dur[i]))
+    last = 0
+    for i in range(first, n):
+        if refill == "fifo":
+            e, s = heapq.heappop(ends)
+            heapq.heappop(per_sm[s])
+        else:
+            s = order[i % nsm]
+            e = heapq.heappop(per_sm[s])
+            ends.remove(next(x for x in ends if x[1] == s and x[0] == e))
+            heapq.heapify(ends)
+        start = max(e + 20, last)
+        last = start
+        g0[i], sm[i] = start, s
+        heapq.heappush(ends, (start + dur[i], s))
+        heapq.heappush(per_sm[s], int(start + dur[i]))
+    g1 = g0 + dur
+    return g0 + 1_000_000, g1 + 1_000_000, g0 * 2, g1 * 2, sm
+
+
+def fake_launch_model(nsm: int, policy: str = "breadth", sched_mod: int = 4, rr: bool = True):
+    """A FakeDevice launch model: resid_* kernels through ``simulate`` with the capacity the
+    occupancy rules give (16 registers assumed), sched_* and pipe_* from simple models."""
+
+    def model(kernel, grid, block, args, smem):
+        threads = block if isinstance(block, int) else block[0]
+        if kernel.startswith("resid_r"):
+            gx, gy = (grid, 1) if isinstance(grid, int) else grid[:2]
+            n = gx * gy
+            spins = next(a for a in args if isinstance(a, Buf) and a.name == "spin").data
+            cap = an.predict_blocks(threads, 16, smem, RULES)["blocks"]
+            if cap == 0:
+                raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
+            g0, g1, c0, c1, sm = simulate(n, nsm, cap, spins, policy)
+            lin = np.arange(n)
+            rec = np.zeros((n, 8), np.uint64)
+            rec[:, 0], rec[:, 1], rec[:, 2], rec[:, 3], rec[:, 4] = g0, g1, c0, c1, sm
+            rec[:, 5] = nsm
+            rec[:, 6] = (lin // gx).astype(np.uint64) << np.uint64(32) | (lin % gx).astype(np.uint64)
+            return {"rec": rec.reshape(-1)}
+        if kernel == "sched_pair":
+            mask = int(args[1])
+            W = threads // 32
+            act = [w for w in range(W) if mask >> w & 1]
+            rec = np.zeros((W, 4), np.uint64)
+            for w in act:
+                share = sum(1 for o in act if o % sched_mod == w % sched_mod)
+                rec[w, 0], rec[w, 1] = 100, 100 + 5000 * share
+            return {"srec": rec.reshape(-1)}
+        if kernel == "sched_order":
+            W = threads // 32
+            rec = np.zeros((W, bh.SEGMENTS + 1), np.uint64)
+            for w in range(W):
+                pos = w // sched_mod
+                for s in range(bh.SEGMENTS):
+                    rec[w, s] = (1000 + 40 * s + pos) if rr else (1000 + 10 * s + pos * 10 * bh.SEGMENTS)
+            return {"orec": rec.reshape(-1)}
+        if kernel.startswith("pipe_"):
+            W = threads // 32
+            rec = np.zeros((W, 3), np.uint64)
+            rec[:, 0], rec[:, 1] = 0, 50_000 * (2 if kernel[5] == "p" else 1)
+            return {"prec": rec.reshape(-1)}
+        raise ValueError(kernel)
+
+    return model
+
+
+# ----------------------------------------------------------------- occupancy rules
+@pytest.mark.parametrize("threads,regs,smem,blocks,limiter", [
+    (128, 32, 0, 16, "registers"),
+    (128, 64, 0, 8, "registers"),
+    (128, 168, 0, 3, "registers"),
+    (128, 255, 0, 2, "registers"),
+    (32, 16, 0, 32, "blocks"),
+    (1024, 16, 0, 2, "threads"),
+    (128, 16, 100 * 1024, 2, "shared_memory"),
+    (128, 16, 227 * 1024, 1, "shared_memory"),
+    (128, 16, 228 * 1024, 0, "shared_memory"),
+    (1024, 128, 0, 0, "registers"),
+])
+def test_occupancy_rules(threads, regs, smem, blocks, limiter):
+    p = an.predict_blocks(threads, regs, smem, RULES)
+    assert p["blocks"] == blocks
+    assert limiter in p["limiters"]
+    assert p["warps"] == blocks * (-(-threads // 32))
+
+
+def test_occupancy_rules_unknown_arch():
+    with pytest.raises(FileNotFoundError, match="sm_75"):
+        an.occupancy_rules("sm_75")
+
+
+# ----------------------------------------------------------------- residency and dispatch
+def test_max_concurrency_touching_intervals_do_not_overlap():
+    assert an.max_concurrency(np.array([0, 10, 20]), np.array([10, 20, 30])) == 1
+    assert an.max_concurrency(np.array([0, 5, 6]), np.array([10, 20, 30])) == 3
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+def test_residency_recovers_planted_capacity(cap):
+    rng = np.random.default_rng(0)
+    spins = rng.integers(20000, 60000, 8 * 5 * cap)
+    g0, g1, c0, c1, sm = simulate(len(spins), 8, cap, spins)
+    r = an.residency(sm, c0, c1)
+    assert r["max"] == cap and r["min"] == cap and r["sms"] == 8
+
+
+def test_dispatch_recovers_breadth_first_order_and_fifo_refill():
+    rng = np.random.default_rng(1)
+    nsm = 16
+    order = [2 * i for i in range(8)] + [2 * i + 1 for i in range(8)]  # 0,2,4,..,1,3,..
+    spins = rng.integers(20000, 60000, nsm * 4)
+    g0, g1, _c0, _c1, sm = simulate(len(spins), nsm, 1, spins, "breadth", order)
+    d = an.dispatch(np.arange(len(spins)), sm, g0, g1, nsm)
+    assert d["policy"].startswith("breadth-first")
+    assert d["first_sms"][:16] == order
+    assert d["smid_stride_mode"] == 2
+    assert d["consecutive_same_tpc"] == 0.0
+    assert d["distinct_tpc_share_first_half"] == 1.0  # one block per TPC first
+    c = simulate(len(spins), nsm, 1, spins, "breadth", list(range(nsm)))  # 0, 1, 2, ...
+    contiguous = an.dispatch(np.arange(len(spins)), c[4], c[0], c[1], nsm)
+    assert contiguous["distinct_tpc_share_first_half"] == 0.5
+    assert contiguous["consecutive_same_tpc"] == pytest.approx(8 / 15, abs=1e-3)
+    assert d["in_order"] is True
+    assert d["refill_fifo_agreement"] == 1.0
+    assert d["refill_gap_ns_median"] == 20
+
+
+def test_dispatch_distinguishes_depth_first_and_fixed_refill():
+    rng = np.random.default_rng(2)
+    nsm, cap = 8, 4
+    spins = rng.integers(20000, 60000, nsm * cap * 3)
+    g0, g1, _c0, _c1, sm = simulate(len(spins), nsm, cap, spins, "depth", refill="fixed")
+    d = an.dispatch(np.arange(len(spins)), sm, g0, g1, nsm)
+    assert d["policy"].startswith("depth-first")
+    assert d["refill_fifo_agreement"] < 0.9
+
+
+# ----------------------------------------------------------------- warp scheduling
+def _pair_slowdown(W: int, group_of) -> dict:
+    return {(a, b): (2.0 if group_of(a) == group_of(b) else 1.0)
+            for a in range(W) for b in range(a + 1, W)}
+
+
+def test_scheduler_groups_recovers_mod4():
+    g = an.scheduler_groups(8, _pair_slowdown(8, lambda w: w % 4))
+    assert g["rule"] == "warp w -> scheduler (w mod 4)"
+    assert g["groups"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert g["slowdown_competing"] == 2.0 and g["slowdown_other"] == 1.0
+
+
+def test_scheduler_groups_distinguishes_contiguous():
+    g = an.scheduler_groups(8, _pair_slowdown(8, lambda w: w // 2))
+    assert g["rule"] == "warp w -> scheduler (w // 2)"
+    assert g["groups"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_scheduler_groups_no_contention():
+    g = an.scheduler_groups(4, _pair_slowdown(4, lambda w: w))
+    assert g["schedulers"] == 4 and g["slowdown_competing"] is None
+
+
+def _stamps(W: int, S: int, rr: bool) -> np.ndarray:
+    st = np.zeros((W, S), np.int64)
+    for w in range(W):
+        for s in range(S):
+            st[w, s] = 40 * s + w if rr else 10 * s + w * 10 * S
+    return st
+
+
+def test_issue_order_round_robin_vs_greedy():
+    rr = an.issue_order(_stamps(4, 24, True), [[0, 1, 2, 3]])
+    assert rr["policy"].startswith("round-robin")
+    assert rr["mean_run_median"] == 1.0
+    gto = an.issue_order(_stamps(4, 24, False), [[0, 1, 2, 3]])
+    assert gto["policy"].startswith("greedy")
+    assert "lowest-numbered" in gto["policy"]
+    assert gto["span_overlap_median"] == 0.0
+    rev = an.issue_order(_stamps(4, 24, False)[::-1].copy(), [[0, 1, 2, 3]])
+    assert "highest-numbered" in rev["policy"] and rev["finish_order_tau"] == -1.0
+
+
+# ----------------------------------------------------------------- pipes
+def test_pipe_pairs_groups():
+    solo = {"ffma": {"cycles": 100, "issued": 400}, "imad": {"cycles": 200, "issued": 400},
+            "mufu": {"cycles": 800, "issued": 400}, "iadd": {"cycles": 200, "issued": 400}}
+    pairs = {("ffma", "mufu"): {"cycles": 810, "issued": 800},  # independent
+             ("imad", "ffma"): {"cycles": 300, "issued": 800},  # compete
+             ("iadd", "imad"): {"cycles": 210, "issued": 800},  # independent, not issue-bound
+             ("iadd", "mufu"): {"cycles": 805, "issued": 800}}
+    p = an.pipe_pairs(solo, pairs)
+    assert p["pairs"]["ffma+mufu"]["verdict"] == "independent"
+    assert p["pairs"]["imad+ffma"]["verdict"] == "compete"
+    assert p["groups"] == [["ffma", "imad"], ["iadd"], ["mufu"]]
+    assert p["issue_limit_per_scheduler"] == 1.0
+
+
+def test_pipe_pairs_issue_bound_is_not_a_pipe():
+    solo = {"a": {"cycles": 100, "issued": 400}, "b": {"cycles": 100, "issued": 400}}
+    p = an.pipe_pairs(solo, {("a", "b"): {"cycles": 200, "issued": 800}})
+    assert p["pairs"]["a+b"]["verdict"] == "issue-bound"
+    assert p["groups"] == [["a"], ["b"]]
+
+
+# ----------------------------------------------------------------- PTX and the suite
+def test_probe_ptx_assembles_and_registers_grow():
+    from gpudissect.catalog.model import load_catalog
+    from gpudissect.generate.probes import (
+        pipe_kernel,
+        resid_kernel,
+        sched_order_kernel,
+        sched_pair_kernel,
+    )
+
+    cat = load_catalog()
+    m = bh.build([resid_kernel(0), resid_kernel(90), sched_pair_kernel(), sched_order_kernel(),
+                  pipe_kernel("t", [(cat.get("fma.rn.f32"), 4), (cat.get("ex2.approx.ftz.f32"), 4)])],
+                 "sm_90")
+    assert m.regs["resid_r90"] >= m.regs["resid_r0"] + 70
+    assert sum(1 for i in m.regions["sched_pair"] if i.opcode == "FFMA") == 32
+    ops = [i.opcode for i in m.regions["pipe_t"]]
+    assert ops.count("FFMA") == 16 and ops.count("MUFU") == 16
+
+
+def test_select_patterns():
+    ps = bh.plan(8, quick=True)
+    assert {p.kind for p in bh.select(ps, ["pipes"])} == {"pipes"}
+    assert [p.name for p in bh.select(ps, ["scheduler:pairs"])] == ["scheduler:pairs"]
+    assert all(p.name.startswith("occupancy:smem") for p in bh.select(ps, ["occupancy:smem=*"]))
+    with pytest.raises(ValueError, match="no behaviour probe"):
+        bh.select(ps, ["nothing"])
+
+
+def test_suite_end_to_end_on_simulated_gpu(tmp_path):
+    dev = FakeDevice(sm_count=8, launch_model=fake_launch_model(8))
+    store = Store(tmp_path / "b.db")
+    pats = ["dispatch:1d-1perSM", "occupancy:threads=*", "occupancy:smem=227KiB", "scheduler",
+            "pipes:fma.rn.f32+ex2.approx.ftz.f32"]
+    rid, timing = bh.run_suite(dev, store, pats, arch="sm_90", quick=False, resume=True)
+    s = store.get_meta(f"summary:{rid}")
+    assert s["dispatch"]["dispatch:1d-1perSM"]["policy"].startswith("breadth-first")
+    assert s["dispatch"]["dispatch:1d-1perSM"]["blocks_per_sm"] == 1
+    assert s["scheduler"]["pairs"]["rule"] == "warp w -> scheduler (w mod 4)"
+    assert s["scheduler"]["order"]["policy"].startswith("round-robin")
+    assert s["occupancy"]["occupancy:threads=32"]["measured_blocks"] == 32
+    assert s["occupancy"]["occupancy:smem=227KiB"]["measured_blocks"] == 1
+    assert set(s["pipes"]["solo"]) == {"fma.rn.f32", "ex2.approx.ftz.f32"}
+    pair = s["pipes"]["pairs"]["fma.rn.f32+ex2.approx.ftz.f32"]
+    assert pair["share"] == 1.0 and pair["verdict"] in ("compete", "issue-bound")
+    assert any(c.startswith("occupancy:") for c in s["conclusions"])
+    # resumable: a second call with the run unfinished skips what is done
+    n = dev.calls
+    with store.tx():
+        store.db.execute("UPDATE runs SET finished=NULL WHERE id=?", (rid,))
+    rid2, _ = bh.run_suite(dev, store, pats, arch="sm_90", quick=False, resume=True)
+    assert rid2 == rid and dev.calls == n
+    # the per-suite document draws its figures (timeline, occupancy, scheduler, pipes)
+    from gpudissect.report.figures_behaviour import figures
+    from gpudissect.store.export import suite_document
+
+    paths = figures(suite_document(store, rid), tmp_path / "fig")
+    stems = {p.stem for p in paths}
+    assert {"behaviour_timeline_1d-1perSM", "behaviour_occupancy", "behaviour_scheduler_pairs",
+            "behaviour_pipes"} <= stems

@@ -1,0 +1,133 @@
+"""Fault isolation on a real GPU (marked; skipped without one): a kernel that reads address 0, one
+that makes a misaligned 8-byte load, and one that never ends run in a worker process; each is
+reported as a WorkerFailed with its reason, and a fresh worker then computes correct results."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from gpudissect.run.device import Buf
+from gpudissect.run.worker import WorkerDevice, WorkerFailed
+from gpudissect.toolchain.tools import compile_ptx
+
+pytestmark = pytest.mark.gpu
+
+HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
+
+# out[tid] = in[tid] + k (a correct kernel, to show that the worker after a fault is healthy)
+GOOD = HEAD + """
+.visible .entry good(.param .u64 p_in, .param .u64 p_out, .param .u32 p_k)
+{
+  .reg .b32 %r<5>;
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [p_in];
+  ld.param.u64 %rd2, [p_out];
+  ld.param.u32 %r1, [p_k];
+  mov.u32 %r2, %tid.x;
+  mul.wide.u32 %rd3, %r2, 4;
+  add.u64 %rd4, %rd1, %rd3;
+  ld.global.u32 %r3, [%rd4];
+  add.u32 %r4, %r3, %r1;
+  add.u64 %rd5, %rd2, %rd3;
+  st.global.u32 [%rd5], %r4;
+  ret;
+}
+"""
+
+# a load from address 0: CUDA_ERROR_ILLEGAL_ADDRESS
+NULL_LOAD = HEAD + """
+.visible .entry null_load(.param .u64 p_out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<3>;
+  ld.param.u64 %rd1, [p_out];
+  mov.u64 %rd2, 0;
+  ld.global.u32 %r1, [%rd2];
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+"""
+
+# an 8-byte load from an address that is 4 mod 8: CUDA_ERROR_MISALIGNED_ADDRESS
+MISALIGNED = HEAD + """
+.visible .entry misaligned(.param .u64 p_out)
+{
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [p_out];
+  add.u64 %rd2, %rd1, 4;
+  ld.global.u64 %rd3, [%rd2];
+  st.global.u64 [%rd1], %rd3;
+  ret;
+}
+"""
+
+# spins while a zeroed flag stays zero (volatile: re-read every time): never ends
+HANG = HEAD + """
+.visible .entry hang(.param .u64 p_flag)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  .reg .pred %p<2>;
+  ld.param.u64 %rd1, [p_flag];
+SPIN:
+  ld.volatile.global.u32 %r1, [%rd1];
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra SPIN;
+  ret;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = WorkerDevice(0, timeout=8.0)
+    yield w
+    w.close()
+
+
+def good_run(dev) -> None:
+    cubin = compile_ptx(GOOD, "sm_90").cubin
+    x = np.arange(256, dtype=np.uint32) * 5
+    r = dev.launch(cubin, "good", 1, 256, [Buf("x", data=x), Buf("y", nbytes=x.nbytes, read=True, dtype="u4"),
+                                           np.uint32(11)])
+    assert np.array_equal(r.outputs["y"], x + 11)
+
+
+@pytest.mark.parametrize("src,kernel,error", [
+    (NULL_LOAD, "null_load", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    (MISALIGNED, "misaligned", "CUDA_ERROR_MISALIGNED_ADDRESS"),
+])
+def test_a_faulting_kernel_is_reported_and_the_next_worker_is_clean(worker, src, kernel, error):
+    good_run(worker)
+    cubin = compile_ptx(src, "sm_90").cubin
+    with pytest.raises(WorkerFailed, match=f"faulted: .*{error}"):
+        worker.launch(cubin, kernel, 1, 32, [Buf("o", nbytes=1 << 12, zero=True)])
+    good_run(worker)  # a fresh worker: the sticky error is gone
+
+
+def test_a_hanging_kernel_is_killed_by_the_watchdog(worker):
+    cubin = compile_ptx(HANG, "sm_90").cubin
+    t = time.monotonic()
+    with pytest.raises(WorkerFailed, match="hung: no answer after 8 s"):
+        worker.launch(cubin, "hang", 1, 32, [Buf("flag", nbytes=4, zero=True)])
+    assert time.monotonic() - t < 30
+    good_run(worker)
+
+
+def test_the_suite_runs_through_the_worker(tmp_path):
+    from gpudissect.catalog import load_catalog
+    from gpudissect.run.instructions import QUICK_PLAN, run_suite
+    from gpudissect.store.db import Store
+
+    dev = WorkerDevice(0, timeout=30.0)
+    try:
+        store = Store(tmp_path / "r.db")
+        run_id, _ = run_suite(dev, store, load_catalog().select(["add.f32"]), plan=QUICK_PLAN, jobs=2)
+    finally:
+        dev.close()
+    lat = store.results(run_id, measure="latency")[0]
+    assert lat["value"] is not None and 2 < lat["value"] < 10
+    assert not any(f.startswith("error") for f in lat["flags"])

@@ -1,0 +1,206 @@
+"""The results layer: report, timing reference, simulator export, compare, A100 reference, exports."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from report_synth import instructions_doc, write_data_dir
+from typer.testing import CliRunner
+
+from gpudissect.cli import app
+from gpudissect.report.compare import compare, compare_markdown, reference_values
+from gpudissect.report.html import render_html
+from gpudissect.report.load import LoadError, load_reference, load_result_set
+from gpudissect.report.markdown import timing_reference
+from gpudissect.report.simexport import accel_sim_config, simexport_data
+from gpudissect.report.tabular import read_parquet, write_parquet
+
+H100 = Path(__file__).resolve().parents[1] / "data" / "h100"
+runner = CliRunner()
+
+
+@pytest.fixture
+def full(tmp_path):
+    return write_data_dir(tmp_path / "synth")
+
+
+@pytest.fixture
+def instr_only(tmp_path):
+    return write_data_dir(tmp_path / "only", legacy_instructions=True, suites=("instructions",))
+
+
+def test_load_suite_documents_and_legacy_list(full, instr_only):
+    rs = load_result_set(full)
+    assert rs.suites() == ["instructions", "memory", "tensor", "behaviour"]
+    assert rs.gpu == "Synthetic GPU"
+    legacy = load_result_set(instr_only)
+    assert legacy.suites() == ["instructions"]
+    assert "predates" in legacy.docs["instructions"]["provenance"]["note"]
+    assert legacy.provenance()["gpu_uuid"] == "uuid-synth-1"
+    with pytest.raises(LoadError):
+        load_result_set(full / "nope")
+    (full / "bad.json").write_text("{not json")
+    with pytest.raises(LoadError, match="bad.json"):
+        load_result_set(full)
+
+
+def test_html_report_from_synthetic_data(full, monkeypatch):
+    def draw(doc, outdir):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([1, 2, 3], [30, 200, 500])
+        p = outdir / "memory_staircase.png"
+        fig.savefig(p)
+        plt.close(fig)
+        return [p]
+
+    def broken(doc, outdir):
+        raise RuntimeError("no data to draw")
+
+    monkeypatch.setitem(sys.modules, "gpudissect.report.figures_memory", types.SimpleNamespace(figures=draw))
+    monkeypatch.setitem(sys.modules, "gpudissect.report.figures_behaviour", types.SimpleNamespace(figures=broken))
+    html = render_html(load_result_set(full), full)
+    assert "<td><code>fma.rn.f32</code></td>" in html
+    assert "L1 hit latency 30 cycles" in html  # memory conclusion
+    assert "blocks are dispatched round-robin" in html  # behaviour finding
+    assert "mma m16n8k16 f16 reaches 91% of peak" in html
+    trow = re.search(r"<tr><td><code>mma.sync.m16n8k16.f32.f16.f32</code>.*?</tr>", html, re.S).group(0)
+    assert ">33</td>" in trow and ">91</td>" in trow and ">500</td>" in trow  # latency, % of peak, TFLOP/s
+    assert html.count("data:image/png;base64,") >= 2  # instructions scatter + memory staircase
+    assert "figures_behaviour: drawing failed: RuntimeError: no data to draw" in html
+    assert not re.search(r"""(src|href)=["']?https?:""", html)  # offline: nothing fetched
+    # the unmeasured variant shows '-' with its flag, not a number
+    row = re.search(r"<tr data-cls=\"bit\">.*?</tr>", html, re.S).group(0)
+    assert "unverified" in row and ">-</td>" in row
+
+
+def test_timing_reference_sections(full, instr_only):
+    md = timing_reference(load_result_set(full))
+    for heading in ("## Preliminary explanations", "## Occupancy table", "## Instruction scheduling",
+                    "## Memory", "## Bank conflicts", "## Tensor cores", "### fp32"):
+        assert heading in md
+    assert "| occ:r128 | 128 | 16 | 16 |" in md  # occupancy row from the behaviour summary
+    assert "| 8 | 2 | 4 |" in md and "#### access w32" in md  # bank-conflict table
+    assert "4 schedulers per SM, measured" in md
+    assert "| `mma.sync.m16n8k16.f32.f16.f32` | mma | HMMA.16816.F32 | 33 | 1 | - | 500 | 91 |" in md
+    assert re.search(r"\| `fma.rn.f32` \| FFMA \| 4 \| 4 \| 1 \| 2 \| 1 \|", md)
+    bare = timing_reference(load_result_set(instr_only))
+    assert "_not measured_ (no occupancy table" in bare
+    assert "bank-conflict rule: _not measured_" in bare
+    assert "| L1 hit latency | _not measured_ |" in bare
+    assert "4 schedulers per SM assumed" in bare
+
+
+def test_simexport_lines_name_their_measurement(full, instr_only):
+    cfg = accel_sim_config(simexport_data(load_result_set(full)))
+    opts = {}
+    for line in cfg.splitlines():
+        if line and not line.startswith("#"):
+            assert "  # " in line, line  # every option has a comment
+            opt, rest = line.split(" ", 1)
+            opts[opt] = rest.split("  # ")[0]
+    assert opts["-ptx_opcode_latency_int"] == "4,4,4,4,60"
+    assert opts["-ptx_opcode_initiation_int"] == "2,2,2,2,16"  # 4 schedulers / throughput
+    assert opts["-ptx_opcode_latency_fp"] == "4,4,4,4,57"
+    assert opts["-ptx_opcode_latency_tesnor"] == "33"
+    assert opts["-ptx_opcode_initiation_tensor"] == "4"
+    assert opts["-gpgpu_l1_latency"] == "30"
+    assert opts["-gpgpu_l2_rop_latency"] == "170"  # L2 200 - L1 30
+    assert opts["-dram_latency"] == "300"  # 500 - 200
+    assert opts["-gpgpu_smem_latency"] == "25"
+    assert opts["-gpgpu_n_clusters"] == "8"
+    assert opts["-gpgpu_num_sched_per_core"] == "4"
+    assert "-trace_opcode_latency_initiation_sp" in opts
+    assert "# -gpgpu_cache:dl1 (not set: needs sets:line:associativity" in cfg
+    bare = accel_sim_config(simexport_data(load_result_set(instr_only)))
+    assert "# -gpgpu_l1_latency (not set: L1 hit latency not measured)" in bare
+    assert "# -ptx_opcode_latency_tesnor (not set:" in bare
+    assert "\n-ptx_opcode_latency_dp 8,25,8,8,124  # " in bare
+
+
+def test_compare_highlights_differences(tmp_path, full):
+    b = tmp_path / "b"
+    write_data_dir(b, suites=("memory",))
+    doc = instructions_doc(scale=1.0)
+    for r in doc["records"]:
+        if r["variant"] == "add.f32" and r["measure"] == "latency":
+            r["value"] = 6.0
+    (b / "instructions.json").write_text(json.dumps(doc))
+    ra, rb = load_result_set(full), load_result_set(b)
+    rows = {r.key: r for r in compare(ra, rb, threshold=0.1)}
+    assert rows["instr/add.f32/latency"].differs and rows["instr/add.f32/latency"].rel == pytest.approx(0.5)
+    assert not rows["instr/fma.rn.f32/latency"].differs
+    assert not any(r.differs for k, r in rows.items() if k != "instr/add.f32/latency")
+    md = compare_markdown(ra, rb, list(rows.values()), 0.1)
+    assert "| `instr/add.f32/latency` | 4 | 6 | cycles | **+50%** |" in md
+    res = runner.invoke(app, ["compare", str(full), str(b), "--only-diff", "--markdown", str(tmp_path / "c.md"),
+                              "--html", str(tmp_path / "c.html"), "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    assert "1 quantities compared" in res.output
+    assert 'class="differs"' in (tmp_path / "c.html").read_text()
+    assert json.loads((tmp_path / "c.json").read_text())["rows"][0]["key"] == "instr/add.f32/latency"
+
+
+def test_a100_reference_has_source_and_tables(full):
+    ref = load_reference("a100")
+    assert "arXiv:2208.11174" in ref["source"]["citation"]
+    t = ref["tables"]
+    assert len(t["V"]["rows"]) == 110 and all(r["row"].startswith("V.") and r["cycles_text"] for r in t["V"]["rows"])
+    assert {r["metric"]: r["cycles"] for r in t["IV"]["rows"]} == {
+        "dram_latency": 290, "l2_latency": 200, "l1_latency": 33, "smem_ld_latency": 23, "smem_st_latency": 19}
+    assert len(t["III"]["rows"]) == 7 and len(t["II"]["rows"]) == 5
+    vals = reference_values(ref)
+    assert vals["instr/add.u32/latency"].value == 4  # Table II dependent CPI wins over Table V
+    assert "Table II row II.2" in vals["instr/add.u32/latency"].note
+    assert vals["instr/sqrt.rn.f32/latency"].text == "190-235"
+    rows = {r.key: r for r in compare(load_result_set(full), load_result_set("a100"))}
+    assert rows["quantity/l1_latency"].b.value == 33 and rows["quantity/l1_latency"].a.value == 30
+    assert "Table IV" in rows["quantity/l1_latency"].b.note
+
+
+def test_parquet_round_trip(tmp_path, full):
+    recs = load_result_set(full).records()
+    n = write_parquet(recs, tmp_path / "r.parquet")
+    back = read_parquet(tmp_path / "r.parquet")
+    assert n == len(back) == len(recs)
+    for a, b in zip(recs, back, strict=True):
+        assert (b["suite"], b["variant"], b["measure"], b["value"], b["flags"], b["sass"], b["params"]) == (
+            a["suite"], a["variant"], a["measure"], a["value"], a["flags"], a["sass"], a["params"])
+
+
+def test_cli_report_markdown_simexport_export(tmp_path, full):
+    out = tmp_path / "out"
+    for args in (["report", "--data", str(full), "--out", str(out / "r.html")],
+                 ["report", "--data", str(full), "--markdown", "--out", str(out / "t.md")],
+                 ["report", "--data", str(full), "--accel-sim", "--out", str(out / "a.config")],
+                 ["simexport", "--data", str(full), "--out", str(out / "b.config")],
+                 ["export", str(out / "r.parquet"), "--format", "parquet", "--data", str(full)],
+                 ["export", str(out / "r.csv"), "--format", "csv", "--data", str(full), "--suite", "memory"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, (args, res.output)
+    assert (out / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert json.loads((out / "a.json").read_text())["schema"] == "gpudissect.simexport/1"
+    assert len((out / "r.csv").read_text().splitlines()) == 1 + 6
+    res = runner.invoke(app, ["report", "--data", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "no such file" in res.output
+
+
+@pytest.mark.skipif(not (H100 / "instructions.json").exists(), reason="no committed H100 data")
+def test_committed_h100_data_renders():
+    rs = load_result_set(H100)
+    assert rs.provenance().get("driver")  # reassembled from the gzipped store
+    md = timing_reference(rs)
+    assert "## Instruction timings by class" in md and "`fma.rn.f32`" in md
+    cfg = accel_sim_config(simexport_data(rs))
+    assert re.search(r"^-ptx_opcode_latency_fp \d+,\d+,\d+,\d+,\d+  # ", cfg, re.M)
+    rows = compare(rs, load_result_set("a100"))
+    assert any(r.key == "instr/fma.rn.f32/latency" for r in rows)

@@ -1,0 +1,151 @@
+"""Tensor-core suite: generators + SASS mapping (ptxas here), layout inference on synthetic
+data, peak maths, and the suite on a FakeDevice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpudissect.analyse import layout as L
+from gpudissect.analyse.peak import Peak, figures, peak_for
+from gpudissect.generate.tensor import descriptor, load_tensor_catalog
+from gpudissect.run import tensor as T
+from gpudissect.run.device import FakeDevice
+from gpudissect.store.db import Store
+
+SMALL = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
+               wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),),
+               layouts=False)
+
+
+def _variant(name):
+    cat = load_tensor_catalog()
+    return next(v for v in [*cat.mma, *cat.wgmma, *cat.ldst] if v.name == name)
+
+
+def _work(name):
+    v = _variant(name)
+    w = T.Work(v)
+    gen = {"mma": T.mma_kernels, "wgmma": T.wgmma_kernels, "ldst": T.ldst_kernels}[v.kind]
+    w.kernels = gen(v, SMALL, "9.0", 0)
+    T.compile_work(w, "sm_90a")
+    return w
+
+
+def test_catalog_register_counts():
+    cat = load_tensor_catalog()
+    v = _variant("mma.sync.m16n8k16.f32.f16.f32")
+    assert v.regs == {"a": 4, "b": 2, "c": 4, "d": 4} and v.flops == 2 * 16 * 8 * 16
+    assert _variant("mma.sync.m16n8k16.f64.f64.f64").regs["a"] == 8
+    assert len(cat.mma) > 60 and len(cat.wgmma) >= 17
+
+
+@pytest.mark.parametrize("name,sass", [
+    ("mma.sync.m16n8k16.f32.f16.f32", "HMMA.16816.F32"),
+    ("mma.sync.m16n8k8.f64.f64.f64", "DMMA.16x8x8"),
+    ("mma.sync.m16n8k32.s32.s8.s32", "IMMA.16832.S8.S8"),
+    ("wgmma.f32.bf16", "HGMMA.64x64x16.F32.BF16"),
+])
+def test_native_mapping_one_sass_per_instruction(name, sass):
+    w = _work(name)
+    assert w.check.status == "native", w.check.reason
+    assert w.check.sass == {sass: "1"}
+    assert all(c.ok for c in w.checks.values())
+
+
+def test_emulated_variant_reported():
+    w = _work("mma.sync.m16n8k32.s32.s4.s32")
+    assert w.check.status == "emulated" and "CALL" in w.check.reason
+
+
+def test_descriptor_fields():
+    d = descriptor(0x400, lbo=128, sbo=256, swizzle=1)
+    assert d & 0x3FFF == 0x40 and (d >> 16) & 0x3FFF == 8 and (d >> 32) & 0x3FFF == 16 and d >> 62 == 1
+
+
+@pytest.mark.parametrize("shape", [
+    L.Shape(16, 8, 16, "f16", "f16", "f32"), L.Shape(16, 8, 8, "tf32", "tf32", "f32"),
+    L.Shape(16, 8, 32, "u8", "u8", "s32"), L.Shape(8, 8, 4, "f64", "f64", "f64"),
+    L.Shape(16, 8, 64, "s4", "s4", "s32"),
+])
+def test_layout_inference_synthetic(shape):
+    ref = L.reference_layout(shape)
+    assert L.valid_layout(shape, ref)
+    d = L.design(shape)
+    assert L.check(shape, d, L.simulate(shape, ref, d)).matches
+    # a deliberately permuted A layout (two elements swapped) must be reported as different
+    bad = {k: v.copy() for k, v in ref.items()}
+    bad["a"][0, 0], bad["a"][5, 0] = ref["a"][5, 0].copy(), ref["a"][0, 0].copy()
+    r = L.check(shape, d, L.simulate(shape, bad, d))
+    assert not r.matches and r.differences
+
+
+def test_pack_decode_roundtrip():
+    v = np.array([[1.0, 2.0, 3.0, 4.0]])
+    w = L.pack("f16", v)
+    assert w.shape == (1, 2) and L.decode("f16", w).tolist() == [[1.0, 2.0, 3.0, 4.0]]
+    assert L.decode("f64", L.pack("f64", v)).tolist() == v.tolist()
+    assert L.pack("s4", np.array([[1, 2, 3, 4, 5, 6, 7, 1]]))[0, 0] == 0x17654321
+
+
+def test_peak_maths():
+    p = Peak(989.4, 1830, 132, "x")
+    assert p.per_sm_per_cycle() == pytest.approx(4096, rel=1e-3)
+    f = figures(1.0, 4096, 132, 1830, p)  # one 4096-FLOP instruction per cycle per SM
+    assert f.pct_of_peak == pytest.approx(100, rel=1e-3)
+    f = figures(0.5, 4096, 132, 915, p)
+    assert f.tflops == pytest.approx(989.4 / 4, rel=1e-3) and f.pct_of_peak == pytest.approx(50, rel=1e-3)
+    assert peak_for("NVIDIA H100 80GB HBM3", "bf16").tflops == 989.4
+    assert peak_for("NVIDIA H100 80GB HBM3", "b1") is None
+
+
+def _fake_model(kernel, grid, block, args, smem):
+    tb = next(a for a in args if getattr(a, "name", "") == "tc_times")
+    n = int(kernel.rsplit("_n", 1)[1])
+    threads = grid * block
+    t = np.zeros((threads, 2 * T.REPS + 1), dtype=np.uint64)
+    t[:, -1] = np.repeat(np.arange(grid), block)
+    for r in range(T.REPS):
+        t[:, 2 * r] = 100
+        t[:, 2 * r + 1] = 100 + 50 + 32 * n
+    return {tb.name: t.ravel()}
+
+
+def test_suite_on_fake_device(tmp_path):
+    st = Store(tmp_path / "t.db")
+    dev = FakeDevice(sm_count=4, launch_model=_fake_model)
+    rid, timing = T.run_suite(dev, st, ["mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k32.s32.s4.s32"],
+                              arch="sm_90a", jobs=2, plan=SMALL)
+    rs = st.results(rid)
+    lat = [r for r in rs if r["measure"] == "latency" and r["variant"].endswith("f16.f32")]
+    assert lat and lat[0]["value"] == pytest.approx(32)
+    emu = [r for r in rs if r["variant"].endswith("s4.s32")]
+    assert emu[0]["measure"] == "sass_map" and emu[0]["flags"][0].startswith("emulated")
+    assert all(r["value"] is None for r in emu)  # no timing presented for an emulated variant
+    pk = [r for r in rs if r["measure"] == "throughput_peak"]
+    assert pk and pk[0]["value"] == pytest.approx(4 * 8 / 32)  # warps * chains / slope
+    summ = st.get_meta(f"summary:{rid}")
+    assert summ["conclusions"] and summ["variants"]["mma.sync.m16n8k32.s32.s4.s32"]["status"] == "emulated"
+
+
+def test_numerics_interpretation():
+    from gpudissect.analyse.numerics import cases_for, interpret, numerics_design
+
+    s = L.Shape(16, 8, 16, "bf16", "bf16", "f32")
+    cs = cases_for("bf16")
+    d = numerics_design(s, cs)
+    exact = L.simulate(s, L.reference_layout(s), d)
+    rn = interpret(s, cs, exact.astype(np.float32).astype(np.float64))  # round-to-nearest-even model
+    assert rn["product_0.75ulp_pos"]["outcome"].startswith("rounded up")
+    assert rn["product_0.5ulp_tie_odd"]["outcome"].startswith("tie to even")
+    trunc = interpret(s, cs, L.simulate(s, L.reference_layout(s), L.Design(d.a * 0, d.b * 0, d.c)))
+    assert trunc["product_0.75ulp_pos"]["outcome"].startswith("truncated")  # D = C: product lost
+    assert trunc["subnormal_input"]["outcome"] == "flushed to zero"
+
+
+def test_ldmatrix_mapping_and_unsupported_shape():
+    w = _work("ldmatrix.m8n8.x4.trans.b16")
+    assert w.check.status == "native", w.check.reason
+    assert w.check.sass == {"LDSM.16.MT88.4": "1"}
+    w = _work("stmatrix.m16n8.x1.trans.b8")  # sm_100a shape: ptxas refuses it for sm_90a
+    assert w.check.status == "unsupported"

@@ -1,0 +1,128 @@
+"""Isolation without a GPU: a worker process running a scripted fake device that faults, hangs,
+crashes or raises on chosen kernels; the watchdog kills it, reports why, and the next call gets
+a fresh worker."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+import pytest
+
+from gpudissect.catalog import load_catalog
+from gpudissect.run.device import FakeDevice
+from gpudissect.run.fakes import ScriptedDevice
+from gpudissect.run.instructions import QUICK_PLAN, run_suite
+from gpudissect.run.worker import WorkerDevice, WorkerFailed
+from gpudissect.store.db import Store
+
+FAULTS = {"hangs": "hang", "faults": "fault", "exits": "exit", "raises": "error",
+          "refused": "resources"}
+
+
+def run_kernel(dev, name: str):
+    return dev.run(b"cubin", f"{name}_l1_n8", [], 1, 2, grid=1, block=32)
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = WorkerDevice(timeout=2.0, factory=functools.partial(ScriptedDevice, faults=FAULTS))
+    yield w
+    w.close()
+
+
+def test_calls_are_forwarded(worker):
+    res = run_kernel(worker, "fine")
+    assert len(res) == 1 and res[0].times.shape == (32, 5)
+    assert worker.info.name == "FakeGPU" and worker.info.uuid == "GPU-fake-0"
+    assert worker.clocks()["sm_mhz"] == 1000
+    assert worker.free_memory() == 8 << 30
+
+
+def test_a_fault_kills_the_worker_and_the_next_call_is_clean(worker):
+    pid = worker._proc.pid
+    with pytest.raises(WorkerFailed, match="faulted: .*CUDA_ERROR_ILLEGAL_ADDRESS"):
+        run_kernel(worker, "faults")
+    # the fake stays poisoned (as a CUDA context would): only a fresh worker runs again
+    assert run_kernel(worker, "fine")[0].times.shape == (32, 5)
+    assert worker._proc.pid != pid
+
+
+def test_a_hang_is_killed_after_the_timeout(worker):
+    t = time.monotonic()
+    with pytest.raises(WorkerFailed, match=r"hung: no answer after 2 s \(run hangs_l1_n8\)"):
+        run_kernel(worker, "hangs")
+    assert time.monotonic() - t < 6
+    assert run_kernel(worker, "fine")
+
+
+def test_a_crash_reports_the_exit_code(worker):
+    with pytest.raises(WorkerFailed, match="crashed: worker exited with code 13"):
+        run_kernel(worker, "exits")
+    assert run_kernel(worker, "fine")
+
+
+def test_a_plain_error_is_raised_as_is_and_the_worker_lives_on(worker):
+    pid = worker._proc.pid
+    with pytest.raises(ValueError, match="scripted error"):
+        run_kernel(worker, "raises")
+    assert worker._proc.pid == pid
+    assert any(r.startswith("hung") for r in worker.failures)
+
+
+def test_a_launch_refused_for_resources_does_not_restart_the_worker(worker):
+    pid = worker._proc.pid
+    with pytest.raises(RuntimeError, match="CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") as e:
+        run_kernel(worker, "refused")
+    assert not isinstance(e.value, WorkerFailed)
+    assert worker._proc.pid == pid and run_kernel(worker, "fine")
+
+
+def test_large_results_travel_through_shared_memory_unchanged(worker):
+    """A throughput launch's timings (132 blocks x 1024 threads: ~10 MB) arrive exactly as the
+    device produced them, after the first one through shared memory."""
+    direct = ScriptedDevice()
+    args = (b"cubin", "big_t4_n8", [], 1, 4)
+    want = direct.run(*args, grid=132, block=1024)[0].times
+    for _ in range(3):
+        got = worker.run(*args, grid=132, block=1024)[0].times
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert worker._shm is not None and worker._shm.size >= want.nbytes
+    got[0, 0] = 1  # a private, writable copy
+    t = time.monotonic()
+    for _ in range(5):
+        worker.run(*args, grid=132, block=1024)
+    assert (time.monotonic() - t) / 5 < 0.5
+
+
+def test_a_device_that_cannot_open_is_a_clear_error():
+    with pytest.raises(WorkerFailed, match="could not open the device: ValueError"):
+        WorkerDevice(timeout=2.0, factory=functools.partial(FakeDevice, seed=-1))
+
+
+def test_the_suite_records_the_reason_and_continues(tmp_path):
+    """The second variant's kernels hang / fault: its results say why, the others are measured."""
+    variants = load_catalog().select(["add.f32", "mul.lo.u32", "sub.f32"])
+    dev = WorkerDevice(timeout=1.5, factory=functools.partial(
+        ScriptedDevice, faults={"v1_l": "hang", "v2_t": "fault"}))
+    store = Store(tmp_path / "r.db")
+    try:
+        run_id, _ = run_suite(dev, store, variants, plan=QUICK_PLAN, jobs=2)
+    finally:
+        dev.close()
+    res = {(r["variant"], r["measure"]): r for r in store.results(run_id)}
+    assert res[("add.f32", "latency")]["value"] == pytest.approx(4.0, rel=1e-3)
+    hung = res[("mul.lo.u32", "latency")]
+    assert hung["value"] is None
+    assert any(f.startswith("error: WorkerFailed: hung: no answer after 1.5 s") for f in hung["flags"])
+    # after the hang, that variant's other kernels are not run again (each would hang too)
+    later = [r for (v, m), r in res.items() if v == "mul.lo.u32" and m != "latency"]
+    assert later and all(r["value"] is None for r in later)
+    assert all(any("skipped" in f for f in r["flags"]) for r in later)
+    # sub.f32: latency measured before its throughput kernels faulted
+    assert res[("sub.f32", "latency")]["value"] == pytest.approx(4.0, rel=1e-3)
+    tp = [r for (v, m), r in res.items() if v == "sub.f32" and m == "throughput"]
+    assert tp and any("faulted" in f for r in tp for f in r["flags"])
+    assert store.done_items(run_id) == {"add.f32", "mul.lo.u32", "sub.f32"}
+    assert store.runs()[0]["finished"] is not None
