@@ -149,3 +149,51 @@ def test_ldmatrix_mapping_and_unsupported_shape():
     assert w.check.sass == {"LDSM.16.MT88.4": "1"}
     w = _work("stmatrix.m16n8.x1.trans.b8")  # sm_100a shape: ptxas refuses it for sm_90a
     assert w.check.status == "unsupported"
+
+
+@pytest.mark.parametrize("name,sass", [
+    ("wmma.mma.m16n16k16.col.row.f32.f16.f32", {"HMMA.16816.F32": "2"}),  # 2 HMMA per wmma
+    ("wmma.mma.m8n8k4.row.col.f64.f64.f64", {"DMMA.8x8x4": "1"}),
+    ("mma.sp::ordered_metadata.m16n8k32.f32.f16.f32", {"HMMA.SP.16832.F32": "1"}),
+])
+def test_wmma_and_sparse_mapping(name, sass):
+    w = _work(name)
+    assert w.check.status == "native", w.check.reason
+    assert w.check.sass == sass
+
+
+def test_sparse_kernel_carries_metadata_and_selector():
+    v = _variant("mma.sp.m16n8k16.f32.bf16.f32")
+    k = T.mma_kernels(v, SMALL, "9.0", 0)[0]
+    assert v.sparse and f"mov.b32 %spmeta, {v.sp_meta:#x};" in k.ptx
+    assert k.ptx.count(f", %spmeta, {v.sp_sel};") == k.units
+    assert "%spmeta" not in T.mma_kernels(_variant("wmma.mma.m16n16k8.row.col.f32.tf32.f32"),
+                                          SMALL, "9.0", 0)[0].ptx
+
+
+def test_sparse_variant_unsupported_on_sm90():
+    w = _work("mma.sp::ordered_metadata.m16n8k64.kind::f8f6f4.f32.e2m1.f32")  # sm_120a only
+    assert w.check.status == "unsupported" and "not supported" in w.check.reason
+
+
+def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch):
+    import gpudissect.run.tensor_layout as TL
+
+    def no_probe(*a, **k):
+        raise AssertionError("layout/numerics probes must not run for wmma or mma.sp")
+
+    monkeypatch.setattr(TL, "run_layout", no_probe)
+    monkeypatch.setattr(TL, "run_numerics", no_probe)
+    st = Store(tmp_path / "t.db")
+    dev = FakeDevice(sm_count=4, launch_model=_fake_model)
+    peaks = []
+    monkeypatch.setattr(T, "peak_for", lambda gpu, key: peaks.append(key))
+    plan = T.Plan(**{**SMALL.to_json(), "layouts": True})
+    names = ["wmma.mma.m16n16k16.row.col.f32.bf16.f32", "mma.sp::ordered_metadata.m16n8k16.f32.f16.f32"]
+    rid, _ = T.run_suite(dev, st, names, arch="sm_90a", jobs=2, plan=plan)
+    rs = st.results(rid)
+    for n in names:
+        lat = [r for r in rs if r["variant"] == n and r["measure"] == "latency"]
+        assert lat and lat[0]["value"] == pytest.approx(32), n
+        assert not [r for r in rs if r["variant"] == n and r["measure"] in ("layout", "numerics")]
+    assert peaks == ["bf16", "f16:sparse"]  # sparse: no dense peak looked up

@@ -90,6 +90,9 @@ def test_large_results_travel_through_shared_memory_unchanged(worker):
         assert got.dtype == want.dtype and np.array_equal(got, want)
     assert worker._shm is not None and worker._shm.size >= want.nbytes
     got[0, 0] = 1  # a private, writable copy
+    with pytest.raises(WorkerFailed):  # a fresh worker attaches to the same shared memory
+        run_kernel(worker, "faults")
+    assert np.array_equal(worker.run(*args, grid=132, block=1024)[0].times, want)
     t = time.monotonic()
     for _ in range(5):
         worker.run(*args, grid=132, block=1024)

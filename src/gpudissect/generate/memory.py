@@ -220,111 +220,77 @@ T:
     return _kernel(f"chase_{op}", e, isa, arch, {"path": f"ld.global.{op}", "expect": "global"})
 
 
+def _onchip_chase(name: str, path: str, expect: str, space: str, nbytes: int, step: str,
+                  isa: str, arch: str) -> GeneratedKernel:
+    """A chase through a per-block ``.shared`` or per-thread ``.local`` array: the host chain
+    (u32 byte offsets) is copied in, each offset masked into the array and rebased, so no
+    address outside the array can be formed; a warm pass, then the timed unrolled loop."""
+    body = "\n".join(step for _ in range(UNROLL))
+    b, a = ("%sb", "%sa") if space == "shared" else ("%lb", "%la")
+    buf = "sbuf" if space == "shared" else "lbuf"
+    barrier = "    bar.sync 0;\n" if space == "shared" else ""
+    e = f"""
+.visible .entry {name}(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
+{{
+    .reg .u64 %g, %t0, %t1, %o, %oo, %x;
+    .reg .u32 %n, %c, %i, %a, %v, {b}, {a};
+    .reg .pred %q;
+    .{space} .align 16 .b8 {buf}[{nbytes}];
+    ld.param.u64 %g, [chain];
+    ld.param.u32 %n, [warm];
+    mov.u32 {b}, {buf};
+    mov.u32 %i, 0;
+C:
+    setp.ge.u32 %q, %i, %n;
+    @%q bra CD;
+    mul.wide.u32 %x, %i, 4;
+    add.u64 %x, %g, %x;
+    ld.global.u32 %v, [%x];
+    and.b32 %v, %v, {nbytes - 4};
+    add.u32 %v, %v, {b};
+    shl.b32 {a}, %i, 2;
+    add.u32 {a}, {a}, {b};
+    st.{space}.u32 [{a}], %v;
+    add.u32 %i, %i, 1;
+    bra C;
+CD:
+{barrier}    mov.u32 %a, {b};
+    mov.u32 %i, 0;
+W:
+    setp.ge.u32 %q, %i, %n;
+    @%q bra WD;
+    ld.{space}.u32 %a, [%a];
+    add.u32 %i, %i, 1;
+    bra W;
+WD:
+    ld.param.u32 %n, [iters];
+    mov.u64 %t0, %clock64;
+T:
+{body}
+    sub.u32 %n, %n, 1;
+    setp.ne.u32 %q, %n, 0;
+    @%q bra T;
+    mov.u64 %t1, %clock64;
+    cvt.u64.u32 %x, %a;
+{_tail('%x')}"""
+    e = e.replace("{body}", body).replace("{_tail('%x')}", _tail("%x")).replace("{{", "{").replace("}}", "}")
+    return _kernel(name, e, isa, arch, {"path": path, "expect": expect})
+
+
 def chase_shared_kernel(isa: str, arch: str, store: bool = False) -> GeneratedKernel:
     """Shared-memory chase (``store=False``) or store->load round trip through one shared
     word (``store=True``: ``st.volatile.shared [a], a; ld.volatile.shared a, [a]``)."""
     if store:
         step = "    st.volatile.shared.u32 [%a], %a;\n    ld.volatile.shared.u32 %a, [%a];"
-        name, path = "chase_sts", "st.shared+ld.shared"
-    else:
-        step = "    ld.shared.u32 %a, [%a];"
-        name, path = "chase_lds", "ld.shared"
-    body = "\n".join(step for _ in range(UNROLL))
-    e = f"""
-.visible .entry {name}(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
-{{
-    .reg .u64 %g, %t0, %t1, %o, %oo, %x;
-    .reg .u32 %n, %c, %i, %a, %v, %sb, %sa;
-    .reg .pred %q;
-    .shared .align 16 .b8 sbuf[{SMEM_CHASE_BYTES}];
-    ld.param.u64 %g, [chain];
-    ld.param.u32 %n, [warm];
-    mov.u32 %sb, sbuf;
-    mov.u32 %i, 0;
-C:
-    setp.ge.u32 %q, %i, %n;
-    @%q bra CD;
-    mul.wide.u32 %x, %i, 4;
-    add.u64 %x, %g, %x;
-    ld.global.u32 %v, [%x];
-    and.b32 %v, %v, {SMEM_CHASE_BYTES - 4};
-    add.u32 %v, %v, %sb;
-    shl.b32 %sa, %i, 2;
-    add.u32 %sa, %sa, %sb;
-    st.shared.u32 [%sa], %v;
-    add.u32 %i, %i, 1;
-    bra C;
-CD:
-    bar.sync 0;
-    mov.u32 %a, %sb;
-    mov.u32 %i, 0;
-W:
-    setp.ge.u32 %q, %i, %n;
-    @%q bra WD;
-    ld.shared.u32 %a, [%a];
-    add.u32 %i, %i, 1;
-    bra W;
-WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-    cvt.u64.u32 %x, %a;
-{_tail('%x')}"""
-    return _kernel(name, e, isa, arch, {"path": path, "expect": "shared"})
+        return _onchip_chase("chase_sts", "st.shared+ld.shared", "shared", "shared",
+                             SMEM_CHASE_BYTES, step, isa, arch)
+    return _onchip_chase("chase_lds", "ld.shared", "shared", "shared", SMEM_CHASE_BYTES,
+                         "    ld.shared.u32 %a, [%a];", isa, arch)
 
 
 def chase_local_kernel(isa: str, arch: str) -> GeneratedKernel:
-    body = "\n".join("    ld.local.u32 %a, [%a];" for _ in range(UNROLL))
-    e = f"""
-.visible .entry chase_ldl(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
-{{
-    .reg .u64 %g, %t0, %t1, %o, %oo, %x;
-    .reg .u32 %n, %c, %i, %a, %v, %lb, %la;
-    .reg .pred %q;
-    .local .align 16 .b8 lbuf[{LOCAL_CHASE_BYTES}];
-    ld.param.u64 %g, [chain];
-    ld.param.u32 %n, [warm];
-    mov.u32 %lb, lbuf;
-    mov.u32 %i, 0;
-C:
-    setp.ge.u32 %q, %i, %n;
-    @%q bra CD;
-    mul.wide.u32 %x, %i, 4;
-    add.u64 %x, %g, %x;
-    ld.global.u32 %v, [%x];
-    and.b32 %v, %v, {LOCAL_CHASE_BYTES - 4};
-    add.u32 %v, %v, %lb;
-    shl.b32 %la, %i, 2;
-    add.u32 %la, %la, %lb;
-    st.local.u32 [%la], %v;
-    add.u32 %i, %i, 1;
-    bra C;
-CD:
-    mov.u32 %a, %lb;
-    mov.u32 %i, 0;
-W:
-    setp.ge.u32 %q, %i, %n;
-    @%q bra WD;
-    ld.local.u32 %a, [%a];
-    add.u32 %i, %i, 1;
-    bra W;
-WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-    cvt.u64.u32 %x, %a;
-{_tail('%x')}"""
-    return _kernel("chase_ldl", e, isa, arch, {"path": "ld.local", "expect": "local"})
+    return _onchip_chase("chase_ldl", "ld.local", "local", "local", LOCAL_CHASE_BYTES,
+                         "    ld.local.u32 %a, [%a];", isa, arch)
 
 
 def chase_const_kernel(chain: Chain, isa: str, arch: str, tag: str) -> GeneratedKernel:

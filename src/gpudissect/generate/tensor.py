@@ -41,10 +41,19 @@ class MmaVariant:
     regs: dict
     flops: int
     groups: int = 1
+    # "mma" (mma.sync), "wmma" (wmma.mma) or "mma.sp" (sparse A: the PTX takes two more
+    # operands, a metadata register holding ``sp_meta`` and the selector ``sp_sel``)
+    form: str = "mma"
+    sp_meta: int | None = None
+    sp_sel: int = 0
 
     @property
     def kind(self) -> str:
         return "mma"
+
+    @property
+    def sparse(self) -> bool:
+        return self.sp_meta is not None
 
 
 @dataclass(frozen=True)
@@ -234,8 +243,20 @@ def _finish(out: list[str], sink: list[str]) -> list[str]:
     ]
 
 
+SP_META_REG = "%spmeta"
+
+
+def _sp_decl(v: MmaVariant) -> list[str]:
+    """Declaration and value of the sparsity metadata register (sparse variants only)."""
+    if not v.sparse:
+        return []
+    return [f"  .reg .b32 {SP_META_REG};", f"  mov.b32 {SP_META_REG}, {v.sp_meta:#x};"]
+
+
 def mma_instr(v: MmaVariant, d: list[str], a: list[str], b: list[str], c: list[str]) -> str:
-    return f"  {v.ptx} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(c)}}};"
+    tail = f", {SP_META_REG}, {v.sp_sel}" if v.sparse else ""
+    return (f"  {v.ptx} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, "
+            f"{{{', '.join(c)}}}{tail};")
 
 
 def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int, warps: int,
@@ -247,7 +268,7 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     if v.regs["d"] != rcn:
         raise ValueError(f"{v.name}: D and C fragments differ in size; cannot chain")
     decl = [f"  .reg {ac} {ap}<{ra + rb}>;", f"  .reg {cc} {cp}<{rcn * chains}>;"]
-    lines = _prologue(name, decl)
+    lines = _prologue(name, decl) + _sp_decl(v)
     wide = ac == ".f64"
     word = 8 if wide else 4
     a = [f"{ap}{i}" for i in range(ra)]
@@ -443,6 +464,7 @@ def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_9
         "  .reg .b64 %in, %out, %off, %p;",
         f"  .reg {ac} {ap}<{ra + rb}>;",
         f"  .reg {cc} {cp}<{rcn + rd}>;",
+        *_sp_decl(v),
         "  ld.param.u64 %in, [in];",
         "  ld.param.u64 %out, [out];",
         "  cvta.to.global.u64 %in, %in;",

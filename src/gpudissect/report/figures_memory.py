@@ -6,21 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-
-def _save(fig, outdir: Path, stem: str) -> list[Path]:
-    outdir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "svg"):
-        p = outdir / f"{stem}.{ext}"
-        fig.savefig(p, dpi=120, bbox_inches="tight")
-        paths.append(p)
-    plt.close(fig)
-    return paths
+from .plotting import save_figure as _save
 
 
 def _records(doc: dict, prefix: str) -> dict[str, list[dict]]:

@@ -6,25 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from .plotting import save_figure
 
 LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
                "mma.sync.m16n8k32.s32.s8.s32", "mma.sync.m16n8k8.f64.f64.f64",
                "mma.sync.m8n8k16.s32.s8.s32")
 
 
-def _save(fig, outdir: Path, stem: str) -> list[Path]:
-    out = []
-    for ext in ("png", "svg"):
-        p = outdir / f"{stem}.{ext}"
-        fig.savefig(p, dpi=110, bbox_inches="tight")
-        out.append(p)
-    plt.close(fig)
-    return out
 
 
 def layout_figure(name: str, params: dict, outdir: Path) -> list[Path]:
@@ -54,7 +45,7 @@ def layout_figure(name: str, params: dict, outdir: Path) -> list[Path]:
     fig.suptitle(f"{name}: lanes (colour, lane:element) — experiment "
                  f"{'matches' if ok else 'DIFFERS from'} the PTX reference"
                  f" ({params.get('triples')} products checked)", fontsize=9)
-    return _save(fig, outdir, "tensor_layout_" + name.replace(".", "_"))
+    return save_figure(fig, outdir, "tensor_layout_" + name.replace(".", "_"), dpi=110)
 
 
 def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
@@ -87,7 +78,7 @@ def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
     ax.set_xlabel("% of the datasheet dense peak scaled to the observed SM clock (best configuration)")
     ax.set_title(f"Tensor-core throughput (green: wgmma, blue: mma.sync): "
                  f"{doc.get('provenance', {}).get('gpu_name', '')}", fontsize=8)
-    return _save(fig, outdir, "tensor_throughput")
+    return save_figure(fig, outdir, "tensor_throughput", dpi=110)
 
 
 def figures(doc: dict, outdir: Path) -> list[Path]:

@@ -1,4 +1,5 @@
-"""The tensor-core suite: mma.sync and wgmma variants of ``catalog/tensor.toml``.
+"""The tensor-core suite: mma.sync, wmma.mma, mma.sp and wgmma variants of ``catalog/tensor.toml``
+(wmma.mma and mma.sp are ``[[mma]]`` entries with a ``form``: same kernels, same checks).
 
 Per variant (one resumable work item): generate the latency and throughput kernels, compile
 them as one module, check the SASS (verify/tensor.py), then on the GPU:
@@ -371,7 +372,10 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
             try:
                 if isinstance(v, MmaVariant):
                     words = _in_words_mma(v, REPS)
-                    rs = measure_families(dev, w, words, lambda k, v=v: v.flops, v.atype, texts)
+                    # sparse: flops are of the logical (dense-equivalent) shape and the peak
+                    # table holds dense figures only, so no % of peak ('<type>:sparse' key)
+                    pk = f"{v.atype}:sparse" if v.sparse else v.atype
+                    rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
                     results += rs + best_throughput(v.name, rs, {})
                 elif isinstance(v, LdstVariant):
                     # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)
@@ -387,7 +391,9 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                                       flags=[f"error: {type(e).__name__}: {e}"[:300]]))
         timing["gpu_s"] += time.perf_counter() - t
         t = time.perf_counter()
-        if plan.layouts and isinstance(v, MmaVariant) and w.check and w.check.ok:
+        # fragment-layout probes assume the mma.sync fragments (not wmma's opaque ones, nor
+        # the sparse A of mma.sp)
+        if plan.layouts and isinstance(v, MmaVariant) and v.form == "mma" and w.check and w.check.ok:
             try:
                 results.append(run_layout(dev, v, isa, arch, texts))
             except Exception as e:
