@@ -126,6 +126,19 @@ def _kernel(name: str, entry: str, isa: str, arch: str, meta: dict) -> Generated
                            header=header, entry=entry, meta=meta)
 
 
+# grid-stride loop set-up: %i = global thread index, %st = threads in the grid
+_GRID_STRIDE = """\
+    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %tid.x;
+    mad.wide.u32 %i, %r0, %r1, 0;
+    cvt.u64.u32 %t, %r2;
+    add.u64 %i, %i, %t;
+    mov.u32 %r3, %nctaid.x;
+    mul.wide.u32 %st, %r3, %r1;
+"""
+
+
 def scatter_kernel(isa: str, arch: str) -> GeneratedKernel:
     e = """
 .visible .entry scatter(.param .u64 buf, .param .u64 nxt, .param .u64 n, .param .u64 spacing)
@@ -137,15 +150,7 @@ def scatter_kernel(isa: str, arch: str) -> GeneratedKernel:
     ld.param.u64 %x, [nxt];
     ld.param.u64 %n, [n];
     ld.param.u64 %s, [spacing];
-    mov.u32 %r0, %ctaid.x;
-    mov.u32 %r1, %ntid.x;
-    mov.u32 %r2, %tid.x;
-    mad.wide.u32 %i, %r0, %r1, 0;
-    cvt.u64.u32 %t, %r2;
-    add.u64 %i, %i, %t;
-    mov.u32 %r3, %nctaid.x;
-    mul.wide.u32 %st, %r3, %r1;
-L:
+{_GRID_STRIDE}L:
     setp.ge.u64 %p, %i, %n;
     @%p bra D;
     shl.b64 %a, %i, 2;
@@ -165,6 +170,7 @@ D:
     ret;
 }
 """
+    e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE)
     return _kernel("scatter", e, isa, arch, {"kind": "setup"})
 
 
@@ -428,15 +434,7 @@ def copy_kernel(isa: str, arch: str) -> GeneratedKernel:
     ld.param.u64 %s, [src];
     ld.param.u64 %d, [dst];
     ld.param.u64 %n, [nvec];
-    mov.u32 %r0, %ctaid.x;
-    mov.u32 %r1, %ntid.x;
-    mov.u32 %r2, %tid.x;
-    mad.wide.u32 %i, %r0, %r1, 0;
-    cvt.u64.u32 %t, %r2;
-    add.u64 %i, %i, %t;
-    mov.u32 %r3, %nctaid.x;
-    mul.wide.u32 %st, %r3, %r1;
-L:
+{_GRID_STRIDE}L:
     setp.ge.u64 %p, %i, %n;
     @%p bra D;
     shl.b64 %a, %i, 4;
@@ -450,6 +448,7 @@ D:
     ret;
 }
 """
+    e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE)
     return _kernel("copy", e, isa, arch, {"kind": "copy"})
 
 

@@ -123,6 +123,13 @@ def resid_kernel(live: int) -> ProbeKernel:
     return ProbeKernel(name, e, meta={"live": live})
 
 
+def _timed_loop(body: list[str]) -> list[str]:
+    """``body`` repeated %iters times (never unrolled) between two %clock64 reads (%c0, %c1)."""
+    return ["  mov.u32 %i, 0;", "  mov.u64 %c0, %clock64;", "$Lloop:", '  .pragma "nounroll";', *body,
+            "  add.u32 %i, %i, 1;", "  setp.lt.u32 %pl, %i, %iters;", "  @%pl bra $Lloop;",
+            "  mov.u64 %c1, %clock64;"]
+
+
 def _ffma_block(regs: list[str]) -> list[str]:
     return [f"  fma.rn.f32 {r}, {r}, %fa, %fb;" for r in regs]
 
@@ -156,15 +163,7 @@ def sched_pair_kernel() -> ProbeKernel:
         "  add.f32 %fa, %fa, 0f3F7FF000;",
         "  mov.f32 %fb, 0f3C000000;",
         *[f"  add.f32 %f{i}, %fa, 0f3F{0x800000 + i * 0x1000:06X};" for i in range(SCHED_CHAINS)],
-        "  mov.u32 %i, 0;",
-        "  mov.u64 %c0, %clock64;",
-        "$Lloop:",
-        "  .pragma \"nounroll\";",
-        *body,
-        "  add.u32 %i, %i, 1;",
-        "  setp.lt.u32 %pl, %i, %iters;",
-        "  @%pl bra $Lloop;",
-        "  mov.u64 %c1, %clock64;",
+        *_timed_loop(body),
         "  mov.f32 %fs, 0f00000000;",
         *sink,
         "  mov.b32 %fbits, %fs;",
@@ -320,15 +319,7 @@ def pipe_kernel(tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> 
         "  mov.u32 %lane, %laneid;",
         *lines,
         "  bar.sync 0;",
-        "  mov.u32 %i, 0;",
-        "  mov.u64 %c0, %clock64;",
-        "$Lloop:",
-        "  .pragma \"nounroll\";",
-        *body,
-        "  add.u32 %i, %i, 1;",
-        "  setp.lt.u32 %pl, %i, %iters;",
-        "  @%pl bra $Lloop;",
-        "  mov.u64 %c1, %clock64;",
+        *_timed_loop(body),
         f"  mul.wide.u32 %off, %ti, {8 * max(len(chains), 1)};",
         "  add.u64 %outp, %outp, %off;",
         *store,

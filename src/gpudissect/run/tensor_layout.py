@@ -36,12 +36,9 @@ def probe_inputs(v: MmaVariant, s: Shape, d) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([a, b, c], axis=1).astype(np.uint32))
 
 
-def run_layout(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result:
-    why = layout_supported(v)
-    if why:
-        return Result(v.name, "layout", None, "", "none", flags=[f"not-measured: {why}"])
-    s = shape_of(v)
-    d = design(s)
+def _run_probe(dev, v: MmaVariant, s, d, isa: str, arch: str, tag: str):
+    """One mma per warp on designed inputs (one warp per probe): the probe kernel and the
+    decoded D fragments, (probes, lanes, elements)."""
     k = probe_kernel(v, "probe", isa)
     b = build_entries(k.head, [(k.name, k.entry, 1)], arch, need_region=False).get(k.name)
     if isinstance(b, Exception) or b is None:
@@ -50,12 +47,22 @@ def run_layout(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result:
     P = d.a.shape[0]
     d_words = k.meta["d_words"]
     run = dev.launch(b.cubin, k.name, P, 32, [
-        Buf("lay_in", data=words.ravel()),
-        Buf("lay_out", nbytes=P * 32 * d_words * 4, read=True, dtype="u4", zero=True),
+        Buf(f"{tag}_in", data=words.ravel()),
+        Buf(f"{tag}_out", nbytes=P * 32 * d_words * 4, read=True, dtype="u4", zero=True),
         Buf("lay_unused", nbytes=8),
     ])
-    out_words = run.outputs["lay_out"][: P * 32 * d_words].reshape(P, 32, d_words)
-    out = decode(v.dtype, out_words)
+    out_words = run.outputs[f"{tag}_out"][: P * 32 * d_words].reshape(P, 32, d_words)
+    return k, decode(v.dtype, out_words)
+
+
+def run_layout(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result:
+    why = layout_supported(v)
+    if why:
+        return Result(v.name, "layout", None, "", "none", flags=[f"not-measured: {why}"])
+    s = shape_of(v)
+    d = design(s)
+    k, out = _run_probe(dev, v, s, d, isa, arch, "lay")
+    P = d.a.shape[0]
     res = check(s, d, out)
     ref = reference_layout(s)
     texts[sha256(k.ptx)] = ("ptx", k.ptx)
@@ -75,19 +82,7 @@ def run_numerics(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result
     s = shape_of(v)
     cases = cases_for(v.atype)
     d = numerics_design(s, cases)
-    k = probe_kernel(v, "probe", isa)
-    b = build_entries(k.head, [(k.name, k.entry, 1)], arch, need_region=False).get(k.name)
-    if isinstance(b, Exception) or b is None:
-        raise RuntimeError(f"probe kernel not built: {b}")
-    words = probe_inputs(v, s, d)
-    P = d.a.shape[0]
-    d_words = k.meta["d_words"]
-    run = dev.launch(b.cubin, k.name, P, 32, [
-        Buf("num_in", data=words.ravel()),
-        Buf("num_out", nbytes=P * 32 * d_words * 4, read=True, dtype="u4", zero=True),
-        Buf("lay_unused", nbytes=8),
-    ])
-    out = decode(v.dtype, run.outputs["num_out"][: P * 32 * d_words].reshape(P, 32, d_words))
+    k, out = _run_probe(dev, v, s, d, isa, arch, "num")
     res = interpret(s, cases, out)
     texts[sha256(k.ptx)] = ("ptx", k.ptx)
     return Result(v.name, "numerics", None, "", "D[0][0] of designed inputs vs exactly rounded alternatives",
