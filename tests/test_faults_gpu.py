@@ -37,6 +37,11 @@ GOOD = HEAD + """
 }
 """
 
+# the same over a grid: out[i] = in[i] + k, i = ctaid*ntid + tid
+GOOD_GRID = GOOD.replace("entry good(", "entry good_grid(").replace(
+    "  mov.u32 %r2, %tid.x;\n",
+    "  mov.u32 %r2, %tid.x;\n  mov.u32 %r3, %ctaid.x;\n  mov.u32 %r4, %ntid.x;\n  mad.lo.u32 %r2, %r3, %r4, %r2;\n")
+
 # a load from address 0: CUDA_ERROR_ILLEGAL_ADDRESS
 NULL_LOAD = HEAD + """
 .visible .entry null_load(.param .u64 p_out)
@@ -131,3 +136,38 @@ def test_the_suite_runs_through_the_worker(tmp_path):
     lat = store.results(run_id, measure="latency")[0]
     assert lat["value"] is not None and 2 < lat["value"] < 10
     assert not any(f.startswith("error") for f in lat["flags"])
+
+
+def test_a_refused_launch_keeps_the_worker_and_its_context(worker):
+    """A launch the driver refuses before it runs (2048 threads a block: above the limit) is a
+    plain error: the same worker process and CUDA context go on computing correct results."""
+    good_run(worker)
+    pid = worker._proc.pid
+    cubin = compile_ptx(GOOD, "sm_90").cubin
+    with pytest.raises(Exception, match="CUDA_ERROR_INVALID_VALUE") as e:  # cuda.core's CUDAError
+        worker.launch(cubin, "good", 1, 2048, [Buf("x", nbytes=8192), Buf("y", nbytes=8192), np.uint32(1)])
+    assert not isinstance(e.value, WorkerFailed)
+    assert worker._proc.pid == pid
+    good_run(worker)
+
+
+def test_large_results_come_back_through_shared_memory_exactly(worker):
+    """64 MiB read back from the GPU travel through the shared-memory transport and equal the
+    in-process result bit for bit."""
+    from gpudissect.run.device import CudaDevice
+
+    cubin = compile_ptx(GOOD_GRID, "sm_90").cubin
+    n = 1 << 24
+    x = np.random.default_rng(3).integers(0, 1 << 31, size=n, dtype=np.uint32)
+    args = [Buf("bx", data=x), Buf("by", nbytes=x.nbytes, read=True, dtype="u4"), np.uint32(7)]
+    got = worker.launch(cubin, "good_grid", n // 256, 256, args).outputs["by"]
+    assert worker._shm is not None and worker._shm.size >= x.nbytes
+    assert np.array_equal(got, x + np.uint32(7))
+    del got
+    # the same launch in this process agrees (the worker adds nothing of its own)
+    dev = CudaDevice(0)
+    try:
+        direct = dev.launch(cubin, "good_grid", n // 256, 256, args).outputs["by"]
+    finally:
+        dev.close()
+    assert np.array_equal(direct, x + np.uint32(7))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -347,7 +348,7 @@ def show_cmd(
 @app.command("export")
 def export_cmd(
     out: Path = typer.Argument(..., help="output file"),
-    fmt: str = typer.Option("json", "--format", help="json | csv | parquet | markdown | suite"),
+    fmt: str = typer.Option("json", "--format", help="json | csv | parquet | markdown | suite | layouts"),
     db: Path = typer.Option(None, "--db"),
     run_id: int = typer.Option(None, "--run", help="one run only"),
     suite: str = typer.Option(None, "--suite", help="the latest run of this suite (with --format suite)"),
@@ -356,7 +357,14 @@ def export_cmd(
 ) -> None:
     """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, Parquet,
     markdown; 'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
-    from .store.export import records, table_v, write_csv, write_json, write_suite_json
+    from .store.export import (
+        layouts_document,
+        records,
+        table_v,
+        write_csv,
+        write_json,
+        write_suite_json,
+    )
 
     if data is not None or fmt == "parquet":
         from .report.load import LoadError, load_result_set
@@ -383,12 +391,19 @@ def export_cmd(
         n = write_json(store, out, run_id)
     elif fmt == "csv":
         n = write_csv(store, out, run_id)
+    elif fmt == "layouts":
+        if run_id is None:
+            fail("--format layouts needs --run N or --suite tensor")
+        doc = layouts_document(store, run_id)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+        n = len(doc["layouts"])
     elif fmt == "markdown":
         recs = records(store, run_id)
         out.write_text(table_v(recs))
         n = len(recs)
     else:
-        fail(f"unknown format '{fmt}' (json, csv, markdown, suite)")
+        fail(f"unknown format '{fmt}' (json, csv, markdown, suite, layouts, parquet)")
     console.print(f"{n} records -> {out}")
 
 

@@ -1,5 +1,5 @@
-"""Fragment layouts of mma.sync: the PTX reference layout (seed 004 / PTX ISA formulas) and
-its check by experiment.
+"""Fragment layouts of mma.sync / mma.sp: the PTX reference layout (seed 004 / PTX ISA
+formulas) and its check by experiment.
 
 Experiment (one launch, one mma per warp, see ``generate.tensor.probe_kernel``): each probe
 warp holds a one-hot A fragment (one element = 1, at lane l, element e) and a designed B:
@@ -14,13 +14,27 @@ and D together gives the same products), so the check is: every triple agrees wi
 reference labels (row(A) = row(D), k(A) = k(B), col(B) = col(D)) and every slot is covered.
 A C pass (A = B = 0, C element = its index + 1) checks that D holds C slot for slot.
 
+The same experiment covers the other mma forms (``Shape`` fields):
+
+* ``sp_meta`` (mma.sp): A is the compressed M x K/2 matrix; with one metadata word in every
+  thread (the same nibble everywhere) compressed column c stands for logical column
+  ``sparse_k(c)``, so the reference labels an A slot with its row and its LOGICAL k (the
+  PTX sparse A layout = the dense A layout of the M x K/2 shape, mapped through the
+  metadata); B, C, D are the dense ones. Only B elements at selected k take part.
+* ``groups`` = 4 (m8n8k4 .f16): four independent 8x8x4 products, one per quad-pair; modelled
+  as block-diagonal matrices (group q at rows/columns q*M, q*K / q*K, q*N / q*M, q*N), so
+  a product that crossed quad-pairs shows up as a row or k mismatch. ``alayout`` /
+  ``blayout`` (.row / .col) select the PTX A and B fragments.
+* ``bop`` = "xor" (b1 .xor.popc): D = C + popc(A xor B) = |A row| + |B col| - 2 A.B; the
+  design adds, for each B pattern, a probe with A = 0 (``base``), and ``products`` turns D
+  back into A.B (see there). b1 .and.popc is the plain product of 0/1 matrices.
+
 Slots are (lane, element) with element = register * elements_per_register + position
 (lowest bits first), as the PTX ISA numbers a0, a1, ...
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +51,26 @@ def per_reg(t: str) -> int:
     return 1 if t == "f64" else 32 // BITS[t]
 
 
+# mma.sp metadata (PTX ISA "Sparse matrix storage"): a nibble holds two 2-bit indices (low
+# bits first) of the kept units among 4 consecutive units of an A row. A unit is one element
+# for 16-bit and 8-bit types, half a tf32 element (0b0100 / 0b1110 keep tf32 element 0 / 1 of
+# a pair) and a pair of 4-bit elements (4:8 sparsity in pairs).
+SP_UNIT_BITS = {"f16": 16, "bf16": 16, "tf32": 16, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
+                "s4": 8, "u4": 8}
+
+# m8n8k4 .f16 (PTX ISA, "Matrix Fragments for mma.m8n8k4"): (row, col) of element i in lane
+# t = %laneid % 4 of the low (hi = 0, lanes < 16) or high (hi = 1) half of a quad-pair,
+# per operand and .row/.col layout (A, B) or accumulator type (C/D)
+QUADPAIR = {
+    ("a", "row"): lambda i, t, hi: (t + 4 * hi, i),
+    ("a", "col"): lambda i, t, hi: (i + 4 * hi, t),
+    ("b", "row"): lambda i, t, hi: (t, i + 4 * hi),
+    ("b", "col"): lambda i, t, hi: (i, t + 4 * hi),
+    ("c", "f16"): lambda i, t, hi: (t + 4 * hi, i),
+    ("c", "f32"): lambda i, t, hi: ((t & 1) + (i & 2) + 4 * hi, (i & 4) + (t & 2) + (i & 1)),
+}
+
+
 @dataclass(frozen=True)
 class Shape:
     m: int
@@ -45,52 +79,117 @@ class Shape:
     atype: str
     btype: str
     ctype: str
+    groups: int = 1  # independent m x n x k products per warp (m8n8k4 .f16: 4 quad-pairs)
+    alayout: str = "row"
+    blayout: str = "col"
+    bop: str = ""  # b1: "and" | "xor" (D = C + popc(A op B))
+    sp_meta: int | None = None  # mma.sp: the metadata word (the same in every thread)
+
+    @property
+    def sparse(self) -> bool:
+        return self.sp_meta is not None
 
     @property
     def na(self) -> int:
-        return self.m * self.k // 32
+        return self.groups * self.m * self.k // (64 if self.sparse else 32)
 
     @property
     def nb(self) -> int:
-        return self.k * self.n // 32
+        return self.groups * self.k * self.n // 32
 
     @property
     def nc(self) -> int:
-        return self.m * self.n // 32
+        return self.groups * self.m * self.n // 32
+
+    @property
+    def dims(self) -> dict[str, tuple[int, int]]:
+        """(rows, cols) of the (block-diagonal when groups > 1) logical A, B and C/D."""
+        g = self.groups
+        return {"a": (g * self.m, g * self.k), "b": (g * self.k, g * self.n), "c": (g * self.m, g * self.n)}
 
 
-def reference_layout(s: Shape) -> dict[str, np.ndarray]:
-    """(row, col) of every (lane, element) of A (row=i, col=k), B (row=k, col=j) and C/D
-    (row=i, col=j): the PTX ISA layouts of the m16n8k* and m8n8k* shapes (not m8n8k4 f16)."""
+def _mma_fragments(m: int, n: int, k: int, atype: str, btype: str) -> dict[str, np.ndarray]:
+    """The PTX ISA layouts of the m16n8k* and m8n8k* (not m8n8k4 .f16) shapes."""
     lanes = np.arange(32)
     g, t = lanes // 4, lanes % 4
-    ea, eb = per_reg(s.atype), per_reg(s.btype)
-    a = np.zeros((32, s.na, 2), dtype=int)
-    for i in range(s.na):
+    ea, eb = per_reg(atype), per_reg(btype)
+    a = np.zeros((32, m * k // 32, 2), dtype=int)
+    for i in range(a.shape[1]):
         r, p = divmod(i, ea)
-        if s.m == 16:
+        if m == 16:
             a[:, i, 0] = g + 8 * (r % 2)
             a[:, i, 1] = t * ea + p + (r // 2) * 4 * ea
         else:
             a[:, i, 0] = g
             a[:, i, 1] = t * ea + p + r * 4 * ea
-    b = np.zeros((32, s.nb, 2), dtype=int)
-    for i in range(s.nb):
+    b = np.zeros((32, k * n // 32, 2), dtype=int)
+    for i in range(b.shape[1]):
         r, p = divmod(i, eb)
         b[:, i, 0] = t * eb + p + r * 4 * eb
         b[:, i, 1] = g
-    c = np.zeros((32, s.nc, 2), dtype=int)
-    for i in range(s.nc):
+    c = np.zeros((32, m * n // 32, 2), dtype=int)
+    for i in range(c.shape[1]):
         c[:, i, 0] = g + 8 * (i // 2)
         c[:, i, 1] = t * 2 + i % 2
     return {"a": a, "b": b, "c": c}
 
 
+def _quadpair_fragments(s: Shape) -> dict[str, np.ndarray]:
+    """m8n8k4 .f16: MMA computation q runs on lanes 4q..4q+3 and 16+4q..16+4q+3; its
+    matrices are block q of the block-diagonal A, B, C/D (``Shape.dims``)."""
+    lanes = np.arange(32)
+    q, hi, t = (lanes % 16) // 4, lanes // 16, lanes % 4
+    blocks = {"a": (s.m, s.k), "b": (s.k, s.n), "c": (s.m, s.n)}
+    keys = {"a": ("a", s.alayout), "b": ("b", s.blayout), "c": ("c", "f16" if s.ctype == "f16" else "f32")}
+    out = {}
+    for op, count in (("a", s.na), ("b", s.nb), ("c", s.nc)):
+        f = QUADPAIR[keys[op]]
+        lay = np.zeros((32, count, 2), dtype=int)
+        for i in range(count):
+            r, c = f(i, t, hi)
+            lay[:, i, 0] = r + q * blocks[op][0]
+            lay[:, i, 1] = c + q * blocks[op][1]
+        out[op] = lay
+    return out
+
+
+def sparse_k(s: Shape, col: np.ndarray) -> np.ndarray:
+    """Logical k of compressed A column ``col`` under the metadata ``s.sp_meta`` (one nibble
+    repeated over the word, so every row and chunk keeps the same positions)."""
+    meta = int(s.sp_meta or 0)
+    nib = meta & 0xF
+    if meta != nib * 0x11111111:
+        raise ValueError(f"metadata {meta:#x}: only one nibble repeated over the word is modelled")
+    lo, hi = nib & 3, nib >> 2
+    b, u = BITS[s.atype], SP_UNIT_BITS[s.atype]
+    if lo >= hi or (b > u and (lo % 2 or hi != lo + 1)):
+        raise ValueError(f"metadata nibble {nib:#06b}: not an increasing index pair valid for {s.atype}")
+    unit, off = np.divmod(np.asarray(col) * b, u)
+    logical_unit = 4 * (unit // 2) + np.where(unit % 2 == 0, lo, hi)
+    return (logical_unit * u + off) // b
+
+
+def reference_layout(s: Shape) -> dict[str, np.ndarray]:
+    """(row, col) of every (lane, element) of A (row=i, col=k; logical k for mma.sp),
+    B (row=k, col=j) and C/D (row=i, col=j)."""
+    if s.groups > 1:
+        return _quadpair_fragments(s)
+    lay = _mma_fragments(s.m, s.n, s.k, s.atype, s.btype)
+    if s.sparse:  # compressed A = the dense A layout of the M x K/2 shape, through the metadata
+        a = _mma_fragments(s.m, s.n, s.k // 2, s.atype, s.btype)["a"]
+        a[..., 1] = sparse_k(s, a[..., 1])
+        lay["a"] = a
+    return lay
+
+
 def valid_layout(s: Shape, lay: dict[str, np.ndarray]) -> bool:
-    """Every matrix element appears exactly once."""
-    for op, (rows, cols) in (("a", (s.m, s.k)), ("b", (s.k, s.n)), ("c", (s.m, s.n))):
-        idx = lay[op][..., 0] * cols + lay[op][..., 1]
-        if sorted(idx.ravel().tolist()) != list(range(rows * cols)):
+    """Every slot names its own element of the (logical) matrix: no element twice, all in
+    range; a dense single-product layout thereby covers its matrices completely."""
+    for op, (rows, cols) in s.dims.items():
+        r, c = lay[op][..., 0].ravel(), lay[op][..., 1].ravel()
+        if r.min() < 0 or c.min() < 0 or r.max() >= rows or c.max() >= cols:
+            return False
+        if len(np.unique(r * cols + c)) != r.size:
             return False
     return True
 
@@ -106,49 +205,80 @@ class Design:
     digits: int = 0
 
 
+def code_digits(base: int, nslots: int) -> int:
+    """Base-``base`` digits that number ``nslots`` slots (at least one)."""
+    digits = 1
+    while base ** digits < nslots:
+        digits += 1
+    return digits
+
+
 def design(s: Shape) -> Design:
     base = MAX_CODE[s.btype] + 1
     nslots = 32 * s.nb
-    digits = max(1, math.ceil(math.log(nslots, base))) if base > 1 else 0
+    digits = code_digits(base, nslots)
+    patterns = [("ones", None)] + [("code", d) for d in range(digits)]
     probes = []
-    for kind, digit in [("ones", None)] + [("code", d) for d in range(digits)]:
+    for kind, digit in patterns:
         for lane in range(32):
             for e in range(s.na):
                 probes.append({"kind": kind, "a_slot": (lane, e), "digit": digit})
+    if s.bop == "xor":  # D(A = 0) of every B pattern: popc(A xor B) counts B's ones too
+        probes += [{"kind": "base", "a_slot": None, "digit": digit} for _, digit in patterns]
     probes.append({"kind": "c", "a_slot": None, "digit": None})
     P = len(probes)
-    a = np.zeros((P, 32, s.na))
-    b = np.zeros((P, 32, s.nb))
+    # compact element types: b1 designs reach ~50k probes x 128 A elements per thread
+    a = np.zeros((P, 32, s.na), dtype=np.uint8)
+    b = np.zeros((P, 32, s.nb), dtype=np.uint16 if base <= 1 << 16 else np.int64)
     c = np.zeros((P, 32, s.nc))
     slot_index = np.arange(32 * s.nb).reshape(32, s.nb)
     for p, pr in enumerate(probes):
         if pr["kind"] == "c":
             c[p] = np.arange(32 * s.nc).reshape(32, s.nc) % MAX_CODE.get(s.ctype, 1 << 20) + 1
             continue
-        lane, e = pr["a_slot"]
-        a[p, lane, e] = 1
-        if pr["kind"] == "ones":
-            b[p] = 1
-        else:
-            b[p] = (slot_index // base ** pr["digit"]) % base
+        if pr["a_slot"] is not None:
+            lane, e = pr["a_slot"]
+            a[p, lane, e] = 1
+        b[p] = 1 if pr["digit"] is None else (slot_index // base ** pr["digit"]) % base
     return Design(a, b, c, probes, base, digits)
 
 
-def simulate(s: Shape, lay: dict[str, np.ndarray], d: Design) -> np.ndarray:
-    """What an mma with layout ``lay`` returns for the design: D elements (P, 32, nc)."""
+def simulate(s: Shape, lay: dict[str, np.ndarray], d: Design, chunk: int = 1024) -> np.ndarray:
+    """What an mma with layout ``lay`` returns for the design: D elements (P, 32, nc)
+    (b1 .xor.popc: C + popc(A xor B) of 0/1 matrices)."""
     P = d.a.shape[0]
     out = np.zeros((P, 32, s.nc))
     la, lb, lc = lay["a"], lay["b"], lay["c"]
-    for p in range(P):
-        A = np.zeros((s.m, s.k))
-        B = np.zeros((s.k, s.n))
-        C = np.zeros((s.m, s.n))
-        A[la[..., 0], la[..., 1]] = d.a[p]
-        B[lb[..., 0], lb[..., 1]] = d.b[p]
-        C[lc[..., 0], lc[..., 1]] = d.c[p]
-        D = A @ B + C
-        out[p] = D[lc[..., 0], lc[..., 1]]
+    dims = s.dims
+    for p0 in range(0, P, chunk):
+        sl = slice(p0, min(P, p0 + chunk))
+        q = sl.stop - sl.start
+        A = np.zeros((q, *dims["a"]))
+        B = np.zeros((q, *dims["b"]))
+        C = np.zeros((q, *dims["c"]))
+        A[:, la[..., 0], la[..., 1]] = d.a[sl]
+        B[:, lb[..., 0], lb[..., 1]] = d.b[sl]
+        C[:, lc[..., 0], lc[..., 1]] = d.c[sl]
+        AB = A @ B
+        if s.bop == "xor":
+            AB = A.sum(axis=2)[:, :, None] + B.sum(axis=1)[:, None, :] - 2 * AB
+        out[sl] = (AB + C)[:, lc[..., 0], lc[..., 1]]
     return out
+
+
+def products(s: Shape, d: Design, out: np.ndarray) -> np.ndarray:
+    """The measured D as sums of products A*B. Identity except for b1 .xor.popc: with one-hot
+    A, y = D(same B, A = 0) - D = 2*A.B - 1 in the row of the A element and 0 in the other
+    rows, so A.B = (y + [y != 0]) / 2 there (anything else decodes to a non-code)."""
+    if s.bop != "xor":
+        return out
+    base = {pr["digit"]: p for p, pr in enumerate(d.passes) if pr["kind"] == "base"}
+    res = out.copy()
+    for p, pr in enumerate(d.passes):
+        if pr["kind"] in ("ones", "code"):
+            y = out[base[pr["digit"]]] - out[p]
+            res[p] = (y + (y != 0)) / 2
+    return res
 
 
 @dataclass
@@ -167,6 +297,7 @@ class LayoutCheck:
 
 def infer_triples(s: Shape, d: Design, out: np.ndarray) -> tuple[list[tuple], list[str]]:
     """(A slot, B slot, D slot) triples from the measured D of every probe."""
+    out = products(s, d, out)
     problems: list[str] = []
     ones = {pr["a_slot"]: p for p, pr in enumerate(d.passes) if pr["kind"] == "ones"}
     codes: dict[tuple, dict[int, int]] = {}
@@ -208,10 +339,14 @@ def check(s: Shape, d: Design, out: np.ndarray, ref: dict[str, np.ndarray] | Non
         if bj != dj:
             diffs.append(f"B({bl},{be}) col {bj} lands in D({dl},{de}) col {dj}")
     seen_b = {t[1] for t in triples}
-    coverage = len(triples) == s.m * s.n * s.k and len(seen_b) == 32 * s.nb
+    # each A slot makes one product per column of D (n); the B elements that take part are
+    # those at a k that some A slot has (mma.sp: the selected half of B's rows)
+    want = 32 * s.na * s.n
+    want_b = int(np.isin(lb[..., 0], np.unique(la[..., 1])).sum())
+    coverage = len(triples) == want and len(seen_b) == want_b
     if not coverage:
-        diffs.append(f"coverage: {len(triples)} products seen of {s.m * s.n * s.k}, "
-                     f"{len(seen_b)} B elements of {32 * s.nb}")
+        diffs.append(f"coverage: {len(triples)} products seen of {want}, "
+                     f"{len(seen_b)} B elements of {want_b}")
     cp = next(p for p, pr in enumerate(d.passes) if pr["kind"] == "c")
     c_id = bool(np.array_equal(out[cp], d.c[cp]))
     if not c_id:
@@ -232,8 +367,27 @@ def encode(t: str, vals: np.ndarray) -> np.ndarray:
         return v.astype(np.float32).view(np.uint32).astype(np.uint64)
     if t == "f64":
         return v.astype(np.float64).view(np.uint64)
+    if t in MINIFLOAT:
+        return _minifloat(t, v)
     mask = (1 << BITS[t]) - 1
     return (v.astype(np.int64) & mask).astype(np.uint64)
+
+
+# 8-bit floats: (exponent bits, mantissa bits, bias)
+MINIFLOAT = {"e4m3": (4, 3, 7), "e5m2": (5, 2, 15)}
+
+
+def _minifloat(t: str, v: np.ndarray) -> np.ndarray:
+    """Bit patterns of exactly representable normal (or zero) values of an 8-bit float."""
+    ebits, mbits, bias = MINIFLOAT[t]
+    mag = np.abs(v)
+    frac, exp = np.frexp(mag)  # mag = frac * 2**exp, frac in [0.5, 1)
+    e = np.where(mag > 0, exp - 1 + bias, 0)
+    mant = np.where(mag > 0, (2 * frac - 1) * (1 << mbits), 0)
+    if np.any(mant != np.round(mant)) or np.any((mag > 0) & ((e < 1) | (e >= (1 << ebits)))):
+        raise ValueError(f"values not exactly representable as normal {t}")
+    sign = (v < 0).astype(np.uint64) << np.uint64(ebits + mbits)
+    return sign | (e.astype(np.uint64) << np.uint64(mbits)) | mant.astype(np.uint64)
 
 
 def decode(t: str, words: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ Kernel ABIs (parameters in order):
   to ``out[3 * ctaid]``. Shared/local paths take the chain as u32 byte offsets
   (``chain[i] = next byte offset``) and copy it into their space first (``n`` u32 words:
   the ``warm`` parameter doubles as the word count there, every word is visited once warm).
+  ``chase_tex`` takes a texture object handle instead of ``chain`` (u32 elements holding the
+  next node's element index, :func:`element_indices`) and returns the final index as sink.
 * ``bw_<kind>(buf u64, out u64, slice u32, block_stride u32, reps u32)``: each block streams
   ``slice`` 16-byte vectors starting at ``ctaid * block_stride`` vectors, ``reps`` times.
 * ``copy(src u64, dst u64, nvec u64)``: grid-stride 16-byte copy.
@@ -59,13 +61,14 @@ class Chain:
     def nodes(self) -> int:
         return int(self.next.size)
 
-    def byte_offsets(self) -> np.ndarray:
+    def byte_offsets(self, unit: int = 1) -> np.ndarray:
         """The chain as u32 byte offsets of the next node, stored at each node's word
-        (the form shared/local/constant chases use), one word per 4 bytes of footprint."""
+        (the form shared/local/constant chases use), one word per 4 bytes of footprint;
+        divided by ``unit`` (4: u32 element indices, see :func:`element_indices`)."""
         if self.spacing % 4:
             raise ChainError("spacing must be a multiple of 4 for a u32 chain")
         words = np.zeros(self.footprint // 4, dtype=np.uint32)
-        words[np.arange(self.nodes) * (self.spacing // 4)] = self.next * self.spacing
+        words[np.arange(self.nodes) * (self.spacing // 4)] = self.next * (self.spacing // unit)
         return words
 
 
@@ -297,6 +300,50 @@ def chase_shared_kernel(isa: str, arch: str, store: bool = False) -> GeneratedKe
 def chase_local_kernel(isa: str, arch: str) -> GeneratedKernel:
     return _onchip_chase("chase_ldl", "ld.local", "local", "local", LOCAL_CHASE_BYTES,
                          "    ld.local.u32 %a, [%a];", isa, arch)
+
+
+TEX_STEP = "    tex.1d.v4.u32.s32 {%a, %b, %c, %d}, [%tx, {%a}];"
+
+
+def chase_tex_kernel(isa: str, arch: str) -> GeneratedKernel:
+    """Texture chase (unified mode: the texture object handle is the first, .u64, parameter):
+    a 1D integer texture over linear memory whose element ``i`` holds the element index of
+    the next node (:func:`element_indices`). A fetch outside the texture returns 0 (node 0)
+    rather than faulting, so no index can reach memory outside the buffer."""
+    body = "\n".join(TEX_STEP for _ in range(UNROLL))
+    e = f"""
+.visible .entry chase_tex(.param .u64 tex, .param .u64 out, .param .u32 warm, .param .u32 iters)
+{{
+    .reg .u64 %tx, %t0, %t1, %o, %oo, %x;
+    .reg .u32 %n, %c, %a, %b, %d;
+    .reg .pred %q;
+    ld.param.u64 %tx, [tex];
+    ld.param.u32 %n, [warm];
+    mov.u32 %a, 0;
+W:
+    setp.eq.u32 %q, %n, 0;
+    @%q bra WD;
+{TEX_STEP}
+    sub.u32 %n, %n, 1;
+    bra W;
+WD:
+    ld.param.u32 %n, [iters];
+    mov.u64 %t0, %clock64;
+T:
+{body}
+    sub.u32 %n, %n, 1;
+    setp.ne.u32 %q, %n, 0;
+    @%q bra T;
+    mov.u64 %t1, %clock64;
+    cvt.u64.u32 %x, %a;
+{_tail('%x')}"""
+    return _kernel("chase_tex", e, isa, arch, {"path": "tex.1d", "expect": "texture"})
+
+
+def element_indices(chain: Chain) -> np.ndarray:
+    """The chain as u32 ELEMENT indices of the next node (what a u32 texture fetch takes),
+    stored at each node's element: :meth:`Chain.byte_offsets` divided by 4."""
+    return chain.byte_offsets(unit=4)
 
 
 def chase_const_kernel(chain: Chain, isa: str, arch: str, tag: str) -> GeneratedKernel:

@@ -19,6 +19,7 @@ and store D: the host designs the experiments (fragment layout inference).
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -89,7 +90,7 @@ class WgmmaVariant:
 @dataclass(frozen=True)
 class LdstVariant:
     name: str
-    op: str  # ldmatrix | stmatrix
+    op: str  # ldmatrix | stmatrix | wmma.load | wmma.store
     ptx: str
     shape: str
     matrices: int
@@ -97,14 +98,61 @@ class LdstVariant:
     regs: int
     bytes: int
     min_arch: str
+    # wmma.load / wmma.store only (derived from the wmma.mma entries, see wmma_ldst_variants):
+    frag: str = ""  # a | b | c | d
+    layout: str = ""  # row | col (memory layout of the matrix)
+    elem: str = ""  # element type
+    rows: int = 0
+    cols: int = 0
+    ldm: int = 0  # leading dimension in elements (no padding)
+    cls: str = ".b32"  # PTX register class of the fragment registers
 
     @property
     def kind(self) -> str:
         return "ldst"
 
     @property
+    def wmma(self) -> bool:
+        return self.op.startswith("wmma.")
+
+    @property
     def atype(self) -> str:
+        """Key of the datasheet-peak table: data movement has none."""
         return "b16" if self.shape == "m8n8" else "b8"
+
+
+def _wmma_layouts(ptx: str) -> tuple[str, str]:
+    m = re.search(r"\.(row|col)\.(row|col)\.", ptx)
+    if not m:
+        raise ValueError(f"no A/B layouts in {ptx!r}")
+    return m.group(1), m.group(2)
+
+
+def wmma_ldst_variants(mma: list[MmaVariant], bits: dict[str, int]) -> list[LdstVariant]:
+    """The wmma.load.{a,b,c} / wmma.store.d variants implied by the wmma.mma entries of the
+    catalog: each (fragment, shape, memory layout, type) once, with the fragment's register
+    count from the entry (A/B in the entry's layouts, C/D in both), in shared memory."""
+    out: dict[str, LdstVariant] = {}
+    for v in mma:
+        if v.form != "wmma":
+            continue
+        m, n, k = v.shape
+        la, lb = _wmma_layouts(v.ptx)
+        shape = f"m{m}n{n}k{k}"
+        cands = [("a", v.atype, la, v.regs["a"], m, k), ("b", v.btype, lb, v.regs["b"], k, n)]
+        for lay in ("row", "col"):
+            cands += [("c", v.ctype, lay, v.regs["c"], m, n), ("d", v.dtype, lay, v.regs["d"], m, n)]
+        for frag, typ, lay, regs, rows, cols in cands:
+            op = "wmma.store" if frag == "d" else "wmma.load"
+            name = f"{op}.{frag}.{shape}.{lay}.{typ}"
+            if name in out:
+                continue
+            out[name] = LdstVariant(
+                name=name, op=op, ptx=f"{op}.{frag}.sync.aligned.{lay}.{shape}.shared.{typ}", shape=shape,
+                matrices=1, trans=False, regs=regs, bytes=rows * cols * bits[typ] // 8,
+                min_arch=f"sm_{v.min_arch}", frag=frag, layout=lay, elem=typ, rows=rows, cols=cols,
+                ldm=cols if lay == "row" else rows, cls={"f32": ".f32", "f64": ".f64"}.get(typ, ".b32"))
+    return list(out.values())
 
 
 @dataclass
@@ -122,6 +170,7 @@ def load_tensor_catalog(path: str | None = None) -> TensorCatalog:
     mma = [MmaVariant(**{**d, "shape": tuple(d["shape"])}) for d in raw.get("mma", [])]
     wg = [WgmmaVariant(**d) for d in raw.get("wgmma", [])]
     ld = [LdstVariant(**d) for d in raw.get("ldst", [])]
+    ld += wmma_ldst_variants(mma, types)
     return TensorCatalog(types, mma, wg, ld)
 
 
@@ -395,13 +444,52 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
 LDST_SMEM = 32 * 1024
 
 
+def _ldst_init(v: LdstVariant, reg: str) -> str:
+    """A per-thread start value of a fragment register (so nothing is constant-folded)."""
+    if v.cls == ".f64":
+        return f"  cvt.rn.f64.u32 {reg}, %xtid;"
+    return f"  mov.b32 {reg}, %xtid;"
+
+
+def _ldst_addr(v: LdstVariant, c: int, regs: list[str]) -> list[str]:
+    """The latency chain's next address: the lane's address plus the sum of every loaded
+    register (all zero): the next load waits for the whole fragment, and no register is
+    dead (ptxas would otherwise narrow the load). The sum is a tree of ``len(regs)`` adds."""
+    lines, words = [], []
+    for i, r in enumerate(regs):
+        if v.cls == ".f64":
+            lines += [f"  mov.b64 %lq, {r};", f"  cvt.u32.u64 %lw{i}, %lq;"]
+        elif v.cls == ".f32":
+            lines.append(f"  mov.b32 %lw{i}, {r};")
+        else:
+            lines.append(f"  mov.b32 %lw{i}, {r};")
+        words.append(f"%lw{i}")
+    words.append("%la")
+    n = len(regs)
+    while len(words) > 1:
+        nxt = []
+        for j in range(0, len(words) - 1, 2):
+            t = f"%ad{c}" if len(words) == 2 else f"%lw{n}"
+            n += 1
+            lines.append(f"  add.u32 {t}, {words[j]}, {words[j + 1]};")
+            nxt.append(t)
+        if len(words) % 2:
+            nxt.append(words[-1])
+        words = nxt
+    return lines
+
+
 def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: int, warps: int,
                 isa: str = "9.0") -> TensorKernel:
-    """ldmatrix: ``chains`` chains in which each address is the previous result added to the
-    lane's row address (shared memory is zero, so the address stays; the latency therefore
-    includes one integer add); stmatrix: independent stores (throughput only). Each warp
-    uses its own 1 KiB of shared memory; lane l addresses row l (16-byte rows)."""
-    decl = [f"  .reg .b32 %d<{v.regs * chains}>, %sa, %i, %la, %ad<{chains}>;",
+    """Loads (ldmatrix, wmma.load): ``chains`` chains in which each address is the sum of
+    the previous result's registers added to the lane's address (shared memory is zero, so
+    the address stays; the latency therefore includes a small add tree, see _ldst_addr); stores (stmatrix, wmma.store): independent
+    stores (throughput only). Each warp uses its own 1 KiB of shared memory; ldmatrix /
+    stmatrix lane l addresses row l (16-byte rows), wmma addresses the warp's matrix
+    (leading dimension ``v.ldm``, no padding)."""
+    load = v.op in ("ldmatrix", "wmma.load")
+    decl = [f"  .reg .b32 %sa, %i, %la, %lw<{2 * v.regs + 2}>, %ad<{chains}>;", "  .reg .b64 %lq;",
+            f"  .reg {v.cls} %d<{v.regs * chains}>;",
             "  .reg .pred %sp;", f"  .shared .align 128 .b8 smem[{LDST_SMEM}];"]
     lines = _prologue(name, decl)
     lines += [
@@ -416,8 +504,12 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
         "  @%sp bra FILL;",
         "  bar.sync 0;",
         "  mov.u32 %sa, smem;",
-        "  and.b32 %w, %xtid, 31;",
-        "  shl.b32 %la, %w, 4;",  # lane's row: 16 bytes
+    ]
+    if v.wmma:
+        lines.append("  mov.u32 %la, 0;")
+    else:
+        lines += ["  and.b32 %w, %xtid, 31;", "  shl.b32 %la, %w, 4;"]  # lane's row: 16 bytes
+    lines += [
         "  shr.u32 %w, %xtid, 5;",
         "  shl.b32 %w, %w, 10;",  # warp's 1 KiB
         "  add.u32 %la, %la, %w;",
@@ -426,20 +518,21 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
     d = [[f"%d{c * v.regs + i}" for i in range(v.regs)] for c in range(chains)]
     for c in range(chains):
         lines.append(f"  mov.u32 %ad{c}, %la;")
-        for r in d[c]:
-            lines.append(f"  mov.u32 {r}, %xtid;")
+        lines += [_ldst_init(v, r) for r in d[c]]
+    stride = f", {v.ldm}" if v.wmma else ""
     body = []
     for _ in range(length):
         for c in range(chains):
             regs = "{" + ", ".join(d[c]) + "}"
-            if v.op == "ldmatrix":
-                body.append(f"  {v.ptx} {regs}, [%ad{c}];")
-                body.append(f"  add.u32 %ad{c}, %la, {d[c][0]};")
+            if load:
+                body.append(f"  {v.ptx} {regs}, [%ad{c}]{stride};")
+                body += _ldst_addr(v, c, d[c])
             else:
-                body.append(f"  {v.ptx} [%ad{c}], {regs};")
+                body.append(f"  {v.ptx} [%ad{c}], {regs}{stride};")
     out = _epilogue(lines, body)
     sink: list[str] = []
-    _sink(sink, [r for c in d for r in c] + [f"%ad{c}" for c in range(chains)], ".b32")
+    _sink(sink, [r for c in d for r in c], v.cls)
+    _sink(sink, [f"%ad{c}" for c in range(chains)], ".b32")
     ptx = header(isa, "sm_90a") + "\n".join(_finish(out, sink)) + "\n"
     return TensorKernel(name, ptx, v.name, measure, chains, length, warps, 2)
 
@@ -494,6 +587,49 @@ def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_9
     ptx = header(isa, target) + "\n".join(lines) + "\n"
     return TensorKernel(name, ptx, v.name, "probe", 1, 1, 1, ab_words + c_words,
                         meta={"ab_words": ab_words, "c_words": c_words, "d_words": d_words})
+
+
+def wmma_frag_probe(v: LdstVariant, name: str, isa: str = "9.0", target: str = "sm_90a") -> TensorKernel:
+    """Fragment-layout probe of a wmma.load / wmma.store variant, one warp per block (one
+    design pass per block), global memory, no arithmetic: the data move is observed raw.
+
+    wmma.load: block b loads the matrix image at ``in + b*image`` and stores its fragment
+    registers raw to ``out + ((b*32 + lane)*regs + r)*W``; wmma.store: block b loads the
+    registers from ``in`` at that place and stores the matrix image to ``out + b*image``
+    (W = 8 bytes for f64 registers, else 4; image = rows x ldm elements or its transpose)."""
+    W = 8 if v.cls == ".f64" else 4
+    img = v.bytes
+    st = {".f64": "f64", ".f32": "f32"}.get(v.cls, "u32")
+    ptx = v.ptx.replace(".shared.", ".global.")
+    regs = [f"%d{i}" for i in range(v.regs)]
+    lines = [
+        f".visible .entry {name}(.param .u64 in, .param .u64 out, .param .u64 times)",
+        "{",
+        "  .reg .b32 %lane, %blk, %slot;",
+        "  .reg .b64 %in, %out, %mat, %frag, %o;",
+        f"  .reg {v.cls} %d<{v.regs}>;",
+        "  ld.param.u64 %in, [in];",
+        "  ld.param.u64 %out, [out];",
+        "  cvta.to.global.u64 %in, %in;",
+        "  cvta.to.global.u64 %out, %out;",
+        "  mov.u32 %lane, %tid.x;",
+        "  mov.u32 %blk, %ctaid.x;",
+        f"  mul.wide.u32 %o, %blk, {img};",
+        f"  add.u64 %mat, {'%in' if v.op == 'wmma.load' else '%out'}, %o;",
+        "  mad.lo.u32 %slot, %blk, 32, %lane;",
+        f"  mul.wide.u32 %o, %slot, {v.regs * W};",
+        f"  add.u64 %frag, {'%out' if v.op == 'wmma.load' else '%in'}, %o;",
+    ]
+    rl = "{" + ", ".join(regs) + "}"
+    if v.op == "wmma.load":
+        lines.append(f"  {ptx} {rl}, [%mat], {v.ldm};")
+        lines += [f"  st.global.{st} [%frag+{i * W}], {r};" for i, r in enumerate(regs)]
+    else:
+        lines += [f"  ld.global.{st} {r}, [%frag+{i * W}];" for i, r in enumerate(regs)]
+        lines.append(f"  {ptx} [%mat], {rl}, {v.ldm};")
+    lines += ["  ret;", "}"]
+    return TensorKernel(name, header(isa, target) + "\n".join(lines) + "\n", v.name, "probe", 1, 1, 1, 0,
+                        meta={"image_bytes": img, "reg_bytes": W})
 
 
 # --- operand values ----------------------------------------------------------------------

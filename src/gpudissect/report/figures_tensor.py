@@ -14,38 +14,61 @@ from .plotting import save_figure
 LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
                "mma.sync.m16n8k32.s32.s8.s32", "mma.sync.m16n8k8.f64.f64.f64",
                "mma.sync.m8n8k16.s32.s8.s32")
+FRAGMENT_FIGS = ("wmma.load.a.m16n16k16.row.f16", "wmma.load.b.m16n16k16.col.f16",
+                 "wmma.load.c.m16n16k16.row.f32", "wmma.load.a.m16n16k8.row.tf32",
+                 "wmma.load.a.m8n8k32.row.s4")
 
 
+
+
+def _draw_slots(ax, rows: int, cols: int, slots: list, title: str) -> None:
+    """Colour each matrix cell by the lane holding it, labelled lane:element (the last
+    slot wins where a fragment holds an element twice)."""
+    cmap = plt.get_cmap("tab20", 32)
+    grid = np.full((rows, cols), -1)
+    label = [["" for _ in range(cols)] for _ in range(rows)]
+    for lane, elts in enumerate(slots):
+        for e, (r, c) in enumerate(elts):
+            if r < 0:
+                continue
+            grid[r][c] = lane
+            label[r][c] = f"{lane}:{e}"
+    ax.imshow(np.ma.masked_less(grid, 0), cmap=cmap, vmin=0, vmax=31, aspect="equal")
+    if rows * cols <= 512:
+        for r in range(rows):
+            for c in range(cols):
+                ax.text(c, r, label[r][c], ha="center", va="center", fontsize=4.5)
+    ax.set_title(title, fontsize=8)
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def layout_figure(name: str, params: dict, outdir: Path) -> list[Path]:
     lay = params["reference_layout"]
     m, n, k = params["shape"]
-    cmap = plt.get_cmap("tab20", 32)
     dims = {"a": (m, k, "A (row i, col k)"), "b": (k, n, "B (row k, col j)"), "c": (m, n, "C/D (row i, col j)")}
     fig, axes = plt.subplots(1, 3, figsize=(4 + 0.35 * (2 * k + n), 0.4 * max(m, k) + 2),
                              gridspec_kw={"width_ratios": [k, n, n]})
     for ax, op in zip(axes, ("a", "b", "c"), strict=True):
         rows, cols, title = dims[op]
-        grid = np.full((rows, cols), -1)
-        label = [["" for _ in range(cols)] for _ in range(rows)]
-        for lane, elts in enumerate(lay[op]):
-            for e, (r, c) in enumerate(elts):
-                grid[r][c] = lane
-                label[r][c] = f"{lane}:{e}"
-        ax.imshow(grid, cmap=cmap, vmin=0, vmax=31, aspect="equal")
-        if rows * cols <= 512:
-            for r in range(rows):
-                for c in range(cols):
-                    ax.text(c, r, label[r][c], ha="center", va="center", fontsize=4.5)
-        ax.set_title(title, fontsize=8)
-        ax.set_xticks([])
-        ax.set_yticks([])
+        _draw_slots(ax, rows, cols, lay[op], title)
     ok = params.get("matches_reference")
     fig.suptitle(f"{name}: lanes (colour, lane:element) — experiment "
                  f"{'matches' if ok else 'DIFFERS from'} the PTX reference"
                  f" ({params.get('triples')} products checked)", fontsize=9)
     return save_figure(fig, outdir, "tensor_layout_" + name.replace(".", "_"), dpi=110)
+
+
+def wmma_fragment_figure(name: str, params: dict, outdir: Path) -> list[Path]:
+    """The observed wmma fragment (one operand) with its comparison to the mma.sync layouts."""
+    rows, cols = params["rows"], params["cols"]
+    fig, ax = plt.subplots(figsize=(1.5 + 0.42 * cols, 0.42 * rows + 1.6))
+    cov = params.get("coverage") or {}
+    _draw_slots(ax, rows, cols, params["slots"],
+                f"{params['frag'].upper()} ({rows}x{cols}, {params['layout']}-major in memory); "
+                f"each element held {cov.get('copies_min')}-{cov.get('copies_max')}x")
+    fig.suptitle(f"{name}: observed fragment (lane:element)\n{params.get('tiling_text', '')}", fontsize=7)
+    return save_figure(fig, outdir, "tensor_fragment_" + name.replace(".", "_"), dpi=110)
 
 
 def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
@@ -85,6 +108,9 @@ def figures(doc: dict, outdir: Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     out = throughput_figure(doc, outdir)
     for r in doc.get("records", []):
-        if r["measure"] == "layout" and r["variant"] in LAYOUT_FIGS and r.get("params", {}).get("reference_layout"):
-            out += layout_figure(r["variant"], r["params"], outdir)
+        p = r.get("params") or {}
+        if r["measure"] == "layout" and r["variant"] in LAYOUT_FIGS and p.get("reference_layout"):
+            out += layout_figure(r["variant"], p, outdir)
+        elif r["measure"] == "layout" and r["variant"] in FRAGMENT_FIGS and p.get("slots"):
+            out += wmma_fragment_figure(r["variant"], p, outdir)
     return out

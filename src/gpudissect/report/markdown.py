@@ -169,6 +169,7 @@ def timing_reference(rs: ResultSet) -> str:
                              ("smem_ld_latency", "shared memory load latency"),
                              ("smem_st_latency", "shared memory store latency"),
                              ("const_latency", "constant cache latency"),
+                             ("tex_latency", "texture fetch latency"),
                              ("l1_size", "L1 capacity"), ("l2_size", "L2 capacity"),
                              ("local_latency", "local memory latency"),
                              ("l1_line", "L1 fill granularity"), ("l2_line", "L2 fill granularity"),

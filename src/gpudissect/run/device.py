@@ -65,8 +65,46 @@ class Buf:
             raise ValueError(f"buffer '{self.name}' has no size")
 
 
+# Element formats of texture objects: numpy dtype and CUarray_format member (one channel)
+TEX_FORMATS = {"u8": ("u1", "CU_AD_FORMAT_UNSIGNED_INT8"), "u16": ("u2", "CU_AD_FORMAT_UNSIGNED_INT16"),
+               "u32": ("u4", "CU_AD_FORMAT_UNSIGNED_INT32")}
+TEX1D_LINEAR_MAX_WIDTH = 1 << 27  # elements; sm_90's limit, the fallback when not queried
+
+
+@dataclass
+class Tex:
+    """A texture-object kernel argument (picklable): a 1D texture over the linear device
+    buffer ``buf`` (one channel of ``fmt`` integers, read as integers, point sampling; a fetch
+    outside the texture returns 0). ``buf`` is allocated, uploaded and (``read``) copied back
+    like a :class:`Buf` argument (its own memory, aligned for textures); the kernel gets the
+    texture object handle as a ``.u64`` parameter (unified texture mode)."""
+
+    buf: Buf
+    fmt: str = "u32"
+
+    def __post_init__(self) -> None:
+        if self.fmt not in TEX_FORMATS:
+            raise ValueError(f"texture format '{self.fmt}': one of {', '.join(TEX_FORMATS)}")
+        if self.buf.nbytes % self.itemsize:
+            raise ValueError(f"texture over '{self.buf.name}': {self.buf.nbytes} B is not a "
+                             f"whole number of {self.fmt} elements")
+
+    @property
+    def itemsize(self) -> int:
+        return np.dtype(TEX_FORMATS[self.fmt][0]).itemsize
+
+    @property
+    def width(self) -> int:
+        return self.buf.nbytes // self.itemsize
+
+    def check_width(self, max_width: int) -> None:
+        if self.width > max_width:
+            raise ValueError(f"texture over '{self.buf.name}': {self.width} elements exceed the "
+                             f"device's 1D linear texture width ({max_width} elements): refused")
+
+
 # A scalar kernel argument: a numpy scalar of the PTX parameter's width (np.uint32(5), ...).
-Arg = Buf | np.generic
+Arg = Buf | Tex | np.generic
 
 
 @dataclass
@@ -142,6 +180,8 @@ class CudaDevice:
         self.stream = self.dev.create_stream()
         self._modules: dict[int, tuple] = {}
         self._bufs: dict[str, tuple] = {}
+        self._texobjs: dict[tuple[int, int, str], object] = {}  # (buffer handle, nbytes, fmt)
+        self._tex_limits: tuple[int, int] | None = None  # (max 1D linear width, alignment)
         err, ver = cu.cuDriverGetVersion()
         props = self.dev.properties
         cc = self.dev.compute_capability
@@ -180,10 +220,59 @@ class CudaDevice:
         b = self._bufs.get(slot)
         if b is None or b[1] < nbytes:
             if b is not None:
+                self._drop_textures(int(b[0].handle))
                 b[0].close(self.stream)
             size = max(nbytes, 1 << 16)
             self._bufs[slot] = (self.dev.allocate(size, stream=self.stream), size)
         return self._bufs[slot][0]
+
+    def _upload(self, slot: str, a: Buf, align: int = 1) -> tuple[object, int]:
+        """The device buffer of ``slot`` for ``a`` and the address ``a`` starts at (aligned to
+        ``align`` bytes inside it), with ``a``'s data copied in (or zero-filled)."""
+        b = self._buf(slot, a.nbytes + align - 1)
+        ptr = -(-int(b.handle) // align) * align
+        if a.data is not None:
+            self._check(self._cu.cuMemcpyHtoD(ptr, a.data.ctypes.data, a.data.nbytes))
+        elif a.zero:
+            self._check(self._cu.cuMemsetD8(ptr, 0, a.nbytes))
+        return b, ptr
+
+    def _tex_limit(self) -> tuple[int, int]:
+        """(largest 1D linear texture in elements, texture base alignment in bytes)."""
+        if self._tex_limits is None:
+            cu, dev = self._cu, int(self.dev.device_id)
+            a = cu.CUdevice_attribute
+            (width,) = self._check(cu.cuDeviceGetAttribute(
+                a.CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH, dev))
+            (align,) = self._check(cu.cuDeviceGetAttribute(
+                a.CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, dev))
+            self._tex_limits = (int(width) or TEX1D_LINEAR_MAX_WIDTH, max(1, int(align)))
+        return self._tex_limits
+
+    def _texture(self, t: Tex) -> tuple[int, int]:
+        """Upload ``t.buf`` and return (texture object handle, buffer address); objects are
+        cached per (buffer, size, format) and destroyed when their buffer goes."""
+        cu = self._cu
+        width, align = self._tex_limit()
+        t.check_width(width)
+        b, ptr = self._upload("t:" + t.buf.name, t.buf, align)
+        key = (int(b.handle), t.buf.nbytes, t.fmt)
+        if key not in self._texobjs:
+            res = cu.CUDA_RESOURCE_DESC()
+            res.resType = cu.CUresourcetype.CU_RESOURCE_TYPE_LINEAR
+            res.res.linear.devPtr = ptr
+            res.res.linear.format = getattr(cu.CUarray_format, TEX_FORMATS[t.fmt][1])
+            res.res.linear.numChannels = 1
+            res.res.linear.sizeInBytes = t.width * t.itemsize
+            tex = cu.CUDA_TEXTURE_DESC()
+            tex.flags = cu.CU_TRSF_READ_AS_INTEGER
+            (self._texobjs[key],) = self._check(cu.cuTexObjectCreate(res, tex, None))
+        return int(self._texobjs[key]), ptr
+
+    def _drop_textures(self, handle: int | None = None) -> None:
+        """Destroy the texture objects over the buffer at ``handle`` (all when None)."""
+        for key in [k for k in self._texobjs if handle is None or k[0] == handle]:
+            self._cu.cuTexObjectDestroy(self._texobjs.pop(key))
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:
@@ -228,9 +317,10 @@ class CudaDevice:
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
                launches: int = 1) -> KernelRun:
-        """Launch any kernel: ``args`` are :class:`Buf` (device buffers) and numpy scalars, in
-        the order of the kernel's parameters. Returns the read-back buffers and per-launch
-        GPU times (events) and wall times."""
+        """Launch any kernel: ``args`` are :class:`Buf` (device buffers), :class:`Tex`
+        (texture objects, passed as .u64 handles) and numpy scalars, in the order of the
+        kernel's parameters. Returns the read-back buffers and per-launch GPU times (events)
+        and wall times."""
         from cuda.core import LaunchConfig, launch
 
         cu = self._cu
@@ -238,19 +328,25 @@ class CudaDevice:
         if smem > 48 * 1024:
             self._set_smem(k, smem)
         params = []
+        reads: list[tuple[Buf, int]] = []  # buffers to copy back, at their device address
         self.stream.sync()
         for a in args:
-            if isinstance(a, Buf):
-                b = self._buf("g:" + a.name, a.nbytes)
-                if a.data is not None:
-                    self._check(cu.cuMemcpyHtoD(int(b.handle), a.data.ctypes.data, a.data.nbytes))
-                elif a.zero:
-                    self._check(cu.cuMemsetD8(int(b.handle), 0, a.nbytes))
-                params.append(b)
-            elif isinstance(a, np.generic):
+            if isinstance(a, np.generic):
                 params.append(a)
+                continue
+            if isinstance(a, Buf):
+                buf = a
+                b, ptr = self._upload("g:" + a.name, a)
+                params.append(b)
+            elif isinstance(a, Tex):
+                buf = a.buf
+                handle, ptr = self._texture(a)
+                params.append(np.uint64(handle))
             else:
-                raise TypeError(f"kernel argument {a!r}: use Buf or a numpy scalar (np.uint64(...))")
+                raise TypeError(f"kernel argument {a!r}: use Buf, Tex or a numpy scalar "
+                                "(np.uint64(...))")
+            if buf.read:
+                reads.append((buf, ptr))
         grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
         block = block if isinstance(block, tuple) else (block, 1, 1)
         cfg = LaunchConfig(grid=grid, block=block, shmem_size=smem)
@@ -272,12 +368,10 @@ class CudaDevice:
             cu.cuEventDestroy(e0)
             cu.cuEventDestroy(e1)
         outs = {}
-        for a in args:
-            if isinstance(a, Buf) and a.read:
-                b = self._bufs["g:" + a.name][0]
-                host = np.empty(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)
-                self._check(cu.cuMemcpyDtoH(host.ctypes.data, int(b.handle), host.nbytes))
-                outs[a.name] = host
+        for a, ptr in reads:
+            host = np.empty(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)
+            self._check(cu.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes))
+            outs[a.name] = host
         return KernelRun(outs, gpu_ms, walls)
 
     def clocks(self) -> dict:
@@ -285,6 +379,7 @@ class CudaDevice:
 
     def close(self) -> None:
         self.stream.sync()
+        self._drop_textures()
 
 
 KERNEL_NAME = re.compile(r"_[a-z](?P<chains>\d+)_n(?P<length>\d+)$")
@@ -298,7 +393,8 @@ class FakeDevice:
     def __init__(self, model=None, sm_count: int = 4, noise: float = 0.0, seed: int = 0,
                  launch_model=None, free_bytes: int = 8 << 30):
         """``launch_model(kernel, grid, block, args, smem) -> dict of outputs`` (optionally
-        with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches."""
+        with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches (:class:`Tex`
+        arguments wider than sm_90's 1D linear texture limit are refused first)."""
         self.model = model
         self.launch_model = launch_model
         self.free_bytes = free_bytes
@@ -335,6 +431,9 @@ class FakeDevice:
         self.calls += 1
         if self.launch_model is None:
             raise ValueError("FakeDevice has no launch_model")
+        for a in args:  # refused as the GPU refuses it
+            if isinstance(a, Tex):
+                a.check_width(TEX1D_LINEAR_MAX_WIDTH)
         outs = dict(self.launch_model(kernel, grid, block, args, smem))
         ms = outs.pop("_gpu_ms", [1e-3] * launches)
         return KernelRun(outs, list(ms), [1e-5] * launches)

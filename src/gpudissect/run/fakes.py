@@ -32,10 +32,11 @@ def demo_model(kernel: str, chains: int, length: int, warps: int) -> float:
 
 
 def _zero_outputs(kernel, grid, block, args, smem) -> dict:
-    from .device import Buf
+    from .device import Buf, Tex
 
+    bufs = [a.buf if isinstance(a, Tex) else a for a in args]
     return {a.name: np.zeros(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)
-            for a in args if isinstance(a, Buf) and a.read}
+            for a in bufs if isinstance(a, Buf) and a.read}
 
 
 class ScriptedDevice(FakeDevice):

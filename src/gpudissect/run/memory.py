@@ -24,7 +24,7 @@ from ..store.db import Result, Store
 from ..toolchain.tools import tool_version
 from ..verify.auto import Built, build_module
 from ..verify.memory import MemCheck, check_region
-from .device import Buf
+from .device import TEX1D_LINEAR_MAX_WIDTH, Buf, Tex
 
 SUITE = "memory"
 MiB = 1 << 20
@@ -68,6 +68,7 @@ QUICK_PLAN = Plan(sweep_max=512 << 20, stride_reps=1, per_octave=1, refine=1, sw
 
 GLOBAL_PATHS = {f"ld.global.{op}": f"chase_{op}" for op in gm.GLOBAL_OPS}
 LOCAL_PATHS = {"ld.shared": "chase_lds", "st.shared+ld.shared": "chase_sts", "ld.local": "chase_ldl"}
+TEX_KERNEL = "chase_tex"  # latency/tex and sweep/tex-*: a 1D u32 texture object over the chain
 
 
 class Kernels:
@@ -78,7 +79,7 @@ class Kernels:
         ks = [gm.scatter_kernel(isa, arch), gm.copy_kernel(isa, arch)]
         ks += [gm.chase_global_kernel(op, isa, arch) for op in gm.GLOBAL_OPS]
         ks += [gm.chase_shared_kernel(isa, arch), gm.chase_shared_kernel(isa, arch, store=True),
-               gm.chase_local_kernel(isa, arch)]
+               gm.chase_local_kernel(isa, arch), gm.chase_tex_kernel(isa, arch)]
         for f in plan.const_footprints:
             ch = gm.build_chain(f, plan.hot_spacing if f > 2 * plan.hot_spacing else 8, "random",
                                 seed=plan.seed)
@@ -127,8 +128,16 @@ class Runner:
                          np.uint64(n), np.uint64(chain.spacing)])
         self.held = max(self.held, chain.footprint)
 
+    def chain_arg(self, kernel: str, chain: gm.Chain) -> Buf | Tex:
+        """Put the validated chain where ``kernel`` follows it: addresses in the 'chain'
+        buffer (global chases, :meth:`place`) or element indices in a texture (``chase_tex``)."""
+        if kernel == TEX_KERNEL:
+            return Tex(Buf("texchain", data=gm.element_indices(chain)))
+        self.place(chain)
+        return Buf("chain", nbytes=chain.footprint)
+
     def chase(self, kernel: str, nbytes: int, warm: int, iters: int, grid: int = 1,
-              launches: int = 1, chain_buf: Buf | None = None) -> np.ndarray:
+              launches: int = 1, chain_buf: Buf | Tex | None = None) -> np.ndarray:
         """Cycles per dependent load, shape (launches, grid), and smids (grid,)."""
         args = [chain_buf or Buf("chain", nbytes=nbytes), Buf("out", nbytes=24 * grid, read=True),
                 np.uint32(warm), np.uint32(iters)]
@@ -160,11 +169,6 @@ def _err(variant: str, measure: str, unit: str, e: Exception, **params) -> Resul
 def bench_latency(r: Runner, path: str) -> tuple[list[Result], dict]:
     p = r.plan
     variant = f"latency/{path}"
-    if path == "tex":
-        return [Result(variant, "latency", None, "cycles", "none", cls="memory", strategy="memory",
-                       flags=["not reachable: tex.* needs a texture object (cuTexObjectCreate), "
-                              "which the generic launcher does not create; the read-only "
-                              "(texture) cache path is measured as ld.global.nc"])], {}
     if path.startswith("ld.const@"):
         f = int(path.split("@")[1])
         name = f"chase_ldc_{f}"
@@ -175,10 +179,10 @@ def bench_latency(r: Runner, path: str) -> tuple[list[Result], dict]:
     else:
         ch = gm.build_chain(p.hot_footprint, p.hot_spacing, "random", seed=p.seed,
                             limit=r.limit())
-        if path in GLOBAL_PATHS:
-            name = GLOBAL_PATHS[path]
-            r.place(ch)
-            vals, _ = r.chase(name, ch.footprint, 4 * ch.nodes, p.lat_iters, launches=p.lat_launches)
+        if path in GLOBAL_PATHS or path == "tex":
+            name = GLOBAL_PATHS.get(path, TEX_KERNEL)
+            vals, _ = r.chase(name, ch.footprint, 4 * ch.nodes, p.lat_iters, launches=p.lat_launches,
+                              chain_buf=r.chain_arg(name, ch))
         else:
             name = LOCAL_PATHS[path]
             words = ch.byte_offsets()
@@ -202,18 +206,20 @@ def _sweep_points(p: Plan, top: int, start: int) -> list[int]:
 def bench_sweep(r: Runner, op: str, order: str, spacing: int, spacing_flag: list[str]
                 ) -> tuple[list[Result], dict]:
     p = r.plan
-    name = GLOBAL_PATHS[f"ld.global.{op}"]
+    name = TEX_KERNEL if op == "tex" else GLOBAL_PATHS[f"ld.global.{op}"]
     variant = f"sweep/{op}-{order}"
     top = min(p.sweep_max, int(r.dev.free_memory()) // 2 + r.held)
+    if op == "tex":  # the chain is the texture's element array
+        top = min(top, TEX1D_LINEAR_MAX_WIDTH * 4)
     results: list[Result] = []
     measured: dict[int, float] = {}
 
     def point(f: int) -> None:
         try:
             ch = r.chain(f, spacing, "random" if order == "pages" else order, seed=len(measured))
-            r.place(ch)
+            arg = r.chain_arg(name, ch)
             warm = min(ch.nodes, p.warm_cap)
-            vals, _ = r.chase(name, ch.footprint, warm, p.sweep_iters)
+            vals, _ = r.chase(name, ch.footprint, warm, p.sweep_iters, chain_buf=arg)
             v = float(vals[0, 0])
             measured[ch.footprint] = v
             results.append(r.k.result(
@@ -430,7 +436,8 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
     lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *(f"ld.const@{f}" for f in plan.const_footprints),
                  "tex"]
     items = ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "sweep/ca-random",
-             "sweep/ca-strided", "sweep/cg-random", "sweep/cg-pages", "stride/L2", "nearfar", "bandwidth"]
+             "sweep/ca-strided", "sweep/cg-random", "sweep/cg-pages", "sweep/tex-random",
+             "stride/L2", "nearfar", "bandwidth"]
              + [f"bank/w{b}" for b in gm.BANK_WIDTHS])
     todo = _select(items, patterns)
 

@@ -11,7 +11,10 @@ them as one module, check the SASS (verify/tensor.py), then on the GPU:
   the median SM span gives tensor instructions per cycle per SM, then FLOP/cycle/SM, TFLOP/s
   at the NVML SM clock read right after the launches and % of the datasheet peak scaled to
   that clock (analyse/peak.py, reference data data/tensor_peaks.toml);
-* layout (mma.sync, native variants): probe experiments, analyse/layout.py.
+* layout (mma.sync and mma.sp, native or emulated variants): probe experiments,
+  analyse/layout.py (numerics: native dense variants);
+* per_sass (native variants of several tensor SASS per instruction, e.g. wmma): clock reads
+  between the SASS, via single-SASS partners (run/tensor_steps.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from ..toolchain.tools import PtxasError, tool_version
 from ..verify.tensor import (
     ADDRESS_ADD,
     LDST_OP,
+    WMMA_LDST_OP,
     BuiltKernel,
     TensorCheck,
     build_entries,
@@ -123,7 +127,7 @@ def wgmma_kernels(v: WgmmaVariant, plan: Plan, isa: str, idx: int) -> list[Tenso
 
 def ldst_kernels(v: LdstVariant, plan: Plan, isa: str, idx: int) -> list[TensorKernel]:
     ks = []
-    if v.op == "ldmatrix":
+    if v.op in ("ldmatrix", "wmma.load"):
         for L in plan.lat_lengths:
             ks.append(ldst_kernel(v, f"ls{idx}_lat_c1_n{L}", "latency", 1, L, 1, isa))
     for w in plan.mma_warps:
@@ -150,9 +154,12 @@ def compile_work(w: Work, arch: str) -> None:
         if isinstance(b, BuiltKernel):
             fams.setdefault(family_key(k), []).append(b)
     ldst = isinstance(w.variant, LdstVariant)
+    op_re = (WMMA_LDST_OP if w.variant.wmma else LDST_OP) if ldst else None
     for key, bs in fams.items():
         try:
-            w.checks[key] = (check_tensor_family(bs, op_re=LDST_OP, companion=ADDRESS_ADD) if ldst
+            w.checks[key] = (check_tensor_family(bs, op_re=op_re, companion=ADDRESS_ADD,
+                                                 companion_max=w.variant.regs + 1,
+                                                 lowering_ok=w.variant.wmma) if op_re
                              else check_tensor_family(bs))
         except ValueError as e:
             w.checks[key] = TensorCheck("error", reason=str(e))
@@ -352,7 +359,8 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
         list(ex.map(lambda w: compile_work(w, arch) if w.kernels else None, works))
     timing["compile_s"] = time.perf_counter() - t
 
-    from .tensor_layout import run_layout, run_numerics
+    from .tensor_layout import run_layout, run_numerics, run_wmma_fragment
+    from .tensor_steps import run_per_sass
 
     for n, w in enumerate(works):
         v = w.variant
@@ -377,6 +385,9 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                     pk = f"{v.atype}:sparse" if v.sparse else v.atype
                     rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
                     results += rs + best_throughput(v.name, rs, {})
+                    # multi-SASS instructions (wmma): cycles per tensor SASS (never raises)
+                    per_sass = run_per_sass(dev, v, w.check, isa, arch, texts)
+                    results += [per_sass] if per_sass else []
                 elif isinstance(v, LdstVariant):
                     # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)
                     words = np.array([REPS, 0], dtype=np.uint32)
@@ -391,15 +402,23 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                                       flags=[f"error: {type(e).__name__}: {e}"[:300]]))
         timing["gpu_s"] += time.perf_counter() - t
         t = time.perf_counter()
-        # fragment-layout probes assume the mma.sync fragments (not wmma's opaque ones, nor
-        # the sparse A of mma.sp)
-        if plan.layouts and isinstance(v, MmaVariant) and v.form == "mma" and w.check and w.check.ok:
+        if plan.layouts and isinstance(v, LdstVariant) and v.wmma:
+            try:  # the wmma fragment layout: raw data movement, independent of the timing check
+                results.append(run_wmma_fragment(dev, v, cat.mma, isa, arch, texts))
+            except Exception as e:
+                results.append(Result(v.name, "layout", None, "", "none",
+                                      flags=[f"error: {type(e).__name__}: {e}"[:300]]))
+        # fragment-layout probes of the mma.sync / mma.sp fragments (not wmma's opaque ones),
+        # native or emulated (the PTX semantics hold either way; rejected variants are skipped);
+        # numerics only on native dense variants
+        if (plan.layouts and isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
+                and w.check.status in ("native", "emulated")):
             try:
                 results.append(run_layout(dev, v, isa, arch, texts))
             except Exception as e:
                 results.append(Result(v.name, "layout", None, "", "none",
                                       flags=[f"error: {type(e).__name__}: {e}"[:300]]))
-            if v.ctype == "f32" and v.atype in ("f16", "bf16", "tf32"):
+            if w.check.ok and v.form == "mma" and v.ctype == "f32" and v.atype in ("f16", "bf16", "tf32"):
                 try:
                     results.append(run_numerics(dev, v, isa, arch, texts))
                 except Exception as e:
@@ -415,11 +434,28 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
     return run_id, timing
 
 
+def _per_sass_line(name: str, d: dict) -> str:
+    """One conclusion on a multi-SASS variant's per-SASS timing (run/tensor_steps.py)."""
+    p = d["per_sass"]
+    head = f"{name} ({' + '.join(d.get('sass') or [])})"
+    if p["value"] is None:
+        return f"{head}: per-SASS timing not measurable ({'; '.join(p['flags'])})"
+    cum = ", ".join(f"{c:.0f}" for c in p["cumulative_cycles"] or [])
+    return (f"{head}, split into {p['partner']}: {p['value']:.1f} cycles between the issue of consecutive "
+            f"tensor SASS; cumulative cycles after each SASS {cum}, result used after "
+            f"{p['cumulative_complete']:.0f}; the instruction itself: issued after {p['whole_issue']:.0f}, "
+            f"result used after {p['whole_total']:.0f} cycles" + (f" [{'; '.join(p['flags'])}]" if p["flags"] else ""))
+
+
+MOVERS = ("ldmatrix", "stmatrix", "wmma.load", "wmma.store")  # data movement: no tensor SASS
+
+
 def summarize_run(store: Store, run_id: int) -> dict:
     """Conclusions from the stored results (every number quoted is a stored measurement)."""
     rs = store.results(run_id)
     variants: dict[str, dict] = {}
     layouts: dict[str, dict] = {}
+    wmma_frags: dict[str, dict] = {}
     for r in rs:
         d = variants.setdefault(r["variant"], {})
         if r["measure"] == "sass_map":
@@ -436,8 +472,13 @@ def summarize_run(store: Store, run_id: int) -> dict:
                 "instr_per_cycle_sm": round(r["value"], 4), "flop_per_cycle_sm": p.get("flop_per_cycle_sm"),
                 "tflops": p.get("tflops"), "pct_of_peak": p.get("pct_of_peak"),
                 "observed_sm_mhz": p.get("observed_sm_mhz"), "config": p.get("best_family"), "flags": r["flags"]}
+        elif r["measure"] == "per_sass":
+            d["per_sass"] = {"value": r["value"], "flags": r["flags"], **{k: r["params"].get(k) for k in (
+                "partner", "cumulative_cycles", "cumulative_complete", "intervals", "whole_issue", "whole_total")}}
         elif r["measure"] == "numerics" and r["params"].get("cases"):
             d["numerics"] = {k: c["outcome"] for k, c in r["params"]["cases"].items()}
+        elif r["measure"] == "layout" and r["params"].get("op", "").startswith("wmma."):
+            wmma_frags[r["variant"]] = r["params"] | {"flags": r["flags"], "value": r["value"]}
         elif r["measure"] == "layout":
             layouts[r["variant"]] = {"matches_reference": r["params"].get("matches_reference"),
                                      "differences": r["params"].get("n_differences"), "flags": r["flags"]}
@@ -460,22 +501,27 @@ def summarize_run(store: Store, run_id: int) -> dict:
         pct = f", {p['pct_of_peak']:.1f}% of the clock-scaled datasheet peak" if p.get("pct_of_peak") else ""
         lat = variants[name].get("latency_cycles") or {}
         lat_s = f"; latency {min(lat.values()):.1f} cycles" if lat else ""
-        if name.startswith(("ldmatrix", "stmatrix")):
+        if name.startswith(MOVERS):
             conc.append(f"{name}: {p['instr_per_cycle_sm']:.3f} instr/cycle/SM = {p['flop_per_cycle_sm']:.0f} "
                         f"bytes/cycle/SM ({p['tflops']:.1f} TB/s over all SMs at {p['observed_sm_mhz']:.0f} MHz)"
-                        + (f"; latency {min(lat.values()):.1f} cycles incl. one address add" if
+                        + (f"; latency {min(lat.values()):.1f} cycles incl. the address add tree" if
                            (lat := variants[name].get("latency_cycles") or {}) else "")
                         + f" ({variants[name].get('sass')})")
             continue
         conc.append(f"{name} [{g}]: {p['flop_per_cycle_sm']:.0f} FLOP/cycle/SM, {p['tflops']:.1f} TFLOP/s at "
                     f"{p['observed_sm_mhz']:.0f} MHz{pct}{lat_s} ({variants[name].get('sass')})")
-    native = {n: d.get("sass") or [] for n, d in variants.items() if d.get("status") == "native"}
+    native = {n: d.get("sass") or [] for n, d in variants.items()
+              if d.get("status") == "native" and not n.startswith(MOVERS)}
     single = [n for n, sl in native.items() if len(sl) == 1 and sl[0].startswith("1*")]
+    multi = [n for n in native if n not in single]
+    timed = [n for n in multi if variants[n].get("per_sass")]
     if native:
         conc.append(f"{len(single)} of {len(native)} native variants map to exactly one SASS instruction per PTX "
                     "instruction (per-SASS timing then equals the instruction's latency and throughput)"
-                    + (f"; multi-SASS: {', '.join(n for n in native if n not in single)}"
-                       if len(single) < len(native) else ""))
+                    + (f"; {len(multi)} map to several ({len(timed)} timed per SASS below)"
+                       + (f"; not timed per SASS: {', '.join(n for n in multi if n not in timed)}"
+                          if len(timed) < len(multi) else "") if multi else ""))
+    conc += [_per_sass_line(n, variants[n]) for n in timed]
     for name in ("wgmma.f32.f16", "wgmma.f32.bf16", "wgmma.f16.f16"):
         pk = {g: p for g, p in (variants.get(name, {}).get("peak") or {}).items() if p.get("pct_of_peak")}
         if not pk:
@@ -495,4 +541,42 @@ def summarize_run(store: Store, run_id: int) -> dict:
         conc.append(f"fragment layouts: {len(ok)} mma variants match the PTX reference layout "
                     f"(up to the unobservable relabelling of rows/cols/k), {len(bad)} differ"
                     + (f": {', '.join(bad)}" if bad else ""))
+    conc += wmma_fragment_conclusions(wmma_frags)
+    layouts.update({n: {"matches_reference": None, "matches_tiled_mma": p.get("value") == 1.0,
+                        "tiling": p.get("tiling_text"), "coverage": p.get("coverage"), "flags": p["flags"]}
+                    for n, p in wmma_frags.items()})
     return {"conclusions": conc, "variants": variants, "layouts": layouts}
+
+
+def wmma_fragment_conclusions(frags: dict[str, dict]) -> list[str]:
+    """What the wmma fragment experiments show, from their stored parameters."""
+    if not frags:
+        return []
+    done = {n: p for n, p in frags.items() if p.get("slots") and not p["flags"]}
+    tiled = [n for n, p in done.items() if p.get("value") == 1.0]
+    out = [f"wmma fragment layouts (unspecified by the PTX ISA) observed for {len(done)} of {len(frags)} "
+           f"wmma.load/store variants; {len(tiled)} equal the stated mma.sync layouts tiled"
+           + (f"; not tiled: {', '.join(n for n in done if n not in tiled)}" if len(tiled) < len(done) else "")]
+    dup = sorted({f"{p['frag'].upper()} {p['elem']} ({p['coverage']['copies_max']}x)"
+                  for p in done.values() if p["coverage"]["copies_max"] > 1})
+    if dup:
+        out.append("wmma fragments holding every element more than once: " + ", ".join(dup))
+    same_cd = diff_cd = 0
+    for n, p in done.items():
+        if p["op"] == "wmma.load" and p["frag"] == "c":
+            q = done.get(n.replace("wmma.load.c.", "wmma.store.d."))
+            if q:
+                same_cd, diff_cd = (same_cd + 1, diff_cd) if q["slots"] == p["slots"] else (same_cd, diff_cd + 1)
+    if same_cd or diff_cd:
+        out.append(f"wmma.load.c and wmma.store.d use the same fragment layout in {same_cd} of "
+                   f"{same_cd + diff_cd} (shape, type, memory layout) cases")
+    same_rc = diff_rc = 0
+    for n, p in done.items():
+        if p["layout"] == "row":
+            q = done.get(n.replace(".row.", ".col."))
+            if q:
+                same_rc, diff_rc = (same_rc + 1, diff_rc) if q["slots"] == p["slots"] else (same_rc, diff_rc + 1)
+    if same_rc or diff_rc:
+        out.append(f"the memory layout (row/col) leaves the fragment unchanged in {same_rc} of "
+                   f"{same_rc + diff_rc} fragment kinds")
+    return out

@@ -54,6 +54,31 @@ def write_suite_json(store: Store, path: Path, run_id: int) -> int:
     return len(doc["records"])
 
 
+LAYOUTS_SCHEMA = "gpudissect.layouts/1"
+
+
+def layouts_document(store: Store, run_id: int) -> dict:
+    """The fragment layouts of a tensor-suite run (``data/<gpu>/tensor-layouts.json``): per
+    variant the layout found (mma: checked against the PTX reference; wmma: observed slot by
+    slot and compared with the mma.sync layouts, tiled) and the variants not measured, with why."""
+    run = store.run(run_id)
+    lay, missing = {}, {}
+    for r in store.results(run_id):
+        if r["measure"] != "layout":
+            continue
+        if r["value"] is None:
+            missing[r["variant"]] = r["flags"]
+        else:
+            lay[r["variant"]] = {**r["params"], "flags": r["flags"]}
+    return {"schema": LAYOUTS_SCHEMA, "gpu": run["gpu_name"], "gpu_uuid": run["gpu_uuid"], "run_id": run_id,
+            "note": "slot = (lane, element); element = register*elements_per_register + position (low bits "
+                    "first); layout entries are [row, col]. mma: measured (A,B,D) product triples checked "
+                    "against the PTX-reference labels ('reference_layout'); wmma.load/store: 'slots' observed "
+                    "by raw data movement (-1: nothing arrived), 'tiling' compares each register with the "
+                    "mma.sync layouts",
+            "layouts": lay, "not_measured": missing}
+
+
 def write_csv(store: Store, path: Path, run_id: int | None = None) -> int:
     recs = records(store, run_id)
     path.parent.mkdir(parents=True, exist_ok=True)
