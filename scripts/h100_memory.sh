@@ -8,5 +8,5 @@ timeout 300 python3 -m gpudissect run --suite memory --db /tmp/mem.db --new 2>&1
 $Q > $OUT/memory-smi-after.csv
 python3 -m gpudissect export $OUT/memory.json --format suite --suite memory --db /tmp/mem.db 2>&1 | tail -2
 gzip -c /tmp/mem.db > $OUT/memory.db.gz
-timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_faults_gpu.py tests/test_memory_tex.py tests/test_gpu.py 2>&1 | tee $OUT/gpu-pytest.log
+timeout 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py tests/test_faults_gpu.py tests/test_memory_tex.py tests/test_per_sass.py 2>&1 | tee $OUT/gpu-pytest.log
 $Q >> $OUT/gpu-pytest-smi.csv

@@ -217,6 +217,10 @@ def test_suite_on_fake_device(tmp_path):
     assert s["line_sizes"]["L1"]["bytes"] == LINE
     assert len(s["tlb"]["steps"]) == 1 and 32 * MiB <= s["tlb"]["reach_bytes"][0] <= 64 * MiB
     assert "L2_inner_steps" not in s["sizes"]  # the TLB step is not taken for an L2 level
+    pages = [r["params"]["footprint"] for r in doc["records"] if r["variant"] == "sweep/cg-pages"
+             and r["value"] is not None]
+    # the page sweep spans most of the free memory, past the cache sweeps' sweep_max
+    assert max(pages) > 512 * MiB
     assert s["bank_conflicts"]["w32"]["fit"]["rule"] == "wavefronts_phase" or \
         s["bank_conflicts"]["w32"]["fit"]["wavefronts_phase"]["r2"] > 0.99
     assert s["bank_conflicts"]["w128"]["fit"]["rule"] == "wavefronts_phase"

@@ -198,3 +198,47 @@ def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch
         probes = {r["measure"] for r in rs if r["variant"] == n and r["measure"] in ("layout", "numerics")}
         assert probes == (set() if n.startswith("wmma") else {"layout"}), n
     assert peaks == ["bf16", "f16:sparse"]  # sparse: no dense peak looked up
+
+
+class _RegisterLimitedDevice(FakeDevice):
+    """Refuses blocks of more than 8 warps as the driver does for a register-hungry kernel."""
+
+    def launch(self, cubin, kernel, grid, block, args, smem=0, launches=1):
+        if block > 8 * 32:
+            raise RuntimeError("CUDAError: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources")
+        return super().launch(cubin, kernel, grid, block, args, smem, launches)
+
+
+def test_a_launch_refused_for_registers_is_named_and_the_other_warp_count_stands(tmp_path):
+    st = Store(tmp_path / "t.db")
+    dev = _RegisterLimitedDevice(sm_count=4, launch_model=_fake_model)
+    plan = T.Plan(**{**SMALL.__dict__, "mma_warps": (4, 16)})
+    rid, _ = T.run_suite(dev, st, ["mma.sync.m16n8k8.f64.f64.f64"], arch="sm_90a", jobs=1, plan=plan)
+    thr = [r for r in st.results(rid) if r["measure"] == "throughput"]
+    refused = [r for r in thr if r["params"]["warps"] == 16]
+    assert refused and refused[0]["value"] is None
+    flag = refused[0]["flags"][0]
+    assert flag.startswith("refused:") and "16 warps" in flag
+    assert "registers per thread" in flag  # the count comes from the kernel's cubin
+    ok = [r for r in thr if r["params"]["warps"] == 4]
+    assert ok and ok[0]["value"] and not ok[0]["flags"]
+    peak = [r for r in st.results(rid) if r["measure"] == "throughput_peak"]
+    assert peak and peak[0]["params"]["warps"] == 4
+
+
+def test_a_spilling_software_lowering_reads_as_emulated_and_a_spilling_native_one_as_error():
+    import dataclasses
+
+    from gpudissect.run.tensor import family_key
+    from gpudissect.verify.tensor import BuiltKernel, check_tensor_family
+
+    def family(name):
+        w = _work(name)
+        k = next(k for k in w.kernels if "_lat" in k.name)
+        return [dataclasses.replace(b, spills=True) for kk in w.kernels
+                if family_key(kk) == family_key(k) and isinstance(b := w.built[kk.name], BuiltKernel)]
+
+    emu = check_tensor_family(family("mma.sp.m16n8k64.f32.e4m3.f32"))  # fp8 sparse: no QMMA.SP on sm_90
+    assert emu.status == "emulated" and "spills" in emu.reason and "FADD" in emu.reason
+    nat = check_tensor_family(family("mma.sync.m16n8k16.f32.f16.f32"))
+    assert nat.status == "error" and "spills" in nat.reason

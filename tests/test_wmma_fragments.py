@@ -10,6 +10,7 @@ from gpudissect.analyse.fragments import (
     FragSpec,
     coverage,
     decode,
+    describe_tiling,
     design,
     output_bytes,
     pack,
@@ -48,6 +49,8 @@ def test_derived_variants_cover_every_wmma_fragment():
     ("wmma.load.a.m16n16k16.row.f16", {"LDSM.16.M88.4"}),
     ("wmma.load.c.m16n16k16.row.f32", {"LDS.64"}),
     ("wmma.store.d.m16n16k16.col.f32", {"STS"}),
+    # one 16-byte store per lane: independent stores to one address would be merged away
+    ("wmma.store.d.m8n8k4.row.f64", {"STS.128"}),
 ])
 def test_timing_kernels_load_the_whole_fragment(name, ops):
     """Every register of the fragment is used, so ptxas keeps the whole load (16x16 f32 C is
@@ -141,6 +144,24 @@ def test_tiling_finds_mma_registers_and_rejects_a_shuffled_layout():
     bad[[0, 1]] = bad[[1, 0]]  # two lanes swapped: no longer any mma register
     t2 = tiling(s, bad, mma_shapes_for(v, CAT.mma))
     assert not t2["all"]
+    assert not t["transposed"] and "transposed" not in describe_tiling(t)
+
+
+def test_tiling_recognises_a_transposed_fragment():
+    """An m8n32 accumulator holding the m16n8 C layout transposed (four tiles along n) is
+    reported as tiled, transposed; the untransposed view matches no register."""
+    v = WMMA["wmma.load.c.m8n32k16.row.f32"]
+    s = frag_spec(v)
+    ref = reference_layout(Shape(16, 8, 16, "f16", "f16", "f32"))["c"]  # (row<16, col<8)
+    tr = ref[..., ::-1]  # (row<8, col<16)
+    truth = np.concatenate([tr, tr + [0, 16]], axis=1)
+    t = tiling(s, truth, mma_shapes_for(v, CAT.mma))
+    assert t["all"] and t["transposed"] and t["shape"][:2] == [16, 8]
+    assert t["registers"][4] == {"mma_reg": 0, "offset": [16, 0]}  # in the mma's (transposed) frame
+    assert "transposed" in describe_tiling(t)
+    bad = truth.copy()
+    bad[[0, 1]] = bad[[1, 0]]  # two lanes swapped: neither view matches
+    assert tiling(s, bad, mma_shapes_for(v, CAT.mma))["all"] is False
 
 
 def test_run_wmma_fragment_end_to_end_on_a_fake_device():
@@ -258,3 +279,18 @@ def test_layouts_export_via_cli(tmp_path):
     assert doc["not_measured"] == {"mma.sync.m8n8k128.s32.b1.s32.and.popc": ["not-measured: x"]}
     bad = CliRunner().invoke(app, ["export", str(out), "--format", "layouts", "--db", str(st.path)])
     assert bad.exit_code != 0 and "needs" in bad.output
+
+
+def test_conclusions_separate_direct_transposed_and_untiled_fragments():
+    from gpudissect.run.tensor import wmma_fragment_conclusions
+
+    def frag(transposed: bool | None) -> dict:
+        return {"slots": [[[0, 0]]], "flags": [], "value": 0.0 if transposed is None else 1.0,
+                "tiling": {"transposed": bool(transposed)}, "frag": "c", "elem": "f32", "op": "wmma.load",
+                "layout": "row", "coverage": {"copies_max": 1}}
+
+    text = wmma_fragment_conclusions({"wmma.load.c.a.row.f32": frag(False), "wmma.load.c.b.row.f32": frag(True),
+                                      "wmma.load.c.c.row.f32": frag(None)})[0]
+    assert "1 equal the stated mma.sync layouts tiled, 1 equal them tiled and transposed" in text
+    assert text.endswith("; not tiled: wmma.load.c.c.row.f32")
+    assert "(col, row)): wmma.load.c.b.row.f32;" in text  # the transposed one is named

@@ -165,29 +165,46 @@ def tiling(s: FragSpec, slots: np.ndarray, shapes: list[Shape]) -> dict:
     """Compare each fragment register with the registers of the PTX-stated mma.sync layouts
     (``shapes``: candidate mma shapes of the same operand type): register r matches
     (mma register r', offset (dr, dc)) when every lane and position holds the element the
-    mma layout puts there, shifted by (dr, dc). The candidate matching most registers wins."""
+    mma layout puts there, shifted by (dr, dc). The candidate matching most registers wins;
+    where the fragment as observed matches none fully, its transpose (element (r, c) read as
+    (c, r)) is tried too, and a full match there is reported with ``transposed``."""
     op = {"a": "a", "b": "b", "c": "c", "d": "c"}[s.frag]
     e = s.per_reg
-    best: dict = {"shape": None, "registers": [None] * s.regs, "matched": 0}
-    for sh in shapes:
-        ref = reference_layout(sh)[op]
-        if ref.shape[1] % e:
-            continue
-        regs = []
-        for r in range(s.regs):
-            blk = slots[:, r * e:(r + 1) * e, :]
-            hit = None
-            for r2 in range(ref.shape[1] // e):
-                d = blk - ref[:, r2 * e:(r2 + 1) * e, :]
-                if (blk >= 0).all() and (d == d[0, 0]).all():
-                    hit = {"mma_reg": r2, "offset": [int(d[0, 0, 0]), int(d[0, 0, 1])]}
-                    break
-            regs.append(hit)
-        n = sum(x is not None for x in regs)
-        if n > best["matched"]:
-            best = {"shape": [sh.m, sh.n, sh.k], "registers": regs, "matched": n}
+    best: dict = {"shape": None, "registers": [None] * s.regs, "matched": 0, "transposed": False}
+    for transposed in (False, True):
+        if best["matched"] == s.regs:
+            break
+        view = slots[..., ::-1] if transposed else slots
+        for sh in shapes:
+            ref = reference_layout(sh)[op]
+            if ref.shape[1] % e:
+                continue
+            regs = [_register_match(view[:, r * e:(r + 1) * e, :], ref, e) for r in range(s.regs)]
+            n = sum(x is not None for x in regs)
+            # ties: the shape whose registers line up with the fragment's without offsets
+            zero = sum(x is not None and x["offset"] == [0, 0] for x in regs)
+            if (n, zero) > (best["matched"], best.get("_zero", -1)) and (not transposed or n == s.regs):
+                best = {"shape": [sh.m, sh.n, sh.k], "registers": regs, "matched": n,
+                        "transposed": transposed, "_zero": zero}
+    best.pop("_zero", None)
     best["all"] = best["matched"] == s.regs
     return best
+
+
+def _register_match(blk: np.ndarray, ref: np.ndarray, e: int) -> dict | None:
+    """The mma register (and offset) whose layout equals the fragment register ``blk``; of
+    several, one whose offset is a whole number of mma tiles, then the smallest offset
+    (mma r2+(0,0) rather than r0+(8,0), mma r0+(0,8) rather than r1+(0,7))."""
+    if not (blk >= 0).all():
+        return None
+    hits = []
+    for r2 in range(ref.shape[1] // e):
+        d = blk - ref[:, r2 * e:(r2 + 1) * e, :]
+        if (d == d[0, 0]).all():
+            hits.append({"mma_reg": r2, "offset": [int(d[0, 0, 0]), int(d[0, 0, 1])]})
+    rows, cols = int(ref[..., 0].max()) + 1, int(ref[..., 1].max()) + 1
+    return min(hits, key=lambda h: (h["offset"][0] % rows != 0 or h["offset"][1] % cols != 0,
+                                    abs(h["offset"][0]) + abs(h["offset"][1])), default=None)
 
 
 def describe_tiling(t: dict) -> str:
@@ -196,4 +213,7 @@ def describe_tiling(t: dict) -> str:
     m, n, k = t["shape"]
     parts = [f"r{i}=mma r{x['mma_reg']}+({x['offset'][0]},{x['offset'][1]})" if x else f"r{i}=?"
              for i, x in enumerate(t["registers"])]
-    return f"m{m}n{n}k{k} tiles: " + " ".join(parts)
+    text = f"m{m}n{n}k{k} tiles: " + " ".join(parts)
+    if t.get("transposed"):
+        text += " (transposed: fragment element (row, col) is where the mma layout puts (col, row))"
+    return text

@@ -195,6 +195,15 @@ def _tail(sink: str) -> str:
 """
 
 
+def _timed(body: str, sink: str) -> str:
+    """The timed part of every chase: ``iters`` rounds of the unrolled ``body`` between two
+    %clock64 reads, then the tail; ``sink``: the chase register (a u32 one is widened to %x)."""
+    widen = f"    cvt.u64.u32 %x, {sink};\n" if sink != "%p" else ""
+    return ("    ld.param.u32 %n, [iters];\n    mov.u64 %t0, %clock64;\nT:\n" + body
+            + "\n    sub.u32 %n, %n, 1;\n    setp.ne.u32 %q, %n, 0;\n    @%q bra T;\n"
+            "    mov.u64 %t1, %clock64;\n" + widen + _tail("%x" if widen else sink))
+
+
 _TAIL_E = _tail("%x").replace("ret;", "E:\n    ret;")
 
 
@@ -217,15 +226,7 @@ W:
     sub.u32 %n, %n, 1;
     bra W;
 WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-{_tail('%p')}"""
+{_timed(body, '%p')}"""
     return _kernel(f"chase_{op}", e, isa, arch, {"path": f"ld.global.{op}", "expect": "global"})
 
 
@@ -272,17 +273,7 @@ W:
     add.u32 %i, %i, 1;
     bra W;
 WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-    cvt.u64.u32 %x, %a;
-{_tail('%x')}"""
-    e = e.replace("{body}", body).replace("{_tail('%x')}", _tail("%x")).replace("{{", "{").replace("}}", "}")
+{_timed(body, '%a')}"""
     return _kernel(name, e, isa, arch, {"path": path, "expect": expect})
 
 
@@ -327,16 +318,7 @@ W:
     sub.u32 %n, %n, 1;
     bra W;
 WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-    cvt.u64.u32 %x, %a;
-{_tail('%x')}"""
+{_timed(body, '%a')}"""
     return _kernel("chase_tex", e, isa, arch, {"path": "tex.1d", "expect": "texture"})
 
 
@@ -374,16 +356,7 @@ W:
     sub.u32 %n, %n, 1;
     bra W;
 WD:
-    ld.param.u32 %n, [iters];
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
-    cvt.u64.u32 %x, %a;
-{_tail('%x')}"""
+{_timed(body, '%a')}"""
     return _kernel(f"chase_ldc_{tag}", e, isa, arch,
                    {"path": "ld.const", "expect": "constant", "footprint": chain.footprint})
 

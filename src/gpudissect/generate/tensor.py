@@ -442,6 +442,7 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
 # --- ldmatrix / stmatrix ------------------------------------------------------------------
 
 LDST_SMEM = 32 * 1024
+STORE_CHAIN_OFFSET = 128  # bytes between the places of independent store chains
 
 
 def _ldst_init(v: LdstVariant, reg: str) -> str:
@@ -517,7 +518,10 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
     ]
     d = [[f"%d{c * v.regs + i}" for i in range(v.regs)] for c in range(chains)]
     for c in range(chains):
-        lines.append(f"  mov.u32 %ad{c}, %la;")
+        # stores: each chain writes its own place (128 B apart: the same banks), so no two
+        # consecutive stores repeat one address and ptxas cannot drop them as redundant
+        lines.append(f"  add.u32 %ad{c}, %la, {c * STORE_CHAIN_OFFSET};" if not load and c
+                     else f"  mov.u32 %ad{c}, %la;")
         lines += [_ldst_init(v, r) for r in d[c]]
     stride = f", {v.ldm}" if v.wmma else ""
     body = []

@@ -16,7 +16,7 @@ LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
                "mma.sync.m8n8k16.s32.s8.s32")
 FRAGMENT_FIGS = ("wmma.load.a.m16n16k16.row.f16", "wmma.load.b.m16n16k16.col.f16",
                  "wmma.load.c.m16n16k16.row.f32", "wmma.load.a.m16n16k8.row.tf32",
-                 "wmma.load.a.m8n8k32.row.s4")
+                 "wmma.load.a.m8n8k32.row.s4", "wmma.load.c.m8n32k16.row.f32")
 
 
 

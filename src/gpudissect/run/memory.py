@@ -48,6 +48,10 @@ class Plan:
     # TLB sweep: one node per ~1 MiB region (few nodes: the data stays in L2, so a step is
     # translation); the odd spacing spreads nodes over cache sets
     tlb_spacing: int = (1 << 20) + 4160
+    # the page sweep's few nodes stay in L2 whatever the footprint, so it may span most of the
+    # device memory (translation reach can exceed the cache sweeps' half of free memory)
+    tlb_max: int = 128 << 30
+    tlb_free_fraction: float = 0.85
     stride_nodes: int = 1024
     stride_reps: int = 3  # cold passes per stride (fresh chain each); median
     const_footprints: tuple[int, ...] = (512, 2048, 8192, 32768)
@@ -62,7 +66,7 @@ class Plan:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-QUICK_PLAN = Plan(sweep_max=512 << 20, stride_reps=1, per_octave=1, refine=1, sweep_iters=32, warm_cap=1 << 16,
+QUICK_PLAN = Plan(sweep_max=512 << 20, tlb_max=1 << 30, stride_reps=1, per_octave=1, refine=1, sweep_iters=32, warm_cap=1 << 16,
                   strides=(8, 32, 128, 512), const_footprints=(2048,), bank_strides=(0, 1, 2, 32),
                   bw_bytes=1 << 28, bw_launches=2, lat_launches=2)
 
@@ -208,7 +212,10 @@ def bench_sweep(r: Runner, op: str, order: str, spacing: int, spacing_flag: list
     p = r.plan
     name = TEX_KERNEL if op == "tex" else GLOBAL_PATHS[f"ld.global.{op}"]
     variant = f"sweep/{op}-{order}"
-    top = min(p.sweep_max, int(r.dev.free_memory()) // 2 + r.held)
+    if order == "pages":
+        top = min(p.tlb_max, int(int(r.dev.free_memory()) * p.tlb_free_fraction) + r.held)
+    else:
+        top = min(p.sweep_max, int(r.dev.free_memory()) // 2 + r.held)
     if op == "tex":  # the chain is the texture's element array
         top = min(top, TEX1D_LINEAR_MAX_WIDTH * 4)
     results: list[Result] = []

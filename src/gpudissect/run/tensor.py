@@ -43,7 +43,7 @@ from ..generate.tensor import (
     wgmma_kernel,
 )
 from ..store.db import Result, Store
-from ..toolchain.tools import PtxasError, tool_version
+from ..toolchain.tools import PtxasError, resource_usage, tool_version
 from ..verify.tensor import (
     ADDRESS_ADD,
     LDST_OP,
@@ -223,6 +223,24 @@ def _flags_fit(fit, spreads: list[float]) -> list[str]:
     return f
 
 
+def _launch_failure(e: Exception, b: BuiltKernel | Exception | None, k: TensorKernel) -> str:
+    """The flag of a failed measurement. A launch refused for its registers is a limit of
+    this configuration (too many warps for the kernel's registers), not a fault: say so with
+    the kernel's register count (cuobjdump), and let the other configurations stand."""
+    text = f"{type(e).__name__}: {e}"
+    if "OUT_OF_RESOURCES" in text and isinstance(b, BuiltKernel):
+        try:
+            regs = resource_usage(b.cubin).get(k.name, {}).get("REG")
+        except Exception:  # noqa: BLE001 - the count is a courtesy; the refusal stands
+            regs = None
+        per = f"{regs} registers per thread x " if regs else ""
+        total = f" = {regs * 32 * k.warps} registers" if regs else ""
+        return (f"refused: launch of {k.warps} warps refused (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): "
+                f"{per}{32 * k.warps} threads{total} exceed what one block may hold; "
+                "other warp counts of this variant are measured")
+    return f"error: {text}"[:300]
+
+
 def measure_families(dev, w: Work, words: np.ndarray, flops_of: Callable[[TensorKernel], int],
                      atype: str, texts: dict) -> list[Result]:
     v = w.variant
@@ -267,7 +285,7 @@ def measure_families(dev, w: Work, words: np.ndarray, flops_of: Callable[[Tensor
             fit = fit_line(xs, ys)
         except Exception as e:  # one failing benchmark never takes the sweep down
             out.append(Result(v.name, k0.measure, None, "cycles", "none", params=params, sass=sass,
-                              flags=[f"error: {type(e).__name__}: {e}"[:300]], **cite))
+                              flags=[_launch_failure(e, w.built.get(k.name), k)], **cite))
             continue
         flags = _flags_fit(fit, spreads)
         if k0.measure == "latency":
@@ -554,29 +572,31 @@ def wmma_fragment_conclusions(frags: dict[str, dict]) -> list[str]:
         return []
     done = {n: p for n, p in frags.items() if p.get("slots") and not p["flags"]}
     tiled = [n for n, p in done.items() if p.get("value") == 1.0]
+    flipped = [n for n in tiled if (done[n].get("tiling") or {}).get("transposed")]
     out = [f"wmma fragment layouts (unspecified by the PTX ISA) observed for {len(done)} of {len(frags)} "
-           f"wmma.load/store variants; {len(tiled)} equal the stated mma.sync layouts tiled"
+           f"wmma.load/store variants; {len(tiled) - len(flipped)} equal the stated mma.sync layouts tiled"
+           + (f", {len(flipped)} equal them tiled and transposed (element (row, col) where the mma "
+              f"layout puts (col, row)): {', '.join(flipped)}" if flipped else "")
            + (f"; not tiled: {', '.join(n for n in done if n not in tiled)}" if len(tiled) < len(done) else "")]
     dup = sorted({f"{p['frag'].upper()} {p['elem']} ({p['coverage']['copies_max']}x)"
                   for p in done.values() if p["coverage"]["copies_max"] > 1})
     if dup:
         out.append("wmma fragments holding every element more than once: " + ", ".join(dup))
-    same_cd = diff_cd = 0
-    for n, p in done.items():
-        if p["op"] == "wmma.load" and p["frag"] == "c":
-            q = done.get(n.replace("wmma.load.c.", "wmma.store.d."))
-            if q:
-                same_cd, diff_cd = (same_cd + 1, diff_cd) if q["slots"] == p["slots"] else (same_cd, diff_cd + 1)
-    if same_cd or diff_cd:
-        out.append(f"wmma.load.c and wmma.store.d use the same fragment layout in {same_cd} of "
-                   f"{same_cd + diff_cd} (shape, type, memory layout) cases")
-    same_rc = diff_rc = 0
-    for n, p in done.items():
-        if p["layout"] == "row":
-            q = done.get(n.replace(".row.", ".col."))
-            if q:
-                same_rc, diff_rc = (same_rc + 1, diff_rc) if q["slots"] == p["slots"] else (same_rc, diff_rc + 1)
-    if same_rc or diff_rc:
-        out.append(f"the memory layout (row/col) leaves the fragment unchanged in {same_rc} of "
-                   f"{same_rc + diff_rc} fragment kinds")
+    same, pairs = _same_slots(done, lambda n, p: p["op"] == "wmma.load" and p["frag"] == "c",
+                              lambda n: n.replace("wmma.load.c.", "wmma.store.d."))
+    if pairs:
+        out.append(f"wmma.load.c and wmma.store.d use the same fragment layout in {same} of "
+                   f"{pairs} (shape, type, memory layout) cases")
+    same, pairs = _same_slots(done, lambda n, p: p["layout"] == "row", lambda n: n.replace(".row.", ".col."))
+    if pairs:
+        out.append(f"the memory layout (row/col) leaves the fragment unchanged in {same} of "
+                   f"{pairs} fragment kinds")
     return out
+
+
+def _same_slots(done: dict[str, dict], pick: Callable[[str, dict], bool],
+                partner: Callable[[str], str]) -> tuple[int, int]:
+    """Of the fragments ``pick`` selects that have a ``partner`` observed too: how many hold
+    the same layout as it, and how many pairs there are."""
+    pairs = [(p, done[partner(n)]) for n, p in done.items() if pick(n, p) and partner(n) in done]
+    return sum(p["slots"] == q["slots"] for p, q in pairs), len(pairs)

@@ -133,7 +133,12 @@ def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
     res = TensorCheck("native", {op: str(c) for op, c in per.items() if c > 0},
                       {op: str(c) for op, c in other.items()})
     if any(k.spills for k in ks):
-        res.status, res.reason = "error", "register spills (LDL/STL) in the kernel"
+        if other and not lowering_ok:  # a software lowering (operand conversions) that spills
+            res.status = "emulated"
+            res.reason = ("other work per instance beside the tensor SASS: " + _ops(other)
+                          + "; the lowering also spills registers (LDL/STL)")
+        else:
+            res.status, res.reason = "error", "register spills (LDL/STL) in the kernel"
         return res
     if blo or bhi:
         calls = any(op.startswith("CALL") for op in bhi)
@@ -146,7 +151,7 @@ def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
     if total <= 0:
         res.status = "emulated" if other else "folded"
         res.reason = "no tensor SASS per instance" + (
-            f"; other work per instance: {', '.join(f'{op} x{float(c):g}' for op, c in other.items())}"
+            f"; other work per instance: {_ops(other)}"
             if other else " (the compiler removed the work)")
         return res
     if any(c.denominator != 1 for c in per.values()):
@@ -162,9 +167,12 @@ def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
             return res
     if other and not lowering_ok:
         res.status = "emulated"
-        res.reason = "other work per instance beside the tensor SASS: " + ", ".join(
-            f"{op} x{float(c):g}" for op, c in other.items())
+        res.reason = "other work per instance beside the tensor SASS: " + _ops(other)
     return res
+
+
+def _ops(counts: dict[str, Fraction]) -> str:
+    return ", ".join(f"{op} x{float(c):g}" for op, c in counts.items())
 
 
 def compile_failure(e: Exception) -> TensorCheck:
