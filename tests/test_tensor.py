@@ -97,6 +97,9 @@ def test_peak_maths():
     assert f.tflops == pytest.approx(989.4 / 4, rel=1e-3) and f.pct_of_peak == pytest.approx(50, rel=1e-3)
     assert peak_for("NVIDIA H100 80GB HBM3", "bf16").tflops == 989.4
     assert peak_for("NVIDIA H100 80GB HBM3", "b1") is None
+    # sparse figures count the logical shape's FLOPs: twice the dense figure on the datasheet
+    assert peak_for("NVIDIA H100 80GB HBM3", "f16:sparse").tflops == pytest.approx(
+        2 * peak_for("NVIDIA H100 80GB HBM3", "f16").tflops, rel=1e-3)
 
 
 def _fake_model(kernel, grid, block, args, smem):
@@ -197,7 +200,7 @@ def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch
         assert lat and lat[0]["value"] == pytest.approx(32), n
         probes = {r["measure"] for r in rs if r["variant"] == n and r["measure"] in ("layout", "numerics")}
         assert probes == (set() if n.startswith("wmma") else {"layout"}), n
-    assert peaks == ["bf16", "f16:sparse"]  # sparse: no dense peak looked up
+    assert peaks == ["bf16", "f16:sparse"]  # sparse: the sparse figure, not the dense one
 
 
 class _RegisterLimitedDevice(FakeDevice):

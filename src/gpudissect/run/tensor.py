@@ -398,8 +398,8 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
             try:
                 if isinstance(v, MmaVariant):
                     words = _in_words_mma(v, REPS)
-                    # sparse: flops are of the logical (dense-equivalent) shape and the peak
-                    # table holds dense figures only, so no % of peak ('<type>:sparse' key)
+                    # sparse: flops are of the logical (dense-equivalent) shape, compared with
+                    # the datasheet's sparse figure ('<type>:sparse' in data/tensor_peaks.toml)
                     pk = f"{v.atype}:sparse" if v.sparse else v.atype
                     rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
                     results += rs + best_throughput(v.name, rs, {})
