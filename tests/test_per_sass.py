@@ -88,6 +88,19 @@ def test_partner_lookup_from_static_map():
                            ARCH, ISA) is None
 
 
+def test_partner_lookup_uses_the_checks_already_made(monkeypatch):
+    from gpudissect.verify.tensor import TensorCheck
+
+    def no_compile(*a):
+        raise AssertionError("a known check must not be compiled again")
+
+    monkeypatch.setattr(PS, "static_check", no_compile)
+    known = {"mma.sync.m16n8k8.f32.f16.f32": TensorCheck("native", {"HMMA.1688.F32": "1"}),
+             PARTNER: TensorCheck("native", {"HMMA.16816.F32": "1"})}
+    cands = [_v("mma.sync.m16n8k8.f32.f16.f32"), _v(PARTNER)]
+    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", cands, ARCH, ISA, known) is cands[1]
+
+
 def test_multi_sass_from_check():
     from gpudissect.verify.tensor import TensorCheck
 

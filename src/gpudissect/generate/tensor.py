@@ -452,19 +452,24 @@ def _ldst_init(v: LdstVariant, reg: str) -> str:
     return f"  mov.b32 {reg}, %xtid;"
 
 
+def as_words(regs: list[str], cls: str, word: str, tmp64: str) -> tuple[list[str], list[str]]:
+    """Fragment registers of class ``cls`` as b32 words ``{word}0``, ``{word}1``, ... (the low
+    word of an f64 register, through the b64 temporary ``tmp64``): the lines and the words."""
+    lines, words = [], []
+    for i, r in enumerate(regs):
+        if cls == ".f64":
+            lines += [f"  mov.b64 {tmp64}, {r};", f"  cvt.u32.u64 {word}{i}, {tmp64};"]
+        else:
+            lines.append(f"  mov.b32 {word}{i}, {r};")
+        words.append(f"{word}{i}")
+    return lines, words
+
+
 def _ldst_addr(v: LdstVariant, c: int, regs: list[str]) -> list[str]:
     """The latency chain's next address: the lane's address plus the sum of every loaded
     register (all zero): the next load waits for the whole fragment, and no register is
     dead (ptxas would otherwise narrow the load). The sum is a tree of ``len(regs)`` adds."""
-    lines, words = [], []
-    for i, r in enumerate(regs):
-        if v.cls == ".f64":
-            lines += [f"  mov.b64 %lq, {r};", f"  cvt.u32.u64 %lw{i}, %lq;"]
-        elif v.cls == ".f32":
-            lines.append(f"  mov.b32 %lw{i}, {r};")
-        else:
-            lines.append(f"  mov.b32 %lw{i}, {r};")
-        words.append(f"%lw{i}")
+    lines, words = as_words(regs, v.cls, "%lw", "%lq")
     words.append("%la")
     n = len(regs)
     while len(words) > 1:
@@ -484,8 +489,9 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
                 isa: str = "9.0") -> TensorKernel:
     """Loads (ldmatrix, wmma.load): ``chains`` chains in which each address is the sum of
     the previous result's registers added to the lane's address (shared memory is zero, so
-    the address stays; the latency therefore includes a small add tree, see _ldst_addr); stores (stmatrix, wmma.store): independent
-    stores (throughput only). Each warp uses its own 1 KiB of shared memory; ldmatrix /
+    the address stays; the latency therefore includes a small add tree, see _ldst_addr);
+    stores (stmatrix, wmma.store): independent stores (throughput only), each chain to its
+    own place. Each warp uses its own 1 KiB of shared memory; ldmatrix /
     stmatrix lane l addresses row l (16-byte rows), wmma addresses the warp's matrix
     (leading dimension ``v.ldm``, no padding)."""
     load = v.op in ("ldmatrix", "wmma.load")

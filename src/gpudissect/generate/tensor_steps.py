@@ -29,6 +29,7 @@ from .tensor import (
     _regdecl,
     _sink,
     _sp_decl,
+    as_words,
     header,
     mma_instr,
     operand_words,
@@ -85,14 +86,7 @@ def _pair_use(regs: list[str], cls: str) -> tuple[str, list[str], list[str]]:
     between them, so the closing clock waits for the results, not for a chain of ALU
     latencies); returns the declaration, the lines and the b32 temporaries (xor-ed into %acc
     at the end)."""
-    words = []
-    lines = []
-    for i, r in enumerate(regs):
-        if cls == ".f64":
-            lines += [f"  mov.b64 %sk64, {r};", f"  cvt.u32.u64 %uw{i}, %sk64;"]
-        else:
-            lines.append(f"  mov.b32 %uw{i}, {r};")
-        words.append(f"%uw{i}")
+    lines, words = as_words(regs, cls, "%uw", "%sk64")
     temps = []
     for j in range(0, len(words), 2):
         other = words[j + 1] if j + 1 < len(words) else "1"

@@ -380,6 +380,8 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
     from .tensor_layout import run_layout, run_numerics, run_wmma_fragment
     from .tensor_steps import run_per_sass
 
+    # the static SASS maps made above: per-SASS timing picks its single-SASS partners from them
+    known = {w.variant.name: w.check for w in works if isinstance(w.variant, MmaVariant) and w.check}
     for n, w in enumerate(works):
         v = w.variant
         if progress:
@@ -404,7 +406,7 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                     rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
                     results += rs + best_throughput(v.name, rs, {})
                     # multi-SASS instructions (wmma): cycles per tensor SASS (never raises)
-                    per_sass = run_per_sass(dev, v, w.check, isa, arch, texts)
+                    per_sass = run_per_sass(dev, v, w.check, isa, arch, texts, known=known)
                     results += [per_sass] if per_sass else []
                 elif isinstance(v, LdstVariant):
                     # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)

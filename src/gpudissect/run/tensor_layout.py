@@ -164,7 +164,7 @@ def run_wmma_fragment(dev, v: LdstVariant, mma: list[MmaVariant], isa: str, arch
               "slots": slots.tolist(), "tiling": til, "tiling_text": describe_tiling(til),
               "matches_reference": None,
               "reference": "PTX ISA: the wmma fragment layout is unspecified; compared with the "
-                           "stated mma.sync layouts, tiled"}
+                           "stated mma.sync layouts, tiled (or tiled and transposed)"}
     flags = [] if cov["complete"] else [f"incomplete: {cov['missing_elements']} elements missing, "
                                         f"{cov['invalid_slots']} slots without a valid code"]
     return Result(v.name, "layout", 1.0 if til["all"] else 0.0, "matches_tiled_mma",

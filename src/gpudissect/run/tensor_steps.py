@@ -76,13 +76,15 @@ def static_check(p: MmaVariant, arch: str, isa: str) -> TensorCheck:
     return _SINGLE[key]
 
 
-def find_partner(v: MmaVariant, op: str, candidates: list[MmaVariant], arch: str, isa: str) -> MmaVariant | None:
+def find_partner(v: MmaVariant, op: str, candidates: list[MmaVariant], arch: str, isa: str,
+                 known: dict[str, TensorCheck] | None = None) -> MmaVariant | None:
     """The first non-wmma variant whose static map is exactly one ``op`` per instruction;
-    candidates with v's operand types are compiled (and tried) first."""
+    candidates with v's operand types are tried first. ``known``: checks already made (the
+    suite's, for the variants it compiled); the others are compiled here."""
     cands = [p for p in candidates if p.form != "wmma" and p.name != v.name]
     same = [p for p in cands if (p.atype, p.btype, p.ctype) == (v.atype, v.btype, v.ctype)]
     for p in same + [p for p in cands if p not in same]:
-        c = static_check(p, arch, isa)
+        c = (known or {}).get(p.name) or static_check(p, arch, isa)
         if c.ok and c.sass == {op: "1"}:
             return p
     return None
@@ -149,7 +151,8 @@ def _fail(v: MmaVariant, sass: list[str], params: dict, flag: str, **cite) -> Re
 
 
 def run_per_sass(dev, v: MmaVariant, check: TensorCheck | None, isa: str, arch: str, texts: dict,
-                 rounds: int = ROUNDS, candidates: list[MmaVariant] | None = None) -> Result | None:
+                 rounds: int = ROUNDS, candidates: list[MmaVariant] | None = None,
+                 known: dict[str, TensorCheck] | None = None) -> Result | None:
     """The per-SASS Result of a multi-SASS native variant (None for any other variant).
     Never raises: a failure is a flagged Result with value None."""
     counts = multi_sass(check)
@@ -171,7 +174,8 @@ def run_per_sass(dev, v: MmaVariant, check: TensorCheck | None, isa: str, arch: 
         params["whole_check"] = {"ok": wchk.ok, "reason": wchk.reason, "gaps": wchk.gaps}
         if not wchk.ok:
             return _fail(v, sass, params, f"not-measurable: whole kernel: {wchk.reason}")
-        p = find_partner(v, op, candidates if candidates is not None else load_tensor_catalog().mma, arch, isa)
+        p = find_partner(v, op, candidates if candidates is not None else load_tensor_catalog().mma, arch, isa,
+                         known)
         if p is None:
             return _fail(v, sass, params, f"not-measurable: no single-SASS variant in the catalog maps to {op}")
         params["partner"] = p.name
