@@ -19,7 +19,7 @@ if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
 from gpudissect.catalog import load_catalog  # noqa: E402
-from gpudissect.sass.parse import SassInstr, parse_sass  # noqa: E402
+from gpudissect.kernel.sass import SassInstr, parse_sass  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,7 +63,7 @@ def sass():
 
 def _gpu_available() -> bool:
     try:
-        from gpudissect.run.device import CudaDevice, NoGPU
+        from gpudissect.device.device import CudaDevice, NoGPU
 
         try:
             CudaDevice(0)

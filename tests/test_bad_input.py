@@ -169,9 +169,9 @@ def test_bad_run_arguments_are_exit_2(tmp_path, monkeypatch, args, needle):
 @pytest.fixture(scope="module")
 def good_db(tmp_path_factory) -> Path:
     """A real results database (fake GPU, two variants)."""
-    from gpudissect.run.fakes import ScriptedDevice
-    from gpudissect.run.instructions import QUICK_PLAN, run_suite
+    from gpudissect.device.fakes import ScriptedDevice
     from gpudissect.store.db import Store
+    from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
     p = tmp_path_factory.mktemp("good") / "r.db"
     store = Store(p)

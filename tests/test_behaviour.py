@@ -8,10 +8,10 @@ import heapq
 import numpy as np
 import pytest
 
-from gpudissect.analyse import behaviour as an
-from gpudissect.run import behaviour as bh
-from gpudissect.run.device import Buf, FakeDevice
+from gpudissect.device.device import Buf, FakeDevice
 from gpudissect.store.db import Store
+from gpudissect.suites.behaviour import analyse as an
+from gpudissect.suites.behaviour import suite as bh
 
 RULES = an.occupancy_rules("sm_90")
 
@@ -242,7 +242,7 @@ def test_pipe_pairs_issue_bound_is_not_a_pipe():
 # ----------------------------------------------------------------- PTX and the suite
 def test_probe_ptx_assembles_and_registers_grow():
     from gpudissect.catalog.model import load_catalog
-    from gpudissect.generate.probes import (
+    from gpudissect.suites.behaviour.kernels import (
         pipe_kernel,
         resid_kernel,
         sched_order_kernel,
@@ -292,8 +292,8 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     rid2, _ = bh.run_suite(dev, store, pats, arch="sm_90", quick=False, resume=True)
     assert rid2 == rid and dev.calls == n
     # the per-suite document draws its figures (timeline, occupancy, scheduler, pipes)
-    from gpudissect.report.figures_behaviour import figures
     from gpudissect.store.export import suite_document
+    from gpudissect.suites.behaviour.figures import figures
 
     paths = figures(suite_document(store, rid), tmp_path / "fig")
     stems = {p.stem for p in paths}

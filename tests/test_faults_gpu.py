@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from gpudissect.run.device import Buf
-from gpudissect.run.worker import WorkerDevice, WorkerFailed
-from gpudissect.toolchain.tools import compile_ptx
+from gpudissect.device.device import Buf
+from gpudissect.device.worker import WorkerDevice, WorkerFailed
+from gpudissect.kernel.toolchain import compile_ptx
 
 pytestmark = pytest.mark.gpu
 
@@ -124,8 +124,8 @@ def test_a_hanging_kernel_is_killed_by_the_watchdog(worker):
 
 def test_the_suite_runs_through_the_worker(tmp_path):
     from gpudissect.catalog import load_catalog
-    from gpudissect.run.instructions import QUICK_PLAN, run_suite
     from gpudissect.store.db import Store
+    from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
     dev = WorkerDevice(0, timeout=30.0)
     try:
@@ -154,7 +154,7 @@ def test_a_refused_launch_keeps_the_worker_and_its_context(worker):
 def test_large_results_come_back_through_shared_memory_exactly(worker):
     """64 MiB read back from the GPU travel through the shared-memory transport and equal the
     in-process result bit for bit."""
-    from gpudissect.run.device import CudaDevice
+    from gpudissect.device.device import CudaDevice
 
     cubin = compile_ptx(GOOD_GRID, "sm_90").cubin
     n = 1 << 24

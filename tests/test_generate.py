@@ -7,18 +7,18 @@ import re
 import pytest
 
 from gpudissect.catalog.values import bits_for
-from gpudissect.generate.ptx import (
+from gpudissect.kernel.region import find_region
+from gpudissect.kernel.sass import parse_sass
+from gpudissect.kernel.toolchain import compile_ptx, disassemble, tool_version
+from gpudissect.suites.instructions.strategies import all_strategies, default_order, strategy
+from gpudissect.suites.instructions.template import (
     GenerationError,
     KernelConfig,
     generate,
     glue_ptx,
     ptx_isa_for,
 )
-from gpudissect.generate.strategies import all_strategies, default_order, strategy
-from gpudissect.sass.parse import parse_sass
-from gpudissect.toolchain.tools import compile_ptx, disassemble, tool_version
-from gpudissect.verify.auto import build
-from gpudissect.verify.check import find_region
+from gpudissect.suites.instructions.verify import build
 
 LOAD_RE = re.compile(r"^\s*ld\.global\.b(?:16|32|64) (%\w+), \[%in\+(\d+)\];$")
 OPERAND_TOKEN = re.compile(r"^\{[a-z][a-z0-9]*\}$")

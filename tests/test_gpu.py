@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from gpudissect.catalog import load_catalog
-from gpudissect.run.instructions import QUICK_PLAN, run_suite
 from gpudissect.store.db import Store
+from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 pytestmark = pytest.mark.gpu
 
 
 def test_suite_on_the_gpu(tmp_path):
-    from gpudissect.run.device import CudaDevice
+    from gpudissect.device.device import CudaDevice
 
     dev = CudaDevice(0)
     store = Store(tmp_path / "r.db")
@@ -54,8 +54,8 @@ LAUNCH_PTX = """
 def test_generic_launch_buffers_scalars_and_big_shared_memory():
     import numpy as np
 
-    from gpudissect.run.device import Buf, CudaDevice
-    from gpudissect.toolchain.tools import compile_ptx
+    from gpudissect.device.device import Buf, CudaDevice
+    from gpudissect.kernel.toolchain import compile_ptx
 
     dev = CudaDevice(0)
     cubin = compile_ptx(LAUNCH_PTX, "sm_90").cubin

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gpudissect.catalog import load_catalog
-from gpudissect.run.fakes import ScriptedDevice
-from gpudissect.run.instructions import RETRIES, Plan, run_suite
+from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.store.db import Store
+from gpudissect.suites.instructions.suite import RETRIES, Plan, run_suite
 
 
 class Alternating(ScriptedDevice):

@@ -11,12 +11,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpudissect.analyse import layout as L
-from gpudissect.generate.tensor import load_tensor_catalog, probe_kernel
-from gpudissect.run import tensor as T
-from gpudissect.run import tensor_layout as TL
-from gpudissect.run.device import FakeDevice
+from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result, Store
+from gpudissect.suites.tensor import layout as L
+from gpudissect.suites.tensor import layouts as TL
+from gpudissect.suites.tensor import suite as T
+from gpudissect.suites.tensor.kernels import load_tensor_catalog, probe_kernel
 
 SPARSE = ["mma.sp::ordered_metadata.m16n8k16.f16.f16.f16", "mma.sp.m16n8k32.f32.bf16.f32",
           "mma.sp::ordered_metadata.m16n8k8.f32.tf32.f32", "mma.sp.m16n8k16.f32.tf32.f32",

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
-from gpudissect.pipeline.mapper import map_catalog, summary, write_csv, write_json
-from gpudissect.toolchain import tools
-from gpudissect.verify.auto import MapRecord
+from gpudissect.kernel import toolchain as tools
+from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
+from gpudissect.suites.instructions.verify import MapRecord
 
 KEYS = {"variant", "arch", "verified", "sass", "strategy"}
 

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from gpudissect.analyse import memory as am
-from gpudissect.analyse.steps import detect, refine_points
-from gpudissect.generate import memory as gm
-from gpudissect.run.device import Buf, FakeDevice
+from gpudissect.bench.steps import detect, refine_points
+from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.suites.memory import analyse as am
+from gpudissect.suites.memory import kernels as gm
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -125,7 +125,7 @@ def test_knee_and_two_groups():
 # --- SASS of the generated kernels (ptxas + nvdisasm run here)
 
 def test_generated_kernels_verify():
-    from gpudissect.run.memory import QUICK_PLAN, Kernels
+    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
 
     k = Kernels("sm_90", QUICK_PLAN)
     timed = [n for n, kern in k.kernels.items() if "path" in kern.meta]
@@ -139,8 +139,8 @@ def test_generated_kernels_verify():
 
 
 def test_check_rejects_wrong_load_kind():
-    from gpudissect.sass.parse import SassInstr
-    from gpudissect.verify.memory import check_region
+    from gpudissect.kernel.sass import SassInstr
+    from gpudissect.suites.memory.checks import check_region
 
     ld = SassInstr(0, "LDG", ("E", "64", "STRONG", "GPU"), ("R2", "desc[UR4][R2.64]"))
     st = SassInstr(0, "STG", ("E",), ("desc[UR4][R4.64]", "R2"))
@@ -196,9 +196,9 @@ class FakeHierarchy:
 
 
 def test_suite_on_fake_device(tmp_path):
-    from gpudissect.run.memory import Plan, run_suite
     from gpudissect.store.db import Store
     from gpudissect.store.export import suite_document
+    from gpudissect.suites.memory.suite import Plan, run_suite
 
     plan = Plan(sweep_max=512 * MiB, per_octave=2, refine=2, max_nodes=1 << 15, warm_cap=1 << 12,
                 const_footprints=(2048,), strides=(8, 16, 32, 64, 128, 256, 512),
@@ -232,7 +232,7 @@ def test_suite_on_fake_device(tmp_path):
     assert {"latency", "sweep", "stride", "nearfar", "bandwidth", "bank"} <= items
     json.dumps(doc)
     # figures from the document
-    from gpudissect.report.figures_memory import figures
+    from gpudissect.suites.memory.figures import figures
 
     paths = figures(doc, tmp_path / "fig")
     names = {p.name for p in paths}
@@ -242,8 +242,8 @@ def test_suite_on_fake_device(tmp_path):
 
 
 def test_failing_benchmark_is_contained(tmp_path):
-    from gpudissect.run.memory import QUICK_PLAN, run_suite
     from gpudissect.store.db import Store
+    from gpudissect.suites.memory.suite import QUICK_PLAN, run_suite
 
     def broken(kernel, grid, block, args, smem):
         if kernel == "chase_cv":

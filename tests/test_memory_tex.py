@@ -10,16 +10,16 @@ import pickle
 import numpy as np
 import pytest
 
-from gpudissect.generate import memory as gm
-from gpudissect.run.device import TEX1D_LINEAR_MAX_WIDTH, Buf, FakeDevice, Tex
+from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, FakeDevice, Tex
+from gpudissect.suites.memory import kernels as gm
 
 KiB, MiB = 1 << 10, 1 << 20
 
 
 def _build_tex():
-    from gpudissect.generate.ptx import ptx_isa_for
-    from gpudissect.toolchain.tools import tool_version
-    from gpudissect.verify.auto import build
+    from gpudissect.kernel.toolchain import tool_version
+    from gpudissect.suites.instructions.template import ptx_isa_for
+    from gpudissect.suites.instructions.verify import build
 
     return build(gm.chase_tex_kernel(ptx_isa_for(tool_version("ptxas")), "sm_90"), "sm_90", 3)
 
@@ -45,7 +45,7 @@ def _tex_walk(elems: np.ndarray, steps: int) -> int:
 # --- kernel and SASS check
 
 def test_tex_chase_compiles_to_dependent_texture_fetches_only():
-    from gpudissect.verify.memory import check_region
+    from gpudissect.suites.memory.checks import check_region
 
     b = _build_tex()
     chk = check_region(b.kernel.meta["path"], b.region)
@@ -60,7 +60,7 @@ def test_tex_chase_compiles_to_dependent_texture_fetches_only():
 
 
 def test_tex_check_rejects_other_loads(sass):
-    from gpudissect.verify.memory import check_region
+    from gpudissect.suites.memory.checks import check_region
 
     tld = sass("TLD.LZ RZ, R10, R10, UR4, 0x0, 1D, 0x1")[0]
     ldg = sass("LDG.E.64.CONSTANT R2, desc[UR4][R2.64]")[0]
@@ -71,7 +71,7 @@ def test_tex_check_rejects_other_loads(sass):
 
 
 def test_the_suite_module_holds_a_verified_tex_chase():
-    from gpudissect.run.memory import QUICK_PLAN, TEX_KERNEL, Kernels
+    from gpudissect.suites.memory.suite import QUICK_PLAN, TEX_KERNEL, Kernels
 
     k = Kernels("sm_90", QUICK_PLAN)
     assert TEX_KERNEL in k.built and k.checks[TEX_KERNEL].ok
@@ -135,8 +135,8 @@ def test_fake_device_takes_tex_and_refuses_too_wide():
 
 
 def test_worker_forwards_tex_and_reads_its_buffer_back():
-    from gpudissect.run.fakes import ScriptedDevice
-    from gpudissect.run.worker import WorkerDevice
+    from gpudissect.device.fakes import ScriptedDevice
+    from gpudissect.device.worker import WorkerDevice
 
     w = WorkerDevice(timeout=30.0, factory=functools.partial(ScriptedDevice))
     try:
@@ -182,7 +182,7 @@ class TexModel:
 
 
 def test_latency_tex_is_measured_with_a_texture_chain():
-    from gpudissect.run.memory import QUICK_PLAN, Kernels, Runner, bench_latency
+    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels, Runner, bench_latency
 
     model = TexModel()
     r = Runner(FakeDevice(launch_model=model), Kernels("sm_90", QUICK_PLAN), QUICK_PLAN)
@@ -200,9 +200,9 @@ def test_latency_tex_is_measured_with_a_texture_chain():
 
 
 def test_tex_sweep_and_summary_on_fake_device(tmp_path):
-    from gpudissect.analyse import memory as am
-    from gpudissect.run.memory import Plan, run_suite
     from gpudissect.store.db import Store
+    from gpudissect.suites.memory import analyse as am
+    from gpudissect.suites.memory.suite import Plan, run_suite
 
     plan = Plan(sweep_max=4 * MiB, per_octave=2, refine=1, max_nodes=1 << 12, warm_cap=1 << 10,
                 const_footprints=(2048,), lat_launches=2, sweep_iters=4)
@@ -245,8 +245,8 @@ def test_tex_latency_reaches_the_timing_reference():
 @pytest.mark.gpu
 @pytest.mark.parametrize("worker", [False, True])
 def test_gpu_texture_chase_ends_on_the_predicted_node(worker):
-    from gpudissect.run.device import CudaDevice
-    from gpudissect.run.worker import WorkerDevice
+    from gpudissect.device.device import CudaDevice
+    from gpudissect.device.worker import WorkerDevice
 
     b = _build_tex()
     dev = WorkerDevice() if worker else CudaDevice(0)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.analyse.compare import compare_gpus, conclusions
+from gpudissect.bench.compare import compare_gpus, conclusions
 from gpudissect.catalog import load_catalog
-from gpudissect.run.fakes import ScriptedDevice
-from gpudissect.run.instructions import QUICK_PLAN, run_suite
-from gpudissect.run.multi import gpu_indices
+from gpudissect.device.fakes import ScriptedDevice
+from gpudissect.device.multi import gpu_indices
 from gpudissect.store.db import Store
+from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -9,15 +9,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gpudissect.generate.tensor import load_tensor_catalog
-from gpudissect.generate.tensor_steps import ONE_STEP, Steps, stepped_in_words, stepped_kernel
-from gpudissect.run import tensor as T
-from gpudissect.run import tensor_steps as PS
-from gpudissect.run.device import FakeDevice
-from gpudissect.sass.parse import parse_sass
+from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.region import is_clock_read
+from gpudissect.kernel.sass import parse_sass
 from gpudissect.store.db import Store
-from gpudissect.verify.check import is_clock_read
-from gpudissect.verify.tensor import TENSOR_OP, build_entries, check_clock_gaps, sass_steps
+from gpudissect.suites.tensor import per_sass as PS
+from gpudissect.suites.tensor import suite as T
+from gpudissect.suites.tensor.checks import TENSOR_OP, build_entries, check_clock_gaps, sass_steps
+from gpudissect.suites.tensor.kernels import load_tensor_catalog
+from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_in_words, stepped_kernel
 
 WMMA = "wmma.mma.m16n16k16.row.col.f32.f16.f32"
 PARTNER = "mma.sync.m16n8k16.f32.f16.f32"
@@ -89,7 +89,7 @@ def test_partner_lookup_from_static_map():
 
 
 def test_partner_lookup_uses_the_checks_already_made(monkeypatch):
-    from gpudissect.verify.tensor import TensorCheck
+    from gpudissect.suites.tensor.checks import TensorCheck
 
     def no_compile(*a):
         raise AssertionError("a known check must not be compiled again")
@@ -102,7 +102,7 @@ def test_partner_lookup_uses_the_checks_already_made(monkeypatch):
 
 
 def test_multi_sass_from_check():
-    from gpudissect.verify.tensor import TensorCheck
+    from gpudissect.suites.tensor.checks import TensorCheck
 
     assert PS.multi_sass(TensorCheck("native", {"HMMA.16816.F32": "2"})) == {"HMMA.16816.F32": 2}
     assert PS.multi_sass(TensorCheck("native", {"HMMA.16816.F32": "1"})) is None
@@ -207,7 +207,7 @@ def test_suite_stores_per_sass_and_concludes(tmp_path):
 def test_per_sass_on_the_gpu():
     """Behaviour only (no expected cycle counts): clocks increase, every interval is a
     positive number of cycles, the split's steps add up to its total."""
-    from gpudissect.run.device import CudaDevice
+    from gpudissect.device.device import CudaDevice
 
     v = _v(WMMA)
     w = T.Work(v)
@@ -222,7 +222,7 @@ def test_per_sass_on_the_gpu():
 
 def test_reordered_split_is_not_measurable(tmp_path, monkeypatch):
     """When the SASS does not keep one tensor SASS per clock gap, no number is recorded."""
-    from gpudissect.verify.tensor import StepCheck
+    from gpudissect.suites.tensor.checks import StepCheck
 
     def whole_ok_split_reordered(ins, expect, d):
         return StepCheck(len(expect) == 2, "clock gap 1: 2 tensor SASS")

@@ -66,8 +66,8 @@ def test_html_report_from_synthetic_data(full, monkeypatch):
     def broken(doc, outdir):
         raise RuntimeError("no data to draw")
 
-    monkeypatch.setitem(sys.modules, "gpudissect.report.figures_memory", types.SimpleNamespace(figures=draw))
-    monkeypatch.setitem(sys.modules, "gpudissect.report.figures_behaviour", types.SimpleNamespace(figures=broken))
+    monkeypatch.setitem(sys.modules, "gpudissect.suites.memory.figures", types.SimpleNamespace(figures=draw))
+    monkeypatch.setitem(sys.modules, "gpudissect.suites.behaviour.figures", types.SimpleNamespace(figures=broken))
     html = render_html(load_result_set(full), full)
     assert "<td><code>fma.rn.f32</code></td>" in html
     assert "L1 hit latency 30 cycles" in html  # memory conclusion

@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from gpudissect.analyse.stats import fit_line, per_sm, sm_windows, summarize
+from gpudissect.bench.stats import fit_line, per_sm, sm_windows, summarize
 from gpudissect.catalog import load_catalog
-from gpudissect.run.device import FakeDevice
-from gpudissect.run.instructions import QUICK_PLAN, SUITE, run_suite
+from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store, StoreError
 from gpudissect.store.export import JSON_KEYS, records, table_v, write_json
+from gpudissect.suites.instructions.suite import QUICK_PLAN, SUITE, run_suite
 
 
 # --- statistics -----------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudissect.sass.parse import dependency_depth, parse_sass
+from gpudissect.kernel.sass import dependency_depth, parse_sass
 
 LISTING = r"""
 	.target	sm_90

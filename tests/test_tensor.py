@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudissect.analyse import layout as L
-from gpudissect.analyse.peak import Peak, figures, peak_for
-from gpudissect.generate.tensor import descriptor, load_tensor_catalog
-from gpudissect.run import tensor as T
-from gpudissect.run.device import FakeDevice
+from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store
+from gpudissect.suites.tensor import layout as L
+from gpudissect.suites.tensor import suite as T
+from gpudissect.suites.tensor.kernels import descriptor, load_tensor_catalog
+from gpudissect.suites.tensor.peak import Peak, figures, peak_for
 
 SMALL = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
                wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),),
@@ -132,7 +132,7 @@ def test_suite_on_fake_device(tmp_path):
 
 
 def test_numerics_interpretation():
-    from gpudissect.analyse.numerics import cases_for, interpret, numerics_design
+    from gpudissect.suites.tensor.numerics import cases_for, interpret, numerics_design
 
     s = L.Shape(16, 8, 16, "bf16", "bf16", "f32")
     cs = cases_for("bf16")
@@ -180,7 +180,7 @@ def test_sparse_variant_unsupported_on_sm90():
 
 
 def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch):
-    import gpudissect.run.tensor_layout as TL
+    import gpudissect.suites.tensor.layouts as TL
 
     def no_probe(*a, **k):  # caught by the suite: an error-flagged result shows that it ran
         raise AssertionError("layout/numerics probes must not run for wmma (mma.sp: layout only)")
@@ -232,8 +232,8 @@ def test_a_launch_refused_for_registers_is_named_and_the_other_warp_count_stands
 def test_a_spilling_software_lowering_reads_as_emulated_and_a_spilling_native_one_as_error():
     import dataclasses
 
-    from gpudissect.run.tensor import family_key
-    from gpudissect.verify.tensor import BuiltKernel, check_tensor_family
+    from gpudissect.suites.tensor.checks import BuiltKernel, check_tensor_family
+    from gpudissect.suites.tensor.suite import family_key
 
     def family(name):
         w = _work(name)

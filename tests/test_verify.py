@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.generate.ptx import KernelConfig, generate, ptx_isa_for
-from gpudissect.generate.strategies import default_order, strategy
-from gpudissect.toolchain import tools
-from gpudissect.toolchain.tools import (
+from gpudissect.kernel import toolchain as tools
+from gpudissect.kernel.region import RegionNotFound, find_region, is_clock_read, is_move
+from gpudissect.kernel.toolchain import (
     PtxasError,
     ToolchainMissing,
     cache_dir,
@@ -21,14 +20,14 @@ from gpudissect.toolchain.tools import (
     find_tool,
     tool_version,
 )
-from gpudissect.verify.auto import arch_number, autoverify, autoverify_many, verify_family
-from gpudissect.verify.check import (
-    RegionNotFound,
-    Sample,
-    check_family,
-    find_region,
-    is_clock_read,
-    is_move,
+from gpudissect.suites.instructions.checks import Sample, check_family
+from gpudissect.suites.instructions.strategies import default_order, strategy
+from gpudissect.suites.instructions.template import KernelConfig, generate, ptx_isa_for
+from gpudissect.suites.instructions.verify import (
+    arch_number,
+    autoverify,
+    autoverify_many,
+    verify_family,
 )
 
 LENGTHS = (4, 8, 12)
@@ -79,7 +78,7 @@ def test_region_not_found(sass, lines):
 
 
 def test_is_move():
-    from gpudissect.sass.parse import parse_sass
+    from gpudissect.kernel.sass import parse_sass
 
     def one(t):
         return next(iter(parse_sass(f"/*0000*/ {t} ;").values())).instrs[0]

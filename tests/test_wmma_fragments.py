@@ -6,7 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpudissect.analyse.fragments import (
+from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.toolchain import tool_version
+from gpudissect.suites.instructions.template import ptx_isa_for
+from gpudissect.suites.tensor.fragments import (
     FragSpec,
     coverage,
     decode,
@@ -17,13 +20,10 @@ from gpudissect.analyse.fragments import (
     tiling,
     unpack,
 )
-from gpudissect.analyse.layout import Shape, reference_layout
-from gpudissect.generate.ptx import ptx_isa_for
-from gpudissect.generate.tensor import load_tensor_catalog, wmma_frag_probe
-from gpudissect.run.device import FakeDevice
-from gpudissect.run.tensor import Plan, Work, compile_work, ldst_kernels
-from gpudissect.run.tensor_layout import frag_spec, mma_shapes_for, run_wmma_fragment
-from gpudissect.toolchain.tools import tool_version
+from gpudissect.suites.tensor.kernels import load_tensor_catalog, wmma_frag_probe
+from gpudissect.suites.tensor.layout import Shape, reference_layout
+from gpudissect.suites.tensor.layouts import frag_spec, mma_shapes_for, run_wmma_fragment
+from gpudissect.suites.tensor.suite import Plan, Work, compile_work, ldst_kernels
 
 CAT = load_tensor_catalog()
 WMMA = {v.name: v for v in CAT.ldst if v.wmma}
@@ -79,7 +79,7 @@ def _random_truth(v, seed: int = 0) -> np.ndarray:
 
 def _simulate(s: FragSpec, truth: np.ndarray):
     """A launch model that moves data the way ``truth`` (slot -> (row, col)) says."""
-    from gpudissect.analyse.fragments import positions
+    from gpudissect.suites.tensor.fragments import positions
 
     pos = positions(s)
 
@@ -195,7 +195,7 @@ def _drop_lane(model, s):
 
 
 def test_probe_kernel_compiles_for_every_fragment():
-    from gpudissect.verify.tensor import build_entries
+    from gpudissect.suites.tensor.checks import build_entries
 
     isa = ptx_isa_for(tool_version("ptxas"))
     ks = [wmma_frag_probe(v, f"wp{i}", isa) for i, v in enumerate(WMMA.values())]
@@ -207,7 +207,7 @@ def test_probe_kernel_compiles_for_every_fragment():
 def test_suite_times_and_maps_a_wmma_load(tmp_path):
     """run_suite on a fake device: the wmma.load variant is timed (latency, throughput) and its
     fragment layout observed; the summary states what was found."""
-    import gpudissect.run.tensor as T
+    import gpudissect.suites.tensor.suite as T
     from gpudissect.store.db import Store
 
     v = WMMA["wmma.load.c.m16n16k16.row.f32"]
@@ -237,7 +237,7 @@ def test_suite_times_and_maps_a_wmma_load(tmp_path):
 
 
 def test_fragment_figure_is_written(tmp_path):
-    from gpudissect.report.figures_tensor import FRAGMENT_FIGS, figures
+    from gpudissect.suites.tensor.figures import FRAGMENT_FIGS, figures
 
     v = WMMA[FRAGMENT_FIGS[0]]
     s = frag_spec(v)
@@ -282,7 +282,7 @@ def test_layouts_export_via_cli(tmp_path):
 
 
 def test_conclusions_separate_direct_transposed_and_untiled_fragments():
-    from gpudissect.run.tensor import wmma_fragment_conclusions
+    from gpudissect.suites.tensor.suite import wmma_fragment_conclusions
 
     def frag(transposed: bool | None) -> dict:
         return {"slots": [[[0, 0]]], "flags": [], "value": 0.0 if transposed is None else 1.0,

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from gpudissect.catalog import load_catalog
-from gpudissect.run.device import FakeDevice
-from gpudissect.run.fakes import ScriptedDevice
-from gpudissect.run.instructions import QUICK_PLAN, run_suite
-from gpudissect.run.worker import WorkerDevice, WorkerFailed
+from gpudissect.device.device import FakeDevice
+from gpudissect.device.fakes import ScriptedDevice
+from gpudissect.device.worker import WorkerDevice, WorkerFailed
 from gpudissect.store.db import Store
+from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 FAULTS = {"hangs": "hang", "faults": "fault", "exits": "exit", "raises": "error",
           "refused": "resources"}

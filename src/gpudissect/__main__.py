@@ -1,3 +1,3 @@
-from .cli import main
+from gpudissect.cli import main
 
 main()

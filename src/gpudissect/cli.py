@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from .catalog.model import CatalogError, UnknownVariant, load_catalog
+from gpudissect.catalog.model import CatalogError, UnknownVariant, load_catalog
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Discover and quantify the undisclosed architecture of NVIDIA GPUs.")
@@ -67,8 +67,8 @@ def map_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
 ) -> None:
     """PTX->SASS map of the catalog, verified (needs no GPU)."""
-    from .pipeline.mapper import map_catalog, summary, write_csv, write_json
-    from .toolchain.tools import ToolchainMissing, find_tool
+    from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
+    from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
 
     cat = _catalog(catalog)
     try:
@@ -105,8 +105,8 @@ def _device(index: int, isolate: bool = False, timeout: float = 60.0):
     ``GPUDISSECT_FAKE_DEVICE=N`` substitutes N synthetic GPUs (tests; see run/fakes.py)."""
     import functools
 
-    from .run.device import CudaDevice, NoGPU
-    from .run.fakes import fake_from_env, fake_gpu_count
+    from gpudissect.device.device import CudaDevice, NoGPU
+    from gpudissect.device.fakes import fake_from_env, fake_gpu_count
 
     if fake_gpu_count():
         if not 0 <= index < fake_gpu_count():
@@ -116,7 +116,7 @@ def _device(index: int, isolate: bool = False, timeout: float = 60.0):
         factory = functools.partial(CudaDevice, index)
     try:
         if isolate:
-            from .run.worker import WorkerDevice
+            from gpudissect.device.worker import WorkerDevice
 
             return WorkerDevice(index, timeout=timeout, factory=factory)
         return factory()
@@ -127,7 +127,7 @@ def _device(index: int, isolate: bool = False, timeout: float = 60.0):
 
 
 def _store(db: Path | None):
-    from .store.db import Store, StoreError
+    from gpudissect.store.db import Store, StoreError
 
     try:
         return Store(db)
@@ -159,7 +159,7 @@ def run_cmd(
     import json
     import os
 
-    from .run.suites import UnknownSuite, suite_entry
+    from gpudissect.suites.registry import UnknownSuite, suite_entry
 
     try:
         entry = suite_entry(suite)
@@ -199,7 +199,7 @@ def run_cmd(
             fail(f"{type(e).__name__}: {e} (what is stored is kept: run the same command to resume)")
     timing["total_s"] = time.perf_counter() - t0
     if suite == "instructions" and selfcheck:
-        from .run.selfcheck import run_selfcheck
+        from gpudissect.suites.instructions.selfcheck import run_selfcheck
 
         lat = {r["variant"]: r["value"] for r in store.results(run_id, measure="latency") if r["value"]}
         try:
@@ -231,8 +231,8 @@ def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, ca
     """``run --gpus``: the same run command once per GPU, in parallel processes; then compare."""
     import os
 
-    from .run.device import NoGPU
-    from .run.multi import gpu_indices, run_per_gpu
+    from gpudissect.device.device import NoGPU
+    from gpudissect.device.multi import gpu_indices, run_per_gpu
 
     try:
         idx = gpu_indices(gpus)
@@ -266,7 +266,7 @@ def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, ca
 
 
 def _print_comparison(store, suite: str, run_ids: list[int] | None, top: int) -> dict:
-    from .analyse.compare import compare_gpus, conclusions
+    from gpudissect.bench.compare import compare_gpus, conclusions
 
     try:
         doc = compare_gpus(store, suite, run_ids)
@@ -301,7 +301,7 @@ def compare_gpus_cmd(
     top: int = typer.Option(15, help="rows of the largest spreads to show"),
 ) -> None:
     """Spread of each measurement across GPUs (median, min, max, relative spread)."""
-    from .analyse.compare import write_json
+    from gpudissect.bench.compare import write_json
 
     store = _store(db)
     doc = _print_comparison(store, suite, run_ids or None, top)
@@ -357,7 +357,7 @@ def export_cmd(
 ) -> None:
     """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, Parquet,
     markdown; 'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
-    from .store.export import (
+    from gpudissect.store.export import (
         layouts_document,
         records,
         table_v,
@@ -367,8 +367,8 @@ def export_cmd(
     )
 
     if data is not None or fmt == "parquet":
-        from .report.load import LoadError, load_result_set
-        from .report.tabular import ExportError, write_table
+        from gpudissect.report.load import LoadError, load_result_set
+        from gpudissect.report.tabular import ExportError, write_table
 
         try:
             recs = (load_result_set(data).records(suite) if data is not None
@@ -418,11 +418,17 @@ def time_cmd(
     no_gpu: bool = typer.Option(False, "--no-gpu", help="verify and show the SASS only"),
 ) -> None:
     """Time any PTX instruction or short sequence with the same generators, checks and statistics."""
-    from .catalog.model import Variant, parse_signature
-    from .generate.ptx import ptx_isa_for
-    from .run.instructions import Plan, VariantWork, _families, compile_work, measure_variant
-    from .toolchain.tools import tool_version
-    from .verify.auto import autoverify
+    from gpudissect.catalog.model import Variant, parse_signature
+    from gpudissect.kernel.toolchain import tool_version
+    from gpudissect.suites.instructions.suite import (
+        Plan,
+        VariantWork,
+        _families,
+        compile_work,
+        measure_variant,
+    )
+    from gpudissect.suites.instructions.template import ptx_isa_for
+    from gpudissect.suites.instructions.verify import autoverify
 
     try:
         text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
@@ -465,7 +471,7 @@ def time_cmd(
     console.print(t)
 
 
-from .report.cli import register as _register_report  # noqa: E402  (report, simexport, compare)
+from gpudissect.report.cli import register as _register_report  # noqa: E402  (report, simexport, compare)
 
 _register_report(app)
 
@@ -473,7 +479,7 @@ _register_report(app)
 def main() -> None:
     import sqlite3
 
-    from .store.db import StoreError
+    from gpudissect.store.db import StoreError
 
     try:
         app()

@@ -1,5 +1,12 @@
 """Instruction catalog: PTX variants as data."""
 
-from .model import Catalog, CatalogError, Operand, UnknownVariant, Variant, load_catalog
+from gpudissect.catalog.model import (
+    Catalog,
+    CatalogError,
+    Operand,
+    UnknownVariant,
+    Variant,
+    load_catalog,
+)
 
 __all__ = ["Catalog", "CatalogError", "Operand", "UnknownVariant", "Variant", "load_catalog"]

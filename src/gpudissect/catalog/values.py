@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 
-from .model import REG_CLASS, CatalogError, Operand, Variant
+from gpudissect.catalog.model import REG_CLASS, CatalogError, Operand, Variant
 
 WIDTH = {"p": 32, "h": 16, "r": 32, "rd": 64}
 

@@ -24,8 +24,8 @@ def _fail(msg: str, code: int = 2) -> None:
 
 
 def _source(data: Path | None, db: Path | None):
-    from ..store.db import default_path
-    from .load import LoadError, load_result_set
+    from gpudissect.report.load import LoadError, load_result_set
+    from gpudissect.store.db import default_path
 
     if data and db:
         _fail("give --data or --db, not both")
@@ -59,7 +59,7 @@ def report_cmd(
         _simexport(rs, out or Path("accel-sim.config"), None)
         return
     if markdown:
-        from .markdown import timing_reference
+        from gpudissect.report.markdown import timing_reference
 
         out = out or Path("timing-reference.md")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +70,7 @@ def report_cmd(
         import jinja2  # noqa: F401
     except ImportError:
         _fail("the HTML report needs jinja2 and matplotlib: pip install 'gpudissect[report]'")
-    from .html import write_html
+    from gpudissect.report.html import write_html
 
     out = out or Path("report.html")
     write_html(rs, out, data_dir)
@@ -78,7 +78,7 @@ def report_cmd(
 
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:
-    from .simexport import accel_sim_config, simexport_data
+    from gpudissect.report.simexport import accel_sim_config, simexport_data
 
     d = simexport_data(rs)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -115,8 +115,8 @@ def compare_cmd(
 ) -> None:
     """Two result sets side by side (two GPUs, drivers or runs; or a GPU against the published
     A100 reference 'a100'), differences highlighted."""
-    from .compare import compare, compare_document, compare_html, compare_markdown
-    from .load import LoadError, load_result_set
+    from gpudissect.report.compare import compare, compare_document, compare_html, compare_markdown
+    from gpudissect.report.load import LoadError, load_result_set
 
     try:
         ra, rb = load_result_set(a), load_result_set(b)
@@ -137,7 +137,7 @@ def compare_cmd(
     t.add_column("B vs A", justify="right", min_width=6)
     t.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=40)
     for r in rows[:limit]:
-        from .compare import _show
+        from gpudissect.report.compare import _show
 
         rel = "" if r.rel is None else f"{r.rel:+.0%}"
         style = "bold red" if r.differs else None

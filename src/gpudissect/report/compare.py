@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .html import fmt_num
-from .instr import instruction_rows
-from .load import ResultSet
-from .metrics import all_metrics
+from gpudissect.report.html import fmt_num
+from gpudissect.report.load import ResultSet
+from gpudissect.report.metrics import all_metrics
+from gpudissect.suites.instructions.view import instruction_rows
 
 SCHEMA = "gpudissect.compare/1"
 

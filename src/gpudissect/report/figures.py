@@ -41,7 +41,7 @@ def suite_figures(suite: str, doc: dict, workdir: Path, data_dir: Path | None = 
                   warnings: list[str] | None = None) -> list[Figure]:
     paths: list[Path] = []
     try:
-        mod = importlib.import_module(f"gpudissect.report.figures_{suite}")
+        mod = importlib.import_module(f"gpudissect.suites.{suite}.figures")
     except ModuleNotFoundError:
         mod = None
     except Exception as e:  # a broken module must not take the report down

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from .figures import suite_figures
-from .instr import instruction_rows
-from .load import ResultSet
-from .metrics import all_metrics, lookup
-from .tensor import tensor_rows
+from gpudissect.report.figures import suite_figures
+from gpudissect.report.load import ResultSet
+from gpudissect.report.metrics import all_metrics, lookup
+from gpudissect.suites.instructions.view import instruction_rows
+from gpudissect.suites.tensor.view import tensor_rows
 
 MAX_RECORD_ROWS = 1500
 MAX_LIST = 200

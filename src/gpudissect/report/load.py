@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..store.export import SUITE_SCHEMA, suite_document
+from gpudissect.store.export import SUITE_SCHEMA, suite_document
 
 SUITE_ORDER = ("instructions", "memory", "tensor", "behaviour")
 REFERENCES = {"a100": "reference_a100.json"}
@@ -145,7 +145,7 @@ def _read_json(path: Path):
 
 
 def _from_db(path: Path, label: str) -> ResultSet:
-    from ..store.db import Store, StoreError
+    from gpudissect.store.db import Store, StoreError
 
     rs = ResultSet(label=label, source=str(path))
     tmp = None

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import statistics
 
-from .html import fmt_num
-from .instr import by_class, instruction_rows
-from .load import ResultSet
-from .metrics import lookup
-from .tensor import tensor_rows
+from gpudissect.report.html import fmt_num
+from gpudissect.report.load import ResultSet
+from gpudissect.report.metrics import lookup
+from gpudissect.suites.instructions.view import by_class, instruction_rows
+from gpudissect.suites.tensor.view import tensor_rows
 
 NOT_MEASURED = "_not measured_"
 

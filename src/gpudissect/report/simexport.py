@@ -20,10 +20,10 @@ import tomllib
 from functools import cache
 from importlib import resources
 
-from .html import fmt_num
-from .instr import instruction_rows
-from .load import ResultSet
-from .metrics import BAD_FLAGS, Found, lookup
+from gpudissect.report.html import fmt_num
+from gpudissect.report.load import ResultSet
+from gpudissect.report.metrics import BAD_FLAGS, Found, lookup
+from gpudissect.suites.instructions.view import instruction_rows
 
 SCHEMA = "gpudissect.simexport/1"
 META_KEYS = ("option", "trace", "latency_option", "suite")

@@ -11,7 +11,7 @@ import csv
 import json
 from pathlib import Path
 
-from ..store.export import JSON_KEYS
+from gpudissect.store.export import JSON_KEYS
 
 COLUMNS = ("suite",) + JSON_KEYS
 NESTED = ("params", "fit", "samples")

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from .db import Store
+from gpudissect.store.db import Store
 
 JSON_KEYS = ("variant", "measure", "value", "unit", "flags", "sass", "gpu", "gpu_uuid", "cls",
              "params", "statistic", "fit", "samples", "strategy", "ptx_hash", "sass_hash", "run_id")

@@ -1,0 +1,375 @@
+"""One generic PTX benchmark template, driven by a catalog variant.
+
+A kernel runs ``chains`` independent dependence chains of ``length`` instances each,
+interleaved, between two ``%clock64`` reads, and repeats the timed region ``reps``
+times in a loop that is never unrolled (the last repetition runs with a warm
+instruction cache). The three measurements of the mission are all this one template:
+
+* latency: 1 chain, one warp, several lengths (the slope is the latency);
+* throughput: K chains per thread, W warps per block, one block per SM;
+* dependence distance (Artico's instruction configuration): d interleaved chains in
+  one warp, so each instruction consumes the result produced d instructions earlier.
+
+Kernel ABI (all instruction kernels):
+``.entry k(.param .u64 in, .param .u64 out, .param .u64 times)``
+
+* ``in``: u64 slots holding operand bit patterns (``GeneratedKernel.inputs``);
+* ``out``: ``n_sink`` u64 slots per thread receiving the chains' final values;
+* ``times``: ``2*reps + 1`` u64 per thread: (start, end) clock64 per repetition, then %smid.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+
+from gpudissect.catalog.model import CATALOG_DIR, Operand, Variant
+from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.suites.instructions.strategies import Strategy
+
+REG_DECL = {"p": ".pred", "h": ".b16", "r": ".b32", "rd": ".b64"}
+REG_PREFIX = {"p": "%p", "h": "%h", "r": "%r", "rd": "%rd"}
+LD_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}
+SMEM_BYTES_PER_THREAD = 8
+
+
+class GenerationError(ValueError):
+    """The variant cannot be generated with the requested strategy."""
+
+
+@cache
+def _glue_table() -> dict[str, dict[str, str]]:
+    return tomllib.loads((CATALOG_DIR / "glue.toml").read_text())
+
+
+def companion_ptx(cls: str) -> str:
+    """A non-foldable companion for a chain register of class ``cls`` ({o} = {o} op {k})."""
+    return _glue_table()["companion"][cls]
+
+
+def glue_ptx(src_cls: str, dst_cls: str) -> str | None:
+    if src_cls == dst_cls:
+        return None
+    return _glue_table()["glue"][f"{src_cls}>{dst_cls}"]
+
+
+def ptx_isa_for(cuda_version: str | None) -> str:
+    """The PTX ISA version to emit for a given ptxas release ("13.0" -> "9.0")."""
+    table = _glue_table()["ptx_isa"]
+    if cuda_version and cuda_version in table:
+        return table[cuda_version]
+    if cuda_version:
+        # newer than the table: the newest we know is accepted by newer ptxas
+        major_minor = tuple(int(x) for x in cuda_version.split(".")[:2])
+        known = sorted(table, key=lambda s: tuple(int(x) for x in s.split(".")))
+        older = [k for k in known if tuple(int(x) for x in k.split(".")) <= major_minor]
+        if older:
+            return table[older[-1]]
+    return "8.0"
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    chains: int = 1
+    length: int = 8
+    reps: int = 2
+
+    def __post_init__(self) -> None:
+        if self.chains < 1 or self.length < 1 or self.reps < 1:
+            raise GenerationError("chains, length and reps must be >= 1")
+
+    @property
+    def units(self) -> int:
+        """Instances of the instruction per thread per repetition."""
+        return self.chains * self.length
+
+
+@dataclass
+class GeneratedKernel:
+    name: str
+    ptx: str
+    variant: str
+    strategy: str
+    config: KernelConfig
+    inputs: list[int]  # u64 bit patterns for the 'in' buffer
+    n_sink: int  # u64 slots per thread in 'out'
+    glue: str | None = None  # glue PTX in each instance, if any
+    uses_smem: bool = False
+    companion: str | None = None  # companion PTX in each instance, if any
+    header: str = ""
+    entry: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def times_per_thread(self) -> int:
+        return 2 * self.config.reps + 1
+
+
+class _Regs:
+    def __init__(self) -> None:
+        self.count = {c: 0 for c in REG_PREFIX}
+
+    def new(self, cls: str) -> str:
+        n = self.count[cls]
+        self.count[cls] = n + 1
+        return f"{REG_PREFIX[cls]}{n}"
+
+    def decls(self) -> list[str]:
+        return [f"  .reg {REG_DECL[c]} {REG_PREFIX[c]}<{max(n, 1)}>;" for c, n in self.count.items()]
+
+
+def _imm_literal(op: Operand, spec: str) -> str | None:
+    """A PTX immediate for ``spec``, or None where PTX has no immediate of that type."""
+    if op.ptype in ("f32",):
+        return f"0f{bits_for(op.ptype, spec):08X}"
+    if op.ptype == "f64":
+        return f"0d{bits_for(op.ptype, spec):016X}"
+    if op.reg_class in ("r", "rd") and not op.is_float and op.ptype != "smem":
+        return str(bits_for(op.ptype, spec))
+    return None
+
+
+def substitute(template: str, mapping: dict[str, str]) -> str:
+    out = template
+    for k, v in mapping.items():
+        out = out.replace("{" + k + "}", v)
+    return out
+
+
+def generate(
+    variant: Variant,
+    config: KernelConfig,
+    strategy: Strategy,
+    arch: str = "sm_90",
+    ptx_isa: str = "8.0",
+    name: str | None = None,
+    body_override: str | None = None,
+) -> GeneratedKernel:
+    """Generate the benchmark kernel for one variant, configuration and strategy.
+
+    ``body_override`` replaces the variant's PTX template (used by ``gpudissect time``
+    for user-given instruction sequences; the template's placeholders still apply).
+    """
+    kname = name or "bench"
+    regs = _Regs()
+    lines: list[str] = []
+    inputs: list[int] = []
+    template = body_override or variant.ptx
+    dest = variant.dest
+    chain_op = variant.chain_operand
+    fib_op = variant.fib_operand if strategy.chain == "fib" else None
+    if strategy.chain == "fib" and fib_op is None:
+        raise GenerationError(f"{variant.name}: no second operand of the chain's class for a two-register chain")
+    uses_smem = any(o.ptype == "smem" for o in variant.operands)
+
+    def load(cls: str, spec_bits: int, vary: bool = False) -> str:
+        """Load a slot; ``vary`` adds the lane id to the bits, so that the compiler cannot
+        prove the value uniform across the warp (it folds shfl/vote of uniform values)."""
+        slot = len(inputs)
+        inputs.append(spec_bits)
+        if cls == "p":
+            tmp = regs.new("r")
+            reg = regs.new("p")
+            lines.append(f"  ld.global.b32 {tmp}, [%in+{8 * slot}];")
+            if vary:
+                lines.append(f"  add.u32 {tmp}, {tmp}, %lane;")
+            lines.append(f"  setp.ne.b32 {reg}, {tmp}, 0;")
+            return reg
+        reg = regs.new(cls)
+        lines.append(f"  ld.global.{LD_TYPE[cls]} {reg}, [%in+{8 * slot}];")
+        if vary:
+            lane = {"h": "%lane16", "r": "%lane", "rd": "%lane64"}[cls]
+            lines.append(f"  add.u{LD_TYPE[cls][1:]} {reg}, {reg}, {lane};")
+        return reg
+
+    # --- chains' registers, each from its own loaded value (so no two chains are equal)
+    K = config.chains
+    cur: list[str] = []
+    other: list[str] = []
+    for k in range(K):
+        if chain_op is not None:
+            cur.append(load(chain_op.reg_class, bits_for(chain_op.ptype, chain_init_spec(chain_op, k, variant)), vary=True))
+        if fib_op is not None:
+            other.append(load(fib_op.reg_class, bits_for(fib_op.ptype, chain_init_spec(fib_op, k + K, variant)), vary=True))
+
+    # --- the other read operands, shared by all chains, loaded at run time (or immediates)
+    fixed: dict[str, str] = {}
+    for op in variant.sources:
+        if op is chain_op or op is fib_op:
+            continue
+        if op.ptype == "smem":
+            fixed[op.name] = "%smem"
+            continue
+        spec = operand_spec(op, variant)
+        vary = spec.startswith("lane:")  # value + %laneid: differs across the warp
+        spec = spec.removeprefix("lane:")
+        if strategy.operands == "imm" and not vary:
+            lit = _imm_literal(op, spec)
+            if lit is None:
+                raise GenerationError(f"{variant.name}: operand {op.name} ({op.ptype}) has no PTX immediate form")
+            fixed[op.name] = lit
+        else:
+            fixed[op.name] = load(op.reg_class, bits_for(op.ptype, spec), vary=vary)
+    if strategy.operands == "imm" and not any(o is not chain_op and o is not fib_op for o in variant.sources):
+        raise GenerationError(f"{variant.name}: no operand to make immediate")
+
+    glue = None
+    if chain_op is not None and dest.reg_class != chain_op.reg_class:
+        glue = glue_ptx(dest.reg_class, chain_op.reg_class)
+    companion = None
+    comp_key = ""
+    if strategy.chain == "companion":
+        if chain_op is None:
+            raise GenerationError(f"{variant.name}: no chain to put a companion in")
+        companion = companion_ptx(chain_op.reg_class)
+        kcls = chain_op.reg_class if chain_op.reg_class != "p" else "r"
+        comp_key = load(kcls, 0x5A5A5A5A5A5A5A5A & ((1 << {"h": 16, "r": 32, "rd": 64}[kcls]) - 1))
+        if chain_op.reg_class == "p":
+            pk = regs.new("p")
+            lines.append(f"  setp.ne.b32 {pk}, {comp_key}, 0;")
+            comp_key = pk
+    dtmp = [regs.new(dest.reg_class) for _ in range(K)] if glue else []
+    # without a chain operand (e.g. reads of special registers) each instance writes a fresh
+    # register; all are folded into the sinks by XOR after the timed region (none is dead)
+    sinks_plain = [regs.new(dest.reg_class) for _ in range(K)] if chain_op is None else []
+    fresh: list[tuple[int, str]] = []
+    if chain_op is None and dest.reg_class == "p":
+        raise GenerationError(f"{variant.name}: a predicate result needs a chain operand")
+
+    def instance(k: int, step: int) -> list[str]:
+        m = dict(fixed)
+        if chain_op is None:
+            r = regs.new(dest.reg_class)
+            fresh.append((k, r))
+            m[dest.name] = r
+            return ["  " + substitute(template, m)]
+        a, b = cur[k], (other[k] if fib_op is not None else None)
+        if fib_op is not None and step % 2 == 1:
+            a, b = b, a  # alternate: x = op(x, y); y = op(y, x)
+        m[chain_op.name] = a
+        if b is not None and fib_op is not None:
+            m[fib_op.name] = b
+        out = []
+        if glue:
+            m[dest.name] = dtmp[k]
+            out.append("  " + substitute(template, m))
+            out.append("  " + substitute(glue, {"o": a, "i": dtmp[k]}))
+        else:
+            m[dest.name] = a
+            out.append("  " + substitute(template, m))
+        if companion:
+            out.append("  " + substitute(companion, {"o": a, "k": comp_key}))
+        return out
+
+    body: list[str] = []
+    for step in range(config.length):
+        for k in range(K):
+            body.extend(instance(k, step))
+
+    # --- sink: every chain's final value is stored, so nothing is dead
+    fold: list[str] = []
+    if chain_op is None:
+        first = set()
+        for k, r in fresh:
+            if k not in first:
+                first.add(k)
+                fold.append(f"  mov.b{LD_TYPE[dest.reg_class][1:]} {sinks_plain[k]}, {r};")
+            else:
+                fold.append(f"  xor.b{LD_TYPE[dest.reg_class][1:]} {sinks_plain[k]}, {sinks_plain[k]}, {r};")
+    sink_regs = cur + other if chain_op is not None else sinks_plain
+    if glue:
+        sink_regs = sink_regs + dtmp
+    store: list[str] = []
+    for i, r in enumerate(sink_regs):
+        cls = next(c for c, p in REG_PREFIX.items() if r.startswith(p) and r[len(p):].isdigit())
+        if cls == "p":
+            tmp = regs.new("r")
+            store.append(f"  selp.b32 {tmp}, 1, 0, {r};")
+            store.append(f"  st.global.b32 [%outp+{8 * i}], {tmp};")
+        else:
+            store.append(f"  st.global.{LD_TYPE[cls]} [%outp+{8 * i}], {r};")
+
+    R = config.reps
+    tpt = 2 * R + 1
+    smem_decl = (
+        f"  .shared .align 16 .b8 sbuf[{1024 * SMEM_BYTES_PER_THREAD}];" if uses_smem else ""
+    )
+    smem_setup = (
+        [
+            "  mov.u32 %smem, sbuf;",
+            f"  mad.lo.u32 %smem, %ti, {SMEM_BYTES_PER_THREAD}, %smem;",
+            "  st.shared.u64 [%smem], 0;",
+        ]
+        if uses_smem
+        else []
+    )
+    header = "\n".join([f".version {ptx_isa}", f".target {arch}", ".address_size 64", ""])
+    entry = "\n".join(
+        [
+            f"// gpudissect: {variant.name}  strategy={strategy.name}  chains={K} length={config.length} reps={R}",
+            f".visible .entry {kname}(.param .u64 p_in, .param .u64 p_out, .param .u64 p_times)",
+            "{",
+            *regs.decls(),
+            "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff;",
+            "  .reg .b32 %ti, %nt, %ct, %gt, %rep, %sm, %smem, %lane;",
+            "  .reg .b16 %lane16;",
+            "  .reg .b64 %lane64;",
+            "  .reg .pred %loop;",
+            smem_decl,
+            "  ld.param.u64 %in, [p_in];",
+            "  ld.param.u64 %outp, [p_out];",
+            "  ld.param.u64 %tp, [p_times];",
+            "  cvta.to.global.u64 %in, %in;",
+            "  cvta.to.global.u64 %outp, %outp;",
+            "  cvta.to.global.u64 %tp, %tp;",
+            "  mov.u32 %ti, %tid.x;",
+            "  mov.u32 %nt, %ntid.x;",
+            "  mov.u32 %ct, %ctaid.x;",
+            "  mad.lo.u32 %gt, %ct, %nt, %ti;",
+            "  mov.u32 %lane, %laneid;",
+            "  cvt.u16.u32 %lane16, %lane;",
+            "  cvt.u64.u32 %lane64, %lane;",
+            f"  mul.wide.u32 %toff, %gt, {8 * tpt};",
+            "  add.u64 %tp, %tp, %toff;",
+            f"  mul.wide.u32 %toff, %gt, {8 * max(len(sink_regs), 1)};",
+            "  add.u64 %outp, %outp, %toff;",
+            *smem_setup,
+            *lines,
+            "  mov.u32 %rep, 0;",
+            "$Lrep:",
+            "  .pragma \"nounroll\";",
+            "  bar.sync 0;",
+            "  mov.u64 %t0, %clock64;",
+            *body,
+            "  mov.u64 %t1, %clock64;",
+            *fold,
+            "  st.global.u64 [%tp], %t0;",
+            "  st.global.u64 [%tp+8], %t1;",
+            "  add.u64 %tp, %tp, 16;",
+            "  add.u32 %rep, %rep, 1;",
+            f"  setp.lt.u32 %loop, %rep, {R};",
+            "  @%loop bra $Lrep;",
+            "  mov.u32 %sm, %smid;",
+            "  cvt.u64.u32 %toff, %sm;",
+            "  st.global.u64 [%tp], %toff;",
+            *store,
+            "  ret;",
+            "}",
+            "",
+        ]
+    )
+    return GeneratedKernel(
+        name=kname,
+        ptx=header + "\n" + entry,
+        variant=variant.name,
+        strategy=strategy.name,
+        config=config,
+        inputs=inputs,
+        n_sink=max(len(sink_regs), 1),
+        glue=glue,
+        uses_smem=uses_smem,
+        companion=companion,
+        header=header,
+        entry=entry,
+    )

@@ -1,0 +1,258 @@
+"""SASS mapping and region checks of the tensor-core kernels.
+
+A family of kernels of one variant differs only in the number of PTX tensor instructions
+in the timed region (``units``). The region must hold ``units * per_instr`` tensor SASS
+instructions (HMMA, IMMA, DMMA, BMMA, HGMMA, IGMMA, QGMMA, BGMMA) with nothing else that
+grows with ``units`` except register moves and NOPs, and nothing that distorts a timing
+(calls, branches, local/global memory, barriers). Outcomes:
+
+* ``native``: a fixed number of tensor SASS per PTX instruction, nothing else per instance;
+* ``emulated``: ptxas lowered the instruction to a subroutine call or to other work per
+  instance (conversions, adds): no native tensor-core path for this variant on the arch;
+* ``folded``: fewer tensor SASS than instances (the compiler hoisted/merged work);
+* ``unsupported``: ptxas rejects the variant for the arch (its message is kept).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+from gpudissect.kernel.region import RegionNotFound, find_region, is_clock_read, is_move
+from gpudissect.kernel.sass import REG_RE, SassInstr, parse_sass
+from gpudissect.kernel.toolchain import PtxasError, compile_ptx, disassemble, sha256
+
+TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
+LDST_OP = re.compile(r"^(LDSM|STSM)$")
+# wmma.load / wmma.store from shared memory: LDSM/STSM or plain shared loads/stores
+WMMA_LDST_OP = re.compile(r"^(LDSM|STSM|LDS|STS)$")
+# the address add of the ldmatrix latency chain (one per instance at most)
+ADDRESS_ADD = re.compile(r"^(IADD3|IMAD\.IADD|VIADD|IADD)$")
+# wgmma brings its own synchronisation (arrive / wait on the warpgroup)
+WGMMA_SYNC = re.compile(r"^(WARPGROUP|WARPSYNC|DEPBAR)$")
+FORBIDDEN = re.compile(r"^(CALL|BRA|BRX|JMP|RET|LDL|STL|LDG|STG|LD|ST|BAR|MEMBAR|LDS|STS|ATOM|ATOMS|RED)$")
+
+
+@dataclass
+class BuiltKernel:
+    name: str
+    units: int
+    ptx: str
+    sass: str
+    region: list[SassInstr]
+    cubin: bytes = b""
+    spills: bool = False
+
+    @property
+    def ptx_hash(self) -> str:
+        return sha256(self.ptx)
+
+    @property
+    def sass_hash(self) -> str:
+        return sha256(self.sass)
+
+
+@dataclass
+class TensorCheck:
+    status: str  # native | emulated | folded | unsupported | error
+    sass: dict[str, str] = field(default_factory=dict)  # tensor SASS per PTX instruction
+    other_per_instr: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "native"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def build_entries(header: str, entries: list[tuple[str, str, int]], arch: str = "sm_90a",
+                  need_region: bool = True) -> dict[str, BuiltKernel | Exception]:
+    """Compile (name, entry PTX, units) kernels as one module; the SASS region of each.
+    Raises PtxasError when the module does not assemble."""
+    ptx = header + "\n" + "\n".join(e for _, e, _ in entries)
+    cub = compile_ptx(ptx, arch=arch)
+    funcs = parse_sass(disassemble(cub.cubin))
+    out: dict[str, BuiltKernel | Exception] = {}
+    for name, entry, units in entries:
+        f = funcs.get(name)
+        if f is None:
+            out[name] = RegionNotFound(f"kernel {name} missing from the cubin")
+            continue
+        try:
+            region = find_region(f.instrs) if need_region else []
+        except RegionNotFound as e:
+            out[name] = e
+            continue
+        spills = any(i.opcode in ("LDL", "STL") for i in f.instrs)
+        out[name] = BuiltKernel(name, units, header + entry, "\n".join(i.text for i in f.instrs),
+                                region, cub.cubin, spills)
+    return out
+
+
+def _counts(region: list[SassInstr], op_re: re.Pattern = TENSOR_OP) -> tuple[Counter, Counter, Counter]:
+    tensor, other, bad = Counter(), Counter(), Counter()
+    for i in region:
+        if op_re.match(i.opcode):
+            tensor[i.full] += 1
+        elif FORBIDDEN.match(i.opcode):
+            bad[i.full] += 1
+        elif is_move(i.full, i) or i.opcode == "NOP" or WGMMA_SYNC.match(i.opcode):
+            continue
+        else:
+            other[i.full] += 1
+    return tensor, other, bad
+
+
+def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
+                        op_re: re.Pattern = TENSOR_OP, companion: re.Pattern | None = None,
+                        companion_max: int = 1, lowering_ok: bool = False) -> TensorCheck:
+    """Check kernels of one variant at different ``units`` (>= 2 distinct). ``op_re``: the SASS
+    the instruction must map to; ``companion``: extra work of the benchmark itself allowed at
+    most ``companion_max`` times per instance (the address adds of a load chain);
+    ``lowering_ok``: other integer work per instance is part of the instruction's lowering
+    (wmma.load/store address arithmetic and register shuffles): it is reported in
+    ``other_per_instr`` and does not make the variant 'emulated'."""
+    ks = sorted(kernels, key=lambda k: k.units)
+    if len(ks) < 2 or ks[0].units == ks[-1].units:
+        raise ValueError("need kernels at two different instance counts")
+    lo, hi = ks[0], ks[-1]
+    tlo, olo, blo = _counts(lo.region, op_re)
+    thi, ohi, bhi = _counts(hi.region, op_re)
+    du = (hi.units - lo.units) * per_instance
+    per = {op: Fraction(thi[op] - tlo[op], du) for op in thi | tlo}
+    other = {op: Fraction(ohi[op] - olo[op], du) for op in ohi | olo}
+    other = {op: c for op, c in other.items() if c > 0}
+    if companion is not None:
+        comp = sum((c for op, c in other.items() if companion.match(op)), Fraction(0))
+        if comp <= companion_max:
+            other = {op: c for op, c in other.items() if not companion.match(op)}
+    res = TensorCheck("native", {op: str(c) for op, c in per.items() if c > 0},
+                      {op: str(c) for op, c in other.items()})
+    if any(k.spills for k in ks):
+        if other and not lowering_ok:  # a software lowering (operand conversions) that spills
+            res.status = "emulated"
+            res.reason = ("other work per instance beside the tensor SASS: " + _ops(other)
+                          + "; the lowering also spills registers (LDL/STL)")
+        else:
+            res.status, res.reason = "error", "register spills (LDL/STL) in the kernel"
+        return res
+    if blo or bhi:
+        calls = any(op.startswith("CALL") for op in bhi)
+        res.status = "emulated" if calls else "error"
+        res.reason = ("ptxas lowered the instruction to a subroutine call: "
+                      if calls else "timing-distorting instructions in the region: ") + \
+            ", ".join(f"{op} x{c}" for op, c in sorted(bhi.items()))
+        return res
+    total = sum(per.values(), Fraction(0))
+    if total <= 0:
+        res.status = "emulated" if other else "folded"
+        res.reason = "no tensor SASS per instance" + (
+            f"; other work per instance: {_ops(other)}"
+            if other else " (the compiler removed the work)")
+        return res
+    if any(c.denominator != 1 for c in per.values()):
+        res.status = "folded"
+        res.reason = (f"{float(total):g} tensor SASS per PTX instruction (not whole): the compiler "
+                      "hoisted or merged instances")
+        return res
+    for k in ks[1:-1]:
+        t, _, _ = _counts(k.region, op_re)
+        exp = {op: int(Fraction(tlo[op]) + per[op] * (k.units - lo.units) * per_instance) for op in per}
+        if any(t[op] != exp[op] for op in per):
+            res.status, res.reason = "folded", "tensor SASS count does not scale with the instances"
+            return res
+    if other and not lowering_ok:
+        res.status = "emulated"
+        res.reason = "other work per instance beside the tensor SASS: " + _ops(other)
+    return res
+
+
+def _ops(counts: dict[str, Fraction]) -> str:
+    return ", ".join(f"{op} x{float(c):g}" for op, c in counts.items())
+
+
+def compile_failure(e: Exception) -> TensorCheck:
+    if isinstance(e, PtxasError):
+        status = "unsupported" if e.unsupported else "error"
+        return TensorCheck(status, reason=f"ptxas: {e.message.splitlines()[0] if e.message else e}"[:400])
+    return TensorCheck("error", reason=f"{type(e).__name__}: {e}"[:400])
+
+
+# --- per-SASS timing (clock reads between the tensor SASS of one instruction) -----------------
+
+
+def _base_reg(operand: str) -> str:
+    """The first register of an operand ('R12.reuse' -> 'R12', 'R2.ROW' -> 'R2')."""
+    m = REG_RE.search(operand)
+    return m.group(1) if m else operand
+
+
+def sass_steps(tensor: list[SassInstr]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """How the tensor SASS of one instruction use their operands, in issue order: per step the
+    accumulator (by destination register), the A and the B fragment (by first register);
+    equal index = the same registers (e.g. a wmma m16n16k16: two accumulators, one A)."""
+    out: list[tuple[int, ...]] = []
+    for pos in (0, 1, 2):
+        ids: dict[str, int] = {}
+        out.append(tuple(ids.setdefault(_base_reg(i.operands[pos]), len(ids)) for i in tensor))
+    return out[0], out[1], out[2]
+
+
+@dataclass
+class StepCheck:
+    ok: bool
+    reason: str = ""
+    gaps: list[list[str]] = field(default_factory=list)  # tensor SASS between consecutive clock reads
+
+
+def _dest_range(ins: SassInstr, d_words: int) -> set[str]:
+    base = _base_reg(ins.operands[0])
+    if not base.startswith("R") or base == "RZ":
+        return set()
+    n = int(base[1:])
+    return {f"R{n + i}" for i in range(d_words)}
+
+
+def check_clock_gaps(instrs: list[SassInstr], expect: list[int], d_words: int,
+                     op_re: re.Pattern = TENSOR_OP) -> StepCheck:
+    """The clocked rounds of a per-SASS kernel (generate/tensor_steps.py): exactly
+    ``len(expect) + 1`` 64-bit clock reads (the loop body once), ``expect[g]`` tensor SASS
+    between reads g and g+1 with nothing else but register moves and NOPs in a gap that holds
+    tensor SASS, and in the last gap (``expect[-1] == 0``) an instruction that reads the
+    destination of the last tensor SASS (``d_words`` registers), so the closing read waits for
+    its result. Memory, branches and barriers are refused anywhere between the reads."""
+    idx = [i for i, ins in enumerate(instrs) if is_clock_read(ins)]
+    if len(idx) != len(expect) + 1:
+        return StepCheck(False, f"found {len(idx)} 64-bit clock reads, expected {len(expect) + 1} "
+                                "(ptxas duplicated, merged or unrolled the timed round)")
+    gaps: list[list[str]] = []
+    last: SassInstr | None = None
+    for g, (lo, hi) in enumerate(zip(idx, idx[1:], strict=False)):
+        gap = instrs[lo + 1 : hi]
+        tensor = [i for i in gap if op_re.match(i.opcode)]
+        gaps.append([i.full for i in tensor])
+        bad = [i.full for i in gap if FORBIDDEN.match(i.opcode) or i.opcode in ("BAR", "WARPSYNC", "DEPBAR")]
+        if bad:
+            return StepCheck(False, f"clock gap {g + 1}: timing-distorting {', '.join(bad)}", gaps)
+        if len(tensor) != expect[g]:
+            return StepCheck(False, f"clock gap {g + 1}: {len(tensor)} tensor SASS, expected {expect[g]} "
+                                    "(ptxas moved a tensor instruction across a clock read)", gaps)
+        if tensor:
+            other = [i.full for i in gap if not op_re.match(i.opcode) and not is_move(i.full, i)
+                     and i.opcode != "NOP"]
+            if other:
+                return StepCheck(False, f"clock gap {g + 1}: other work beside the tensor SASS: "
+                                        f"{', '.join(other)}", gaps)
+            last = tensor[-1]
+        elif last is not None:
+            dst = _dest_range(last, d_words)
+            if not any(dst & set(i.sources()) for i in gap):
+                return StepCheck(False, f"clock gap {g + 1}: no use of the last tensor result before the "
+                                        "closing clock read", gaps)
+    if last is None:
+        return StepCheck(False, "no tensor SASS between the clock reads", gaps)
+    return StepCheck(True, "", gaps)
