@@ -55,6 +55,25 @@ def _sass_lines(*lines: str, start: int = 0) -> list[SassInstr]:
     return instrs
 
 
+@pytest.fixture(scope="session")
+def sweep():
+    """``sweep(dev, store, patterns, suite=None, quick=True, resume=True)``: a suite (default: the
+    instructions suite, quick plan) run on ``dev`` into ``store`` by the one runner, for sm_90;
+    returns the runner's ``RunOutcome``."""
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import run
+    from gpudissect.suites import get_suite
+    from gpudissect.target import make_target
+
+    target = make_target("sm_90")
+
+    def go(dev, store, patterns, *, suite=None, quick=True, resume=True):
+        ctx = Context(dev, store, target, quick=quick, jobs=2)
+        return run(suite or get_suite("instructions"), ctx, list(patterns), resume=resume)
+
+    return go
+
+
 @pytest.fixture
 def sass():
     """``sass('IADD3 R4, R4, R6, RZ', ...)`` -> parsed SassInstr list."""

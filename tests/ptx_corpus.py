@@ -7,126 +7,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
 GOLDEN = Path(__file__).parent / "data" / "ptx_golden.json.gz"
-ISA = "9.0"
-SM_COUNT = 132
-
-
-def _instructions(out: dict[str, str]) -> None:
-    from gpudissect.catalog.model import load_catalog
-    from gpudissect.suites.instructions.strategies import default_order, strategy
-    from gpudissect.suites.instructions.suite import QUICK_PLAN, Plan, _families
-    from gpudissect.suites.instructions.template import GenerationError
-
-    for i, v in enumerate(load_catalog().variants):
-        for s in ["imm", *[x.name for x in default_order()]]:
-            for tag, plan in (("full", Plan()), ("quick", QUICK_PLAN)):
-                try:
-                    fams = _families(v, s, "sm_90", ISA, plan, i)
-                except GenerationError:
-                    continue
-                for f in fams:
-                    for k in f.kernels:
-                        out[f"instructions/{tag}/{v.name}/{s}/{k.name}"] = k.ptx
-        _ = strategy
-
-
-def _memory(out: dict[str, str]) -> None:
-    from gpudissect.suites.memory import kernels as gm
-    from gpudissect.suites.memory.suite import QUICK_PLAN, Plan
-
-    for tag, plan in (("full", Plan()), ("quick", QUICK_PLAN)):
-        ks = [gm.scatter_kernel(ISA, "sm_90"), gm.copy_kernel(ISA, "sm_90")]
-        ks += [gm.chase_global_kernel(op, ISA, "sm_90") for op in gm.GLOBAL_OPS]
-        ks += [gm.chase_shared_kernel(ISA, "sm_90"), gm.chase_shared_kernel(ISA, "sm_90", store=True),
-               gm.chase_local_kernel(ISA, "sm_90"), gm.chase_tex_kernel(ISA, "sm_90")]
-        for f in plan.const_footprints:
-            ch = gm.build_chain(f, plan.hot_spacing if f > 2 * plan.hot_spacing else 8, "random",
-                                seed=plan.seed)
-            ks.append(gm.chase_const_kernel(ch, ISA, "sm_90", f"{f}"))
-        ks += [gm.bandwidth_kernel(k, ISA, "sm_90") for k in gm.BW_KINDS]
-        ks += [gm.bank_kernel(b, ISA, "sm_90") for b in gm.BANK_WIDTHS]
-        for k in ks:
-            out[f"memory/{tag}/{k.name}"] = k.ptx
-
-
-def _tensor(out: dict[str, str]) -> None:
-    from gpudissect.suites.tensor.kernels import (
-        LdstVariant,
-        MmaVariant,
-        load_tensor_catalog,
-        probe_kernel,
-        wmma_frag_probe,
-    )
-    from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_kernel
-    from gpudissect.suites.tensor.suite import QUICK, Plan, ldst_kernels, mma_kernels, wgmma_kernels
-
-    cat = load_tensor_catalog()
-    for tag, plan in (("full", Plan()), ("quick", QUICK)):
-        for i, v in enumerate([*cat.mma, *cat.wgmma, *cat.ldst]):
-            try:
-                if isinstance(v, MmaVariant):
-                    ks = mma_kernels(v, plan, ISA, i)
-                elif isinstance(v, LdstVariant):
-                    ks = ldst_kernels(v, plan, ISA, i)
-                else:
-                    ks = wgmma_kernels(v, plan, ISA, i)
-            except ValueError as e:
-                out[f"tensor/{tag}/{v.name}/error"] = str(e)
-                continue
-            for k in ks:
-                out[f"tensor/{tag}/{v.name}/{k.name}"] = k.head + "\n" + k.entry
-    for v in cat.mma:
-        try:
-            k = probe_kernel(v, "probe", ISA)
-            out[f"tensor/probe/{v.name}"] = k.head + "\n" + k.entry
-        except (ValueError, KeyError) as e:
-            out[f"tensor/probe/{v.name}/error"] = str(e)
-        for sname, st in (("one", ONE_STEP), ("two", Steps((0, 0), (0, 0), (0, 1))),
-                          ("four", Steps((0, 0, 1, 1), (0, 1, 0, 1), (0, 0, 1, 1)))):
-            try:
-                k = stepped_kernel(v, st, f"ps_{sname}", ISA)
-                out[f"tensor/steps/{v.name}/{sname}"] = k.head + "\n" + k.entry
-            except (ValueError, KeyError, IndexError) as e:
-                out[f"tensor/steps/{v.name}/{sname}/error"] = str(e)
-    for v in cat.ldst:
-        if v.wmma:
-            try:
-                k = wmma_frag_probe(v, "fprobe", ISA)
-                out[f"tensor/frag/{v.name}"] = k.head + "\n" + k.entry
-            except (ValueError, KeyError) as e:
-                out[f"tensor/frag/{v.name}/error"] = str(e)
-
-
-def _behaviour(out: dict[str, str]) -> None:
-    from gpudissect.catalog.model import load_catalog
-    from gpudissect.suites.behaviour.kernels import (
-        pipe_kernel,
-        probe_module,
-        resid_kernel,
-        sched_order_kernel,
-        sched_pair_kernel,
-    )
-    from gpudissect.suites.behaviour.suite import LIVE, PIPE_CHAINS, PIPE_VARIANTS
-
-    cat = load_catalog()
-    ks = [resid_kernel(n) for n in LIVE] + [sched_pair_kernel(), sched_order_kernel()]
-    for i, v in enumerate(PIPE_VARIANTS):
-        ks.append(pipe_kernel(f"s{i}", [(cat.get(v), PIPE_CHAINS)]))
-    for i, (a, b) in enumerate(zip(PIPE_VARIANTS, PIPE_VARIANTS[1:], strict=False)):
-        ks.append(pipe_kernel(f"p{i}", [(cat.get(a), PIPE_CHAINS), (cat.get(b), PIPE_CHAINS)]))
-    for k in ks:
-        out[f"behaviour/{k.name}"] = probe_module([k], "sm_90", ISA)
 
 
 def corpus() -> dict[str, str]:
     out: dict[str, str] = {}
-    for part in (_instructions, _memory, _tensor, _behaviour):
-        part(out)
+    for name in ("instructions", "memory", "tensor", "behaviour"):
+        importlib.import_module(f"corpus.{name}").collect(out)
     return out
 
 

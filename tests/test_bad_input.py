@@ -167,16 +167,14 @@ def test_bad_run_arguments_are_exit_2(tmp_path, monkeypatch, args, needle):
 
 # --- database files ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def good_db(tmp_path_factory) -> Path:
+def good_db(tmp_path_factory, sweep) -> Path:
     """A real results database (fake GPU, two variants)."""
     from gpudissect.device.fakes import ScriptedDevice
     from gpudissect.store.db import Store
-    from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
     p = tmp_path_factory.mktemp("good") / "r.db"
     store = Store(p)
-    run_suite(ScriptedDevice(), store, load_catalog().select(["add.f32", "mul.lo.u32"]),
-              plan=QUICK_PLAN, jobs=2)
+    sweep(ScriptedDevice(), store, ["add.f32", "mul.lo.u32"])
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return p

@@ -8,12 +8,17 @@ import heapq
 import numpy as np
 import pytest
 
+from gpudissect.bench.contract import Context, SuiteInputError
+from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
 from gpudissect.store.db import Store
+from gpudissect.suites import get_suite
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour import suite as bh
+from gpudissect.target import Target, TargetError, make_target
 
-RULES = an.occupancy_rules("sm_90")
+TARGET = make_target("sm_90")
+RULES = an.occupancy_rules(TARGET)
 
 
 # ----------------------------------------------------------------- a simulated block dispatcher
@@ -123,8 +128,11 @@ def test_occupancy_rules(threads, regs, smem, blocks, limiter):
 
 
 def test_occupancy_rules_unknown_arch():
-    with pytest.raises(FileNotFoundError, match="sm_75"):
-        an.occupancy_rules("sm_75")
+    with pytest.raises(TargetError, match="sm_75"):
+        an.occupancy_rules(Target("sm_75", "sm_75", "9.0", {"target": {}}))
+    borrowed = Target("sm_75", "sm_75", "9.0", {"target": {"occupancy": "occupancy_sm90.toml"}})
+    with pytest.raises(TargetError, match="sm_75"):
+        an.occupancy_rules(borrowed)
 
 
 # ----------------------------------------------------------------- residency and dispatch
@@ -242,6 +250,8 @@ def test_pipe_pairs_issue_bound_is_not_a_pipe():
 # ----------------------------------------------------------------- PTX and the suite
 def test_probe_ptx_assembles_and_registers_grow():
     from gpudissect.catalog.model import load_catalog
+    from gpudissect.kernel.build import build_module
+    from gpudissect.kernel.ptx import ptx_header
     from gpudissect.suites.behaviour.kernels import (
         pipe_kernel,
         resid_kernel,
@@ -250,22 +260,25 @@ def test_probe_ptx_assembles_and_registers_grow():
     )
 
     cat = load_catalog()
-    m = bh.build([resid_kernel(0), resid_kernel(90), sched_pair_kernel(), sched_order_kernel(),
-                  pipe_kernel("t", [(cat.get("fma.rn.f32"), 4), (cat.get("ex2.approx.ftz.f32"), 4)])],
-                 "sm_90")
-    assert m.regs["resid_r90"] >= m.regs["resid_r0"] + 70
-    assert sum(1 for i in m.regions["sched_pair"] if i.opcode == "FFMA") == 32
-    ops = [i.opcode for i in m.regions["pipe_t"]]
+    h = ptx_header(TARGET.ptx_isa, TARGET.arch)
+    m = build_module([resid_kernel(h, 0), resid_kernel(h, 90), sched_pair_kernel(h), sched_order_kernel(h),
+                      pipe_kernel(h, "t", [(cat.get("fma.rn.f32"), 4), (cat.get("ex2.approx.ftz.f32"), 4)])],
+                     TARGET.arch)
+    assert m["resid_r90"].regs >= m["resid_r0"].regs + 70
+    assert sum(1 for i in m["sched_pair"].region if i.opcode == "FFMA") == 32
+    ops = [i.opcode for i in m["pipe_t"].region]
     assert ops.count("FFMA") == 16 and ops.count("MUFU") == 16
 
 
 def test_select_patterns():
-    ps = bh.plan(8, quick=True)
+    ps = bh.all_probes(8, quick=True)
     assert {p.kind for p in bh.select(ps, ["pipes"])} == {"pipes"}
     assert [p.name for p in bh.select(ps, ["scheduler:pairs"])] == ["scheduler:pairs"]
     assert all(p.name.startswith("occupancy:smem") for p in bh.select(ps, ["occupancy:smem=*"]))
-    with pytest.raises(ValueError, match="no behaviour probe"):
+    with pytest.raises(SuiteInputError, match="no behaviour probe"):
         bh.select(ps, ["nothing"])
+    with pytest.raises(SuiteInputError, match="no behaviour probe"):
+        get_suite("behaviour").validate(["nothing"], {})
 
 
 def test_suite_end_to_end_on_simulated_gpu(tmp_path):
@@ -273,7 +286,7 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     store = Store(tmp_path / "b.db")
     pats = ["dispatch:1d-1perSM", "occupancy:threads=*", "occupancy:smem=227KiB", "scheduler",
             "pipes:fma.rn.f32+ex2.approx.ftz.f32"]
-    rid, timing = bh.run_suite(dev, store, pats, arch="sm_90", quick=False, resume=True)
+    rid = run(get_suite("behaviour"), Context(dev, store, TARGET), pats, resume=True).run_id
     s = store.get_meta(f"summary:{rid}")
     assert s["dispatch"]["dispatch:1d-1perSM"]["policy"].startswith("breadth-first")
     assert s["dispatch"]["dispatch:1d-1perSM"]["blocks_per_sm"] == 1
@@ -289,7 +302,7 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     n = dev.calls
     with store.tx():
         store.db.execute("UPDATE runs SET finished=NULL WHERE id=?", (rid,))
-    rid2, _ = bh.run_suite(dev, store, pats, arch="sm_90", quick=False, resume=True)
+    rid2 = run(get_suite("behaviour"), Context(dev, store, TARGET), pats, resume=True).run_id
     assert rid2 == rid and dev.calls == n
     # the per-suite document draws its figures (timeline, occupancy, scheduler, pipes)
     from gpudissect.store.export import suite_document

@@ -122,15 +122,13 @@ def test_a_hanging_kernel_is_killed_by_the_watchdog(worker):
     good_run(worker)
 
 
-def test_the_suite_runs_through_the_worker(tmp_path):
-    from gpudissect.catalog import load_catalog
+def test_the_suite_runs_through_the_worker(tmp_path, sweep):
     from gpudissect.store.db import Store
-    from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
     dev = WorkerDevice(0, timeout=30.0)
     try:
         store = Store(tmp_path / "r.db")
-        run_id, _ = run_suite(dev, store, load_catalog().select(["add.f32"]), plan=QUICK_PLAN, jobs=2)
+        run_id = sweep(dev, store, ["add.f32"]).run_id
     finally:
         dev.close()
     lat = store.results(run_id, measure="latency")[0]

@@ -7,26 +7,21 @@ import re
 import pytest
 
 from gpudissect.catalog.values import bits_for
+from gpudissect.kernel.build import build_one
 from gpudissect.kernel.region import find_region
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.kernel.toolchain import compile_ptx, disassemble, tool_version
 from gpudissect.suites.instructions.strategies import all_strategies, default_order, strategy
-from gpudissect.suites.instructions.template import (
-    GenerationError,
-    KernelConfig,
-    generate,
-    glue_ptx,
-    ptx_isa_for,
-)
-from gpudissect.suites.instructions.verify import build
+from gpudissect.suites.instructions.template import GenerationError, generate, glue_ptx
+from gpudissect.target import make_target, ptx_isa_for
 
 LOAD_RE = re.compile(r"^\s*ld\.global\.b(?:16|32|64) (%\w+), \[%in\+(\d+)\];$")
 OPERAND_TOKEN = re.compile(r"^\{[a-z][a-z0-9]*\}$")
 
 
 @pytest.fixture(scope="module")
-def isa() -> str:
-    return ptx_isa_for(tool_version("ptxas"))
+def target():
+    return make_target("sm_90")
 
 
 def timed_body(ptx: str) -> list[str]:
@@ -80,10 +75,11 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "strat", "chains"), CASES)
-def test_generated_kernels_assemble(catalog, isa, name, strat, chains):
+def test_generated_kernels_assemble(catalog, target, name, strat, chains):
     v = catalog.get(name)
     s = strategy(strat)
-    k = generate(v, KernelConfig(chains=chains, length=4, reps=2), s, arch="sm_90", ptx_isa=isa)
+    k = generate(v, s, target, chains=chains, length=4, reps=2)
+    isa = ptx_isa_for(tool_version("ptxas"))
     assert k.ptx.startswith(f".version {isa}\n.target sm_90\n")
     assert k.ptx == k.header + "\n" + k.entry
     cub = compile_ptx(k.ptx, arch="sm_90", opt=s.opt)
@@ -91,17 +87,18 @@ def test_generated_kernels_assemble(catalog, isa, name, strat, chains):
     funcs = parse_sass(disassemble(cub.cubin))
     region = find_region(funcs[k.name].instrs)
     assert region, "the timed region is empty"
-    assert k.times_per_thread == 5
-    assert k.config.units == 4 * chains
+    # (start, end) per repetition, then %smid: 5 u64 timestamps per thread
+    assert k.reps == 2 and "  mul.wide.u32 %toff, %gt, 40;" in k.entry
+    assert k.units == 4 * chains
     if chains > 1 and v.chain_operand is not None:
         # every chain has its own sink slot, so no chain is dead code
         assert k.n_sink >= chains
 
 
-def test_latency_and_throughput_shapes(catalog, isa):
+def test_latency_and_throughput_shapes(catalog, target):
     v = catalog.get("fma.rn.f32")
-    lat = generate(v, KernelConfig(chains=1, length=8), strategy("reg"), ptx_isa=isa)
-    thr = generate(v, KernelConfig(chains=4, length=8), strategy("reg"), ptx_isa=isa)
+    lat = generate(v, strategy("reg"), target, chains=1, length=8)
+    thr = generate(v, strategy("reg"), target, chains=4, length=8)
     assert len(timed_body(lat.ptx)) == 8
     assert len(timed_body(thr.ptx)) == 32
     # throughput: chains are interleaved, each instruction feeds the same chain 4 lines later
@@ -112,21 +109,21 @@ def test_latency_and_throughput_shapes(catalog, isa):
     for ln in body:
         ops = operands_of(ln)
         assert ops[0] == ops[v.operands.index(v.chain_operand)]  # d = op(d, ...): a real chain
-    b = build(thr, "sm_90", 3)
+    b = build_one(thr, target.arch, 3)
     assert sum(1 for i in b.region if i.opcode == "FFMA") == 32
 
 
 # --- operands come from the input buffer -----------------------------------------------
 
 
-def test_reg_strategy_has_no_immediates(catalog, isa):
+def test_reg_strategy_has_no_immediates(catalog, target):
     reg = strategy("reg")
     checked = 0
     for v in catalog:
         if template_has_literals(v.ptx):
             continue  # e.g. shfl's fixed clamp and mask
-        k = generate(v, KernelConfig(chains=2, length=3), reg, ptx_isa=isa)
-        if k.glue:
+        k = generate(v, reg, target, chains=2, length=3)
+        if k.meta["glue"]:
             continue  # glue (selp 1, 0) is not the instruction under test
         loaded = loads(k.ptx)
         # predicates are set from loaded words: setp.ne.b32 %pN, %rM, 0
@@ -149,9 +146,9 @@ def test_reg_strategy_has_no_immediates(catalog, isa):
     assert checked > 250
 
 
-def test_fixed_operand_values_are_in_the_input_buffer(catalog, isa):
+def test_fixed_operand_values_are_in_the_input_buffer(catalog, target):
     v = catalog.get("mad.lo.u32")
-    k = generate(v, KernelConfig(chains=1, length=4), strategy("reg"), ptx_isa=isa)
+    k = generate(v, strategy("reg"), target, chains=1, length=4)
     loaded = loads(k.ptx)
     body = timed_body(k.ptx)
     ops = operands_of(body[0])
@@ -166,22 +163,22 @@ def test_fixed_operand_values_are_in_the_input_buffer(catalog, isa):
         assert all(operands_of(ln)[names.index(o.name)] == reg for ln in body)
 
 
-def test_imm_strategy_uses_immediates(catalog, isa):
+def test_imm_strategy_uses_immediates(catalog, target):
     v = catalog.get("add.u32")
-    k = generate(v, KernelConfig(chains=1, length=4), strategy("imm"), ptx_isa=isa)
+    k = generate(v, strategy("imm"), target, chains=1, length=4)
     assert timed_body(k.ptx) == ["add.u32 %r0, %r0, 7;"] * 4
-    f = generate(catalog.get("add.f32"), KernelConfig(length=2), strategy("imm"), ptx_isa=isa)
+    f = generate(catalog.get("add.f32"), strategy("imm"), target, length=2)
     assert all(operands_of(ln)[2] == "0f3F800000" for ln in timed_body(f.ptx))
     # no immediate form for f16 in PTX
     with pytest.raises(GenerationError, match="no PTX immediate"):
-        generate(catalog.get("add.f16"), KernelConfig(), strategy("imm"), ptx_isa=isa)
+        generate(catalog.get("add.f16"), strategy("imm"), target)
 
 
 @pytest.mark.parametrize("name", ["add.u32", "fma.rn.f32", "add.f16x2", "mad.lo.u64", "add.bf16"])
-def test_distinct_chains_start_from_distinct_values(catalog, isa, name):
+def test_distinct_chains_start_from_distinct_values(catalog, target, name):
     v = catalog.get(name)
     for strat in ("reg", "fib"):
-        k = generate(v, KernelConfig(chains=4, length=2), strategy(strat), ptx_isa=isa)
+        k = generate(v, strategy(strat), target, chains=4, length=2)
         loaded = loads(k.ptx)
         body = timed_body(k.ptx)
         chain_regs = [operands_of(ln)[0] for ln in body[:4]]
@@ -196,59 +193,59 @@ def test_distinct_chains_start_from_distinct_values(catalog, isa, name):
             assert len(set(all_starts)) == 8
 
 
-def test_chain_registers_vary_across_lanes(catalog, isa):
+def test_chain_registers_vary_across_lanes(catalog, target):
     # the chain start gets the lane id added, so shfl/vote of it cannot be folded as uniform
-    k = generate(catalog.get("add.u32"), KernelConfig(chains=1), strategy("reg"), ptx_isa=isa)
+    k = generate(catalog.get("add.u32"), strategy("reg"), target, chains=1)
     assert "add.u32 %r0, %r0, %lane;" in k.ptx
 
 
-def test_fib_alternates_registers(catalog, isa):
-    k = generate(catalog.get("add.u32"), KernelConfig(chains=1, length=4), strategy("fib"), ptx_isa=isa)
+def test_fib_alternates_registers(catalog, target):
+    k = generate(catalog.get("add.u32"), strategy("fib"), target, chains=1, length=4)
     body = timed_body(k.ptx)
     assert body == ["add.u32 %r0, %r0, %r1;", "add.u32 %r1, %r1, %r0;"] * 2
 
 
-def test_companion_follows_each_instance(catalog, isa):
-    k = generate(catalog.get("neg.s32"), KernelConfig(chains=1, length=3), strategy("companion"), ptx_isa=isa)
+def test_companion_follows_each_instance(catalog, target):
+    k = generate(catalog.get("neg.s32"), strategy("companion"), target, chains=1, length=3)
     body = timed_body(k.ptx)
     assert len(body) == 6
     assert all(ln.startswith("neg.s32") for ln in body[0::2])
     assert all(ln.startswith("xor.b32") for ln in body[1::2])
     key = operands_of(body[1])[2]
     assert key in loads(k.ptx)  # the companion's operand is a run-time value too
-    assert k.companion == "xor.b32 {o}, {o}, {k};"
+    assert k.meta["companion"] == "xor.b32 {o}, {o}, {k};"
 
 
-def test_glue_for_mixed_register_classes(catalog, isa):
+def test_glue_for_mixed_register_classes(catalog, target):
     v = catalog.get("mul.wide.u32")
     assert v.dest.reg_class == "rd" and v.chain_operand.reg_class == "r"
-    k = generate(v, KernelConfig(chains=1, length=2), strategy("reg"), ptx_isa=isa)
-    assert k.glue == glue_ptx("rd", "r")
+    k = generate(v, strategy("reg"), target, chains=1, length=2)
+    assert k.meta["glue"] == glue_ptx("rd", "r")
     body = timed_body(k.ptx)
     assert body[0].startswith("mul.wide.u32") and body[1].startswith("mov.b64")
     compile_ptx(k.ptx)
 
 
-def test_generation_errors(catalog, isa):
+def test_generation_errors(catalog, target):
     with pytest.raises(GenerationError, match="no second operand"):
-        generate(catalog.get("not.b32"), KernelConfig(), strategy("fib"), ptx_isa=isa)
+        generate(catalog.get("not.b32"), strategy("fib"), target)
     with pytest.raises(GenerationError, match="no second operand"):
-        generate(catalog.get("popc.b32"), KernelConfig(), strategy("fib"), ptx_isa=isa)
+        generate(catalog.get("popc.b32"), strategy("fib"), target)
     with pytest.raises(GenerationError, match="no operand to make immediate"):
-        generate(catalog.get("not.b32"), KernelConfig(), strategy("imm"), ptx_isa=isa)
+        generate(catalog.get("not.b32"), strategy("imm"), target)
     with pytest.raises(GenerationError, match="no chain"):
-        generate(catalog.get("mov.u32.clock"), KernelConfig(), strategy("companion"), ptx_isa=isa)
+        generate(catalog.get("mov.u32.clock"), strategy("companion"), target)
     for bad in ({"chains": 0}, {"length": 0}, {"reps": 0}):
-        with pytest.raises(GenerationError):
-            KernelConfig(**bad)
+        with pytest.raises(GenerationError, match=">= 1"):
+            generate(catalog.get("add.u32"), strategy("reg"), target, **bad)
 
 
-def test_every_variant_generates_or_refuses_clearly(catalog, isa):
+def test_every_variant_generates_or_refuses_clearly(catalog, target):
     """No strategy may crash the generator with anything but GenerationError."""
     for v in catalog:
         for s in all_strategies().values():
             try:
-                generate(v, KernelConfig(chains=2, length=2), s, ptx_isa=isa)
+                generate(v, s, target, chains=2, length=2)
             except GenerationError:
                 pass
 

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from gpudissect.catalog import load_catalog
 from gpudissect.store.db import Store
-from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 pytestmark = pytest.mark.gpu
 
 
-def test_suite_on_the_gpu(tmp_path):
+def test_suite_on_the_gpu(tmp_path, sweep):
     from gpudissect.device.device import CudaDevice
 
     dev = CudaDevice(0)
     store = Store(tmp_path / "r.db")
-    variants = load_catalog().select(["add.f32", "mul.rn.f64"])
-    run_id, _ = run_suite(dev, store, variants, plan=QUICK_PLAN, jobs=2)
+    run_id = sweep(dev, store, ["add.f32", "mul.rn.f64"]).run_id
     lat = {r["variant"]: r for r in store.results(run_id, measure="latency")}
     for v in ("add.f32", "mul.rn.f64"):
         assert lat[v]["value"] is not None and lat[v]["value"] > 0

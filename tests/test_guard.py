@@ -1,14 +1,16 @@
-"""Clock and noise guard: an item whose SM clock moved or whose repeats disagree is measured
-again (bounded); what stays so is flagged, and a clean re-measurement replaces the first one."""
+"""Clock and noise guard (the runner's, with the instruction suite's redo): an item whose SM
+clock moved or whose repeats disagree is measured again (bounded); what stays so is flagged, and
+a clean re-measurement replaces the first one. After noisy repeats only the noisy families are
+measured again; after a clock change, all of them."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpudissect.catalog import load_catalog
+from gpudissect.bench.runner import RETRIES
 from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.store.db import Store
-from gpudissect.suites.instructions.suite import RETRIES, Plan, run_suite
+from gpudissect.suites.instructions.suite import InstructionsSuite, Plan
 
 
 class Alternating(ScriptedDevice):
@@ -24,9 +26,14 @@ PLAN = Plan(latency_lengths=(8, 16, 32), tp_chains=(4,), tp_lengths=(4, 8), tp_w
             distances=(2,), distance_lengths=(8, 16), reps=4)
 
 
-def measured(dev, tmp_path) -> dict:
+# kernel runs of one measurement of add.f32: latency 3, throughput 1 x 2 lengths x 1 warps
+# count, distance 2
+RUNS = 3 + 2 + 2
+
+
+def measured(dev, tmp_path, sweep) -> dict:
     store = Store(tmp_path / "r.db")
-    run_id, _ = run_suite(dev, store, load_catalog().select(["add.f32"]), plan=PLAN, jobs=2)
+    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=PLAN), quick=False).run_id
     return {(r["measure"], r["params"].get("warps"), r["params"].get("distance")): r
             for r in store.results(run_id) if r["variant"] == "add.f32"}
 
@@ -35,44 +42,48 @@ def flags(res: dict) -> set[str]:
     return {f for r in res.values() for f in r["flags"]}
 
 
-def test_a_steady_clock_and_quiet_repeats_are_measured_once(tmp_path):
+def test_a_steady_clock_and_quiet_repeats_are_measured_once(tmp_path, sweep):
     dev = ScriptedDevice()
-    res = measured(dev, tmp_path)
+    res = measured(dev, tmp_path, sweep)
     assert flags(res) == set()
+    assert dev.calls == RUNS
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
 
 
-def test_a_clock_change_during_an_item_is_remeasured(tmp_path):
+def test_a_clock_change_during_an_item_is_remeasured(tmp_path, sweep):
     # start_run reads the clock once; then the item: 1980 before, 1500 after -> again at 1500
     dev = ScriptedDevice(clock_seq=[1980, 1980, 1500])
-    res = measured(dev, tmp_path)
+    res = measured(dev, tmp_path, sweep)
+    assert dev.calls == 2 * RUNS  # every family measured again
     f = flags(res)
     assert "remeasured: 1" in f
     assert not any(x.startswith("clock-changed") for x in f)
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
 
 
-def test_a_clock_that_never_settles_is_flagged(tmp_path):
-    res = measured(Alternating(), tmp_path)
+def test_a_clock_that_never_settles_is_flagged(tmp_path, sweep):
+    res = measured(Alternating(), tmp_path, sweep)
     lat = res[("latency", None, None)]
     assert lat["value"] is not None  # a number with its warning, not a silent one
     assert f"remeasured: {RETRIES}" in lat["flags"]
     assert any(x.startswith("clock-changed: ") and x.endswith(" MHz") and "->" in x for x in lat["flags"])
 
 
-def test_noisy_repeats_are_remeasured_and_a_clean_repeat_wins(tmp_path):
+def test_noisy_repeats_are_remeasured_and_a_clean_repeat_wins(tmp_path, sweep):
     # the first 3 kernel runs (the latency family of the first attempt) are noisy
     dev = ScriptedDevice(noisy_calls=3, noise=0.5)
-    res = measured(dev, tmp_path)
+    res = measured(dev, tmp_path, sweep)
     f = flags(res)
     assert not any(x.startswith("noisy") for x in f)
     assert "remeasured: 1" in f
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
+    # only the noisy family (latency: 3 kernels) was measured again; the others were kept
+    assert dev.calls == RUNS + 3
 
 
-def test_repeats_that_stay_noisy_are_flagged_after_the_retries(tmp_path):
+def test_repeats_that_stay_noisy_are_flagged_after_the_retries(tmp_path, sweep):
     dev = ScriptedDevice(noisy_calls=10**6, noise=0.5)
-    res = measured(dev, tmp_path)
+    res = measured(dev, tmp_path, sweep)
     noisy = [r for r in res.values() if any(x.startswith("noisy") for x in r["flags"])]
     assert noisy
     assert all(f"remeasured: {RETRIES}" in r["flags"] for r in noisy)

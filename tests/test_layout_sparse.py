@@ -11,12 +11,18 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gpudissect.bench.contract import Context
+from gpudissect.bench.runner import run
+from gpudissect.catalog.tensor import element, load_tensor_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result, Store
 from gpudissect.suites.tensor import layout as L
 from gpudissect.suites.tensor import layouts as TL
 from gpudissect.suites.tensor import suite as T
-from gpudissect.suites.tensor.kernels import load_tensor_catalog, probe_kernel
+from gpudissect.suites.tensor.kernels import probe_kernel
+from gpudissect.target import make_target
+
+TARGET = make_target("sm_90")
 
 SPARSE = ["mma.sp::ordered_metadata.m16n8k16.f16.f16.f16", "mma.sp.m16n8k32.f32.bf16.f32",
           "mma.sp::ordered_metadata.m16n8k8.f32.tf32.f32", "mma.sp.m16n8k16.f32.tf32.f32",
@@ -188,10 +194,10 @@ def _unpack(t, words, n):
     if t == "f64":
         bits = w[..., 0::2] | (w[..., 1::2] << np.uint64(32))
     else:
-        e, nb = L.per_reg(t), L.BITS[t]
+        e, nb = element(t).per_reg, element(t).bits
         shifts = (np.arange(e) * nb).astype(np.uint64)
         bits = ((w[..., None] >> shifts) & np.uint64((1 << nb) - 1)).reshape(*w.shape[:-1], -1)
-    codes = L.encode(t, np.arange(L.MAX_CODE[t] + 1))
+    codes = L.encode(t, np.arange(element(t).max_code + 1))
     order = np.argsort(codes)
     pos = np.searchsorted(codes[order], bits)
     assert (codes[order][np.minimum(pos, len(codes) - 1)] == bits).all(), f"{t}: not a code"
@@ -201,7 +207,7 @@ def _unpack(t, words, n):
 def _gpu(v, lay):
     """A fake launch: D of each warp from the A, B, C words it was given, by ``lay``."""
     s = TL.shape_of(v)
-    wide = 2 if v.atype == "f64" else 1
+    wide = element(v.atype).reg_words
     ra, rb = v.regs["a"] * wide, v.regs["b"] * wide
 
     def model(kernel, grid, block, args, smem):
@@ -222,12 +228,12 @@ def _gpu(v, lay):
 def test_run_layout_on_fake_gpu(name):
     v = _variant(name)
     ref = L.reference_layout(TL.shape_of(v))
-    assert ("%spmeta" in probe_kernel(v, "p").ptx) == v.sparse
+    assert ("%spmeta" in probe_kernel(v, "p", TARGET).ptx) == v.sparse
     texts: dict = {}
-    r = TL.run_layout(_gpu(v, ref), v, "9.0", "sm_90a", texts)
+    r = TL.run_layout(_gpu(v, ref), v, TARGET, texts)
     assert r.value == 1.0 and not r.flags, r.params.get("differences")
     assert r.params["probes"] == L.design(TL.shape_of(v)).a.shape[0] and texts
-    bad = TL.run_layout(_gpu(v, _swap_a(ref)), v, "9.0", "sm_90a", {})
+    bad = TL.run_layout(_gpu(v, _swap_a(ref)), v, TARGET, {})
     assert bad.value == 0.0 and bad.flags[0].startswith("layout-differs")
 
 
@@ -253,14 +259,14 @@ def test_suite_runs_layout_for_sparse_and_emulated_not_wmma(tmp_path, monkeypatc
 
     monkeypatch.setattr(TL, "run_layout", record("layout"))
     monkeypatch.setattr(TL, "run_numerics", record("numerics"))
-    plan = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
-                  wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),))
+    sweep = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
+                    wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),))
     names = ["mma.sp::ordered_metadata.m16n8k16.f32.f16.f32",  # native sparse
              "mma.sync.m8n8k4.f32.f16.f32",  # emulated on sm_90 (quad-pairs)
              "mma.sync.m16n8k16.f32.bf16.f32",  # native dense: layout and numerics
              "wmma.mma.m16n16k16.row.col.f32.bf16.f32",
              "mma.sp::ordered_metadata.m16n8k64.kind::f8f6f4.f32.e2m1.f32"]  # ptxas rejects it
-    T.run_suite(FakeDevice(sm_count=4, launch_model=_timing_model), Store(tmp_path / "t.db"), names,
-                arch="sm_90a", jobs=2, plan=plan)
+    ctx = Context(FakeDevice(sm_count=4, launch_model=_timing_model), Store(tmp_path / "t.db"), TARGET, jobs=2)
+    run(T.TensorSuite(sweep), ctx, names)
     assert sorted(calls) == sorted([("layout", names[0]), ("layout", names[1]), ("layout", names[2]),
                                     ("numerics", names[2])])

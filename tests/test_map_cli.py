@@ -12,6 +12,7 @@ from gpudissect.cli import app
 from gpudissect.kernel import toolchain as tools
 from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
 from gpudissect.suites.instructions.verify import MapRecord
+from gpudissect.target import make_target
 
 KEYS = {"variant", "arch", "verified", "sass", "strategy"}
 
@@ -53,22 +54,57 @@ def test_map_writes_json_and_csv(runner, tmp_path):
     assert rows[1]["sass"] == "FADD" and rows[1]["status"] == "verified"
 
 
+# add.u16x2 as an instruction of a newer architecture than sm_90 (the tool has facts for sm_90
+# only, so an older --arch is refused; a variant above the architecture is made so by its min_sm)
+NEWER = """
+[[group]]
+name = "add.{t}"
+sig = "d:{t} a:{t} b:{t}"
+types = ["u32"]
+class = "int"
+
+[[group]]
+name = "add.{t}"
+sig = "d:{t} a:{t} b:{t}"
+types = ["u16x2"]
+class = "int"
+min_sm = 100
+
+[[group]]
+name = "neg.{t}"
+sig = "d:{t} a:{t}"
+types = ["s32"]
+class = "int"
+"""
+
+
 def test_map_unverified_and_unsupported_have_reasons(runner, tmp_path):
     jp = tmp_path / "m.json"
-    # add.u16x2 needs sm_90; neg.s32 folds under the current ptxas (it rewrites -(-x))
-    res = runner.invoke(app, ["map", "--arch", "sm_80", "add.u16x2", "add.u32", "neg.s32", "-q",
+    cat = tmp_path / "newer.toml"
+    cat.write_text(NEWER)
+    # add.u16x2 needs sm_100 here; neg.s32 folds under the current ptxas (it rewrites -(-x))
+    res = runner.invoke(app, ["map", "--catalog", str(cat), "add.u16x2", "add.u32", "neg.s32", "-q",
                               "--json", str(jp)])
     assert res.exit_code == 0, res.output
     data = {r["variant"]: r for r in json.loads(jp.read_text())}
-    _check_records(list(data.values()), arch="sm_80")
+    _check_records(list(data.values()))
     assert data["add.u16x2"]["status"] == "unsupported"
-    assert "sm_90" in data["add.u16x2"]["reason"]
+    assert "sm_100" in data["add.u16x2"]["reason"]
     assert data["add.u32"]["verified"]
     neg = data["neg.s32"]
     if not neg["verified"]:
         # the reason names what each strategy tried ("reg: folded ...; fib: not applicable ...")
         tried = [a["strategy"] for a in neg["attempts"]]
         assert tried and all(f"{t}: " in neg["reason"] for t in tried)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "hopper"])
+def test_map_architecture_without_facts_is_one_clear_line(runner, arch):
+    res = runner.invoke(app, ["map", "--arch", arch, "add.u32"])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert "Traceback" not in res.output
+    flat = " ".join(res.output.split())
+    assert flat.startswith(f"error: architecture {arch}" if arch == "sm_80" else f"error: architecture '{arch}'")
 
 
 def test_map_unknown_variant_is_one_clear_line(runner):
@@ -162,7 +198,7 @@ def test_whole_catalog_map(runner, tmp_path, catalog):
 def test_map_catalog_api(catalog):
     vs = catalog.select(["add.u32", "mul.lo.u32", "sin.approx.f32"])
     seen: list[str] = []
-    recs = map_catalog(vs, "sm_90", jobs=2, progress=lambda r: seen.append(r.variant))
+    recs = map_catalog(vs, make_target("sm_90"), jobs=2, progress=lambda r: seen.append(r.variant))
     assert [r.variant for r in recs] == [v.name for v in vs]
     assert sorted(seen) == sorted(r.variant for r in recs)  # progress once per variant
     assert all(r.verified for r in recs), [(r.variant, r.reason) for r in recs]

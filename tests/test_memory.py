@@ -126,8 +126,9 @@ def test_knee_and_two_groups():
 
 def test_generated_kernels_verify():
     from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
+    from gpudissect.target import make_target
 
-    k = Kernels("sm_90", QUICK_PLAN)
+    k = Kernels(make_target("sm_90"), QUICK_PLAN)
     timed = [n for n, kern in k.kernels.items() if "path" in kern.meta]
     assert set(timed) <= set(k.built)
     bad = {n: c.problems for n, c in k.checks.items() if not c.ok}
@@ -195,17 +196,28 @@ class FakeHierarchy:
         return {"_gpu_ms": [1.0, 0.9, 0.9]}
 
 
+def _run(dev, store, patterns, plan):
+    """The memory suite through the one run loop, with ``plan`` instead of the full one."""
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import run
+    from gpudissect.suites import get_suite
+    from gpudissect.target import make_target
+
+    ctx = Context(dev, store, make_target("sm_90"), options={"plan": plan})
+    return run(get_suite("memory"), ctx, patterns).run_id
+
+
 def test_suite_on_fake_device(tmp_path):
     from gpudissect.store.db import Store
     from gpudissect.store.export import suite_document
-    from gpudissect.suites.memory.suite import Plan, run_suite
+    from gpudissect.suites.memory.suite import Plan
 
     plan = Plan(sweep_max=512 * MiB, per_octave=2, refine=2, max_nodes=1 << 15, warm_cap=1 << 12,
                 const_footprints=(2048,), strides=(8, 16, 32, 64, 128, 256, 512),
                 bank_strides=(0, 1, 2, 4, 8, 32), bw_launches=3, lat_launches=2)
     dev = FakeDevice(launch_model=FakeHierarchy(), free_bytes=2 << 30)
     store = Store(tmp_path / "m.db")
-    run_id, timing = run_suite(dev, store, None, arch="sm_90", plan=plan)
+    run_id = _run(dev, store, None, plan)
     doc = suite_document(store, run_id)
     s = doc["summary"]
     assert s["latency"]["ld.shared"] == pytest.approx(30)
@@ -243,7 +255,7 @@ def test_suite_on_fake_device(tmp_path):
 
 def test_failing_benchmark_is_contained(tmp_path):
     from gpudissect.store.db import Store
-    from gpudissect.suites.memory.suite import QUICK_PLAN, run_suite
+    from gpudissect.suites.memory.suite import QUICK_PLAN
 
     def broken(kernel, grid, block, args, smem):
         if kernel == "chase_cv":
@@ -252,7 +264,7 @@ def test_failing_benchmark_is_contained(tmp_path):
 
     dev = FakeDevice(launch_model=broken)
     store = Store(tmp_path / "m.db")
-    run_id, _ = run_suite(dev, store, ["latency/*"], arch="sm_90", plan=QUICK_PLAN)
+    run_id = _run(dev, store, ["latency/*"], QUICK_PLAN)
     recs = {r["variant"]: r for r in store.results(run_id)}
     assert recs["latency/ld.global.cv"]["value"] is None
     assert any("boom" in f for f in recs["latency/ld.global.cv"]["flags"])

@@ -17,11 +17,12 @@ KiB, MiB = 1 << 10, 1 << 20
 
 
 def _build_tex():
-    from gpudissect.kernel.toolchain import tool_version
-    from gpudissect.suites.instructions.template import ptx_isa_for
-    from gpudissect.suites.instructions.verify import build
+    from gpudissect.kernel.build import build_one
+    from gpudissect.kernel.ptx import ptx_header
+    from gpudissect.target import make_target
 
-    return build(gm.chase_tex_kernel(ptx_isa_for(tool_version("ptxas")), "sm_90"), "sm_90", 3)
+    t = make_target("sm_90")
+    return build_one(gm.chase_tex_kernel(ptx_header(t.ptx_isa, t.arch)), t.arch)
 
 
 def _visit(chain: gm.Chain) -> np.ndarray:
@@ -72,8 +73,9 @@ def test_tex_check_rejects_other_loads(sass):
 
 def test_the_suite_module_holds_a_verified_tex_chase():
     from gpudissect.suites.memory.suite import QUICK_PLAN, TEX_KERNEL, Kernels
+    from gpudissect.target import make_target
 
-    k = Kernels("sm_90", QUICK_PLAN)
+    k = Kernels(make_target("sm_90"), QUICK_PLAN)
     assert TEX_KERNEL in k.built and k.checks[TEX_KERNEL].ok
     res = k.result(TEX_KERNEL, variant="latency/tex", measure="latency", value=1.0,
                    unit="cycles", statistic="x")
@@ -182,10 +184,11 @@ class TexModel:
 
 
 def test_latency_tex_is_measured_with_a_texture_chain():
-    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels, Runner, bench_latency
+    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels, Launcher, bench_latency
+    from gpudissect.target import make_target
 
     model = TexModel()
-    r = Runner(FakeDevice(launch_model=model), Kernels("sm_90", QUICK_PLAN), QUICK_PLAN)
+    r = Launcher(FakeDevice(launch_model=model), Kernels(make_target("sm_90"), QUICK_PLAN), QUICK_PLAN)
     (res,), texts = bench_latency(r, "tex")
     assert res.value == pytest.approx(77.0) and res.unit == "cycles"
     assert not res.flags and res.variant == "latency/tex" and res.sass == ["TLD.LZ"]
@@ -200,22 +203,26 @@ def test_latency_tex_is_measured_with_a_texture_chain():
 
 
 def test_tex_sweep_and_summary_on_fake_device(tmp_path):
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import run
     from gpudissect.store.db import Store
+    from gpudissect.suites import get_suite
     from gpudissect.suites.memory import analyse as am
-    from gpudissect.suites.memory.suite import Plan, run_suite
+    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.target import make_target
 
     plan = Plan(sweep_max=4 * MiB, per_octave=2, refine=1, max_nodes=1 << 12, warm_cap=1 << 10,
                 const_footprints=(2048,), lat_launches=2, sweep_iters=4)
     model = TexModel(lambda width: 40.0 if width * 4 <= 256 * KiB else 300.0)
     dev = FakeDevice(launch_model=model, free_bytes=1 << 30)
     store = Store(tmp_path / "m.db")
-    run_id, _ = run_suite(dev, store, ["latency/tex", "sweep/tex-random"], arch="sm_90",
-                          plan=plan)
+    ctx = Context(dev, store, make_target("sm_90"), options={"plan": plan})
+    run_id = run(get_suite("memory"), ctx, ["latency/tex", "sweep/tex-random"]).run_id
     recs = store.results(run_id)
     sweep = [r for r in recs if r["variant"] == "sweep/tex-random"]
     assert sweep and all(r["value"] is not None for r in sweep), [r["flags"] for r in sweep]
     assert max(r["params"]["footprint"] for r in sweep) <= 4 * MiB
-    s = am.summarize(recs, dev.info.sm_count)
+    s = am.summarize(recs)
     assert s["latency"]["tex"] == pytest.approx(40.0)
     (step,) = s["staircase"]["sweep/tex-random"]["steps"]
     assert step["x_below"] <= 256 * KiB < step["x_above"]

@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpudissect.bench.compare import compare_gpus, conclusions
-from gpudissect.catalog import load_catalog
 from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.device.multi import gpu_indices
 from gpudissect.store.db import Store
-from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -30,12 +28,12 @@ def test_gpu_indices():
         gpu_indices("all", lambda: 0)
 
 
-def test_comparison_median_min_max_spread(tmp_path):
+def test_comparison_median_min_max_spread(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
-    vs = load_catalog().select(["add.f32", "mul.lo.u32"])
+    vs = ["add.f32", "mul.lo.u32"]
     # GPU 1 is 2% slower; GPU 2 faults on mul.lo.u32's latency kernel (its value is left out)
     for i, (scale, faults) in enumerate([(1.0, {}), (1.02, {}), (1.0, {"v1_l": "error"})]):
-        run_suite(ScriptedDevice(index=i, scale=scale, faults=faults), store, vs, plan=QUICK_PLAN, jobs=2)
+        sweep(ScriptedDevice(index=i, scale=scale, faults=faults), store, vs)
     doc = compare_gpus(store)
     assert doc["schema"] == "gpudissect.compare-gpus/1"
     assert [g["gpu_uuid"] for g in doc["gpus"]] == ["GPU-fake-0", "GPU-fake-1", "GPU-fake-2"]
@@ -53,14 +51,14 @@ def test_comparison_median_min_max_spread(tmp_path):
     assert 0.019 < s["max_rel_spread"] < 0.05  # 2%, plus the fake's rounding to whole cycles
     assert "3 GPUs (one model)" in conclusions(doc)[0]
     # only finished runs count, the latest per GPU
-    run_suite(ScriptedDevice(index=0, scale=1.5), store, vs, plan=QUICK_PLAN, jobs=2)
+    sweep(ScriptedDevice(index=0, scale=1.5), store, vs)
     doc2 = compare_gpus(store)
     assert [g["run_id"] for g in doc2["gpus"]] == [2, 3, 4]
 
 
-def test_one_gpu_is_nothing_to_compare(tmp_path):
+def test_one_gpu_is_nothing_to_compare(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
-    run_suite(ScriptedDevice(), store, load_catalog().select(["add.f32"]), plan=QUICK_PLAN, jobs=2)
+    sweep(ScriptedDevice(), store, ["add.f32"])
     doc = compare_gpus(store)
     assert doc["summary"]["compared"] == 0
     assert "nothing to compare" in conclusions(doc)[0]

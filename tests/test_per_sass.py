@@ -9,19 +9,30 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gpudissect.bench.contract import Context
+from gpudissect.bench.runner import run
+from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.build import build_module
 from gpudissect.kernel.region import is_clock_read
-from gpudissect.kernel.sass import parse_sass
 from gpudissect.store.db import Store
 from gpudissect.suites.tensor import per_sass as PS
 from gpudissect.suites.tensor import suite as T
-from gpudissect.suites.tensor.checks import TENSOR_OP, build_entries, check_clock_gaps, sass_steps
-from gpudissect.suites.tensor.kernels import load_tensor_catalog
+from gpudissect.suites.tensor.checks import (
+    TENSOR_OP,
+    TensorCheck,
+    Work,
+    check_clock_gaps,
+    compile_work,
+    sass_steps,
+)
+from gpudissect.suites.tensor.kernels import tensor_arch
 from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_in_words, stepped_kernel
+from gpudissect.target import make_target
 
 WMMA = "wmma.mma.m16n16k16.row.col.f32.f16.f32"
 PARTNER = "mma.sync.m16n8k16.f32.f16.f32"
-ARCH, ISA = "sm_90a", "9.0"
+TARGET = make_target("sm_90")
 
 
 def _v(name):
@@ -29,9 +40,15 @@ def _v(name):
 
 
 def _instrs(v, steps, name):
-    k = stepped_kernel(v, steps, name, ISA)
-    b = build_entries(k.head, [(k.name, k.entry, steps.n)], ARCH, need_region=False)[k.name]
-    return k, next(iter(parse_sass(b.sass).values())).instrs
+    k = stepped_kernel(v, steps, name, TARGET)
+    b = build_module([k], tensor_arch(TARGET), region=False)[k.name]
+    return k, b.instrs
+
+
+def _run(st, names, sweep) -> int:
+    """The suite through the one run loop (bench/runner.py) on the fake GPU; the run's id."""
+    ctx = Context(FakeDevice(sm_count=4, launch_model=_model), st, TARGET, jobs=2)
+    return run(T.TensorSuite(sweep), ctx, names).run_id
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +72,7 @@ def test_split_kernel_keeps_one_tensor_sass_per_clock_gap():
     steps = Steps((0, 1), (0, 0), (0, 1))
     k, ins = _instrs(_v(PARTNER), steps, "ps_split")
     assert k.meta["clocks"] == 4
-    assert len(stepped_in_words(_v(PARTNER), steps, 5)) == k.n_in_words
+    assert len(stepped_in_words(_v(PARTNER), steps, 5)) == k.meta["in_words"]
     chk = check_clock_gaps(ins, [1, 1, 0], 4)
     assert chk.ok, chk.reason
     assert chk.gaps == [["HMMA.16816.F32"], ["HMMA.16816.F32"], []]
@@ -75,22 +92,20 @@ def test_split_kernel_keeps_one_tensor_sass_per_clock_gap():
 
 def test_partner_lookup_from_static_map():
     cat = load_tensor_catalog().mma
-    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", cat, ARCH, ISA).name == PARTNER
-    assert PS.find_partner(_v("wmma.mma.m16n16k8.row.col.f32.tf32.f32"), "HMMA.1684.F32.TF32", cat, ARCH,
-                           ISA).name == "mma.sync.m16n8k4.f32.tf32.f32"
-    assert PS.find_partner(_v("wmma.mma.m16n16k16.row.col.s32.s8.s32"), "IMMA.16816.S8.S8", cat, ARCH,
-                           ISA).name == "mma.sync.m16n8k16.s32.s8.s32"
+    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", cat, TARGET).name == PARTNER
+    assert PS.find_partner(_v("wmma.mma.m16n16k8.row.col.f32.tf32.f32"), "HMMA.1684.F32.TF32", cat,
+                           TARGET).name == "mma.sync.m16n8k4.f32.tf32.f32"
+    assert PS.find_partner(_v("wmma.mma.m16n16k16.row.col.s32.s8.s32"), "IMMA.16816.S8.S8", cat,
+                           TARGET).name == "mma.sync.m16n8k16.s32.s8.s32"
     # the lookup compiles what it is given: an unknown name with the right PTX is found ...
     custom = dataclasses.replace(_v(PARTNER), name="custom.single")
-    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", [custom], ARCH, ISA) is custom
+    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", [custom], TARGET) is custom
     # ... and a candidate of another SASS, or a wmma, is not
     assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", [_v("mma.sync.m16n8k8.f32.f16.f32"), _v(WMMA)],
-                           ARCH, ISA) is None
+                           TARGET) is None
 
 
 def test_partner_lookup_uses_the_checks_already_made(monkeypatch):
-    from gpudissect.suites.tensor.checks import TensorCheck
-
     def no_compile(*a):
         raise AssertionError("a known check must not be compiled again")
 
@@ -98,12 +113,10 @@ def test_partner_lookup_uses_the_checks_already_made(monkeypatch):
     known = {"mma.sync.m16n8k8.f32.f16.f32": TensorCheck("native", {"HMMA.1688.F32": "1"}),
              PARTNER: TensorCheck("native", {"HMMA.16816.F32": "1"})}
     cands = [_v("mma.sync.m16n8k8.f32.f16.f32"), _v(PARTNER)]
-    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", cands, ARCH, ISA, known) is cands[1]
+    assert PS.find_partner(_v(WMMA), "HMMA.16816.F32", cands, TARGET, known) is cands[1]
 
 
 def test_multi_sass_from_check():
-    from gpudissect.suites.tensor.checks import TensorCheck
-
     assert PS.multi_sass(TensorCheck("native", {"HMMA.16816.F32": "2"})) == {"HMMA.16816.F32": 2}
     assert PS.multi_sass(TensorCheck("native", {"HMMA.16816.F32": "1"})) is None
     assert PS.multi_sass(TensorCheck("emulated", {"HMMA.SP.16832.F32": "2"})) is None
@@ -169,31 +182,30 @@ def test_run_per_sass_on_fake_device():
     dev = FakeDevice(launch_model=_model)
     texts: dict = {}
     v = _v("wmma.mma.m16n16k8.row.col.f32.tf32.f32")
-    w = T.Work(v)
-    w.kernels = T.mma_kernels(v, T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,)), ISA, 0)
-    T.compile_work(w, ARCH)
-    r = PS.run_per_sass(dev, v, w.check, ISA, ARCH, texts)
+    w = Work(v)
+    w.kernels = T.mma_kernels(v, T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,)), TARGET, 0)
+    compile_work(w, TARGET)
+    r = PS.run_per_sass(dev, v, w.check, TARGET, texts)
     assert r.measure == "per_sass" and r.value == INTERVAL, r.flags
     assert r.params["partner"] == "mma.sync.m16n8k4.f32.tf32.f32"
     assert r.params["steps"] == {"acc": [0, 1, 0, 1], "a": [0, 0, 1, 1], "b": [0, 1, 2, 3]}
     assert r.params["intervals"] == [INTERVAL] * 3 and r.params["whole_total"] == WHOLE
     assert r.sass == ["4*HMMA.1684.F32.TF32"] and r.sass_hash in texts
     # a single-SASS variant has no per-SASS result; a failing launch is flagged, not raised
-    assert PS.run_per_sass(dev, _v(PARTNER), T.TensorCheck("native", {"HMMA.16816.F32": "1"}), ISA, ARCH,
+    assert PS.run_per_sass(dev, _v(PARTNER), TensorCheck("native", {"HMMA.16816.F32": "1"}), TARGET,
                            texts) is None
 
     def boom(*a, **k):
         raise RuntimeError("launch failed")
 
-    r = PS.run_per_sass(FakeDevice(launch_model=boom), v, w.check, ISA, ARCH, texts)
+    r = PS.run_per_sass(FakeDevice(launch_model=boom), v, w.check, TARGET, texts)
     assert r.value is None and r.flags[0].startswith("error: RuntimeError")
 
 
 def test_suite_stores_per_sass_and_concludes(tmp_path):
     st = Store(tmp_path / "t.db")
-    plan = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), layouts=False)
-    rid, _ = T.run_suite(FakeDevice(sm_count=4, launch_model=_model), st, [WMMA, PARTNER], arch=ARCH,
-                         jobs=2, plan=plan)
+    sweep = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), layouts=False)
+    rid = _run(st, [WMMA, PARTNER], sweep)
     rs = [r for r in st.results(rid) if r["measure"] == "per_sass"]
     assert [r["variant"] for r in rs] == [WMMA] and rs[0]["value"] == INTERVAL
     assert rs[0]["params"]["partner"] == PARTNER and rs[0]["samples"]["split_deltas"]
@@ -210,10 +222,10 @@ def test_per_sass_on_the_gpu():
     from gpudissect.device.device import CudaDevice
 
     v = _v(WMMA)
-    w = T.Work(v)
-    w.kernels = T.mma_kernels(v, T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,)), ISA, 0)
-    T.compile_work(w, ARCH)
-    r = PS.run_per_sass(CudaDevice(0), v, w.check, ISA, ARCH, {})
+    w = Work(v)
+    w.kernels = T.mma_kernels(v, T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,)), TARGET, 0)
+    compile_work(w, TARGET)
+    r = PS.run_per_sass(CudaDevice(0), v, w.check, TARGET, {})
     assert r.value is not None and r.value > 0, r.flags
     p = r.params
     assert p["cumulative_cycles"] == sorted(p["cumulative_cycles"]) and p["cumulative_complete"] > 0
@@ -229,8 +241,8 @@ def test_reordered_split_is_not_measurable(tmp_path, monkeypatch):
 
     monkeypatch.setattr(PS, "check_clock_gaps", whole_ok_split_reordered)
     st = Store(tmp_path / "t.db")
-    plan = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), layouts=False)
-    rid, _ = T.run_suite(FakeDevice(sm_count=4, launch_model=_model), st, [WMMA], arch=ARCH, jobs=2, plan=plan)
+    sweep = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), layouts=False)
+    rid = _run(st, [WMMA], sweep)
     r = next(r for r in st.results(rid) if r["measure"] == "per_sass")
     assert r["value"] is None and r["flags"] == ["not-measurable: split kernel: clock gap 1: 2 tensor SASS"]
     conc = st.get_meta(f"summary:{rid}")["conclusions"]

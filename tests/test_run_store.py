@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from gpudissect.bench.stats import fit_line, per_sm, sm_windows, summarize
-from gpudissect.catalog import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store, StoreError
 from gpudissect.store.export import JSON_KEYS, records, table_v, write_json
-from gpudissect.suites.instructions.suite import QUICK_PLAN, SUITE, run_suite
+from gpudissect.suites.instructions import SUITE
+from gpudissect.suites.instructions.suite import QUICK_PLAN
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -73,15 +73,14 @@ def model(kernel, chains, length, warps):
     return 20 + chains * length * warps / 2
 
 
-@pytest.fixture
-def variants():
-    return load_catalog().select(["add.f32", "mul.lo.u32", "cvt.u32.u64"])
+VARIANTS = ["add.f32", "mul.lo.u32", "cvt.u32.u64"]
 
 
-def test_suite_measures_what_the_device_shows(tmp_path, variants):
+def test_suite_measures_what_the_device_shows(tmp_path, sweep):
     dev = FakeDevice(model, sm_count=4)
     store = Store(tmp_path / "r.db")
-    run_id, timing = run_suite(dev, store, variants, plan=QUICK_PLAN, jobs=2)
+    out = sweep(dev, store, VARIANTS)
+    run_id, timing = out.run_id, out.timing
     res = {(r["variant"], r["measure"]): r for r in store.results(run_id)}
     lat = res[("add.f32", "latency")]
     assert lat["value"] == pytest.approx(4.0, rel=1e-3)
@@ -100,7 +99,7 @@ def test_suite_measures_what_the_device_shows(tmp_path, variants):
     assert "ptxas" in run["toolkit"]
     assert "FADD" in store.kernel_text(lat["sass_hash"])
     assert ".entry" in store.kernel_text(lat["ptx_hash"])
-    assert set(timing) == {"compile_s", "gpu_and_fit_s", "store_s"}
+    assert set(timing) == {"compile_s", "gpu_s", "store_s", "analysis_s"}
 
 
 class Serialized(FakeDevice):
@@ -119,10 +118,10 @@ class Serialized(FakeDevice):
         return res
 
 
-def test_non_overlapping_warps_are_flagged_and_not_a_peak(tmp_path, variants):
+def test_non_overlapping_warps_are_flagged_and_not_a_peak(tmp_path, sweep):
     dev = Serialized(model, sm_count=4)
     store = Store(tmp_path / "r.db")
-    run_id, _ = run_suite(dev, store, variants[:1], plan=QUICK_PLAN, jobs=2)
+    run_id = sweep(dev, store, VARIANTS[:1]).run_id
     tps = [r for r in store.results(run_id) if r["measure"] == "throughput"]
     assert tps and all(any(f.startswith("warps-not-overlapping") for f in r["flags"]) for r in tps)
     assert not [r for r in store.results(run_id) if r["measure"] == "throughput_peak"]
@@ -139,20 +138,20 @@ class Dies(FakeDevice):
         return super().run(cubin, kernel, *a, **k)
 
 
-def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, variants):
+def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     path = tmp_path / "r.db"
     first = Dies(model, sm_count=4, die_after=12)  # dies inside the second variant
     with pytest.raises(KeyboardInterrupt):
-        run_suite(first, Store(path), variants, plan=QUICK_PLAN, jobs=2)
+        sweep(first, Store(path), VARIANTS)
     store = Store(path)
-    run_id = store.unfinished_run(SUITE, "GPU-fake")
+    run_id = store.unfinished_run(SUITE.name, "GPU-fake")
     assert run_id is not None
     done_before = store.done_items(run_id)
     assert done_before == {"add.f32"}  # nothing half-written for the interrupted variant
     second = FakeDevice(model, sm_count=4)
-    rid, _ = run_suite(second, store, variants, plan=QUICK_PLAN, jobs=2)
+    rid = sweep(second, store, VARIANTS).run_id
     assert rid == run_id
-    assert store.done_items(run_id) == {v.name for v in variants}
+    assert store.done_items(run_id) == set(VARIANTS)
     # only the missing work ran the second time: add.f32 was not launched again
     per_variant = len([r for r in store.results(run_id) if r["variant"] == "add.f32"])
     assert per_variant == len([r for r in store.results(run_id) if r["variant"] == "mul.lo.u32"])
@@ -163,10 +162,10 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, variants):
     assert store.runs()[0]["finished"] is not None
 
 
-def test_new_run_does_not_resume(tmp_path, variants):
+def test_new_run_does_not_resume(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
-    a, _ = run_suite(FakeDevice(model), store, variants[:1], plan=QUICK_PLAN, jobs=2)
-    b, _ = run_suite(FakeDevice(model), store, variants[:1], plan=QUICK_PLAN, jobs=2, resume=False)
+    a = sweep(FakeDevice(model), store, VARIANTS[:1]).run_id
+    b = sweep(FakeDevice(model), store, VARIANTS[:1], resume=False).run_id
     assert a != b
 
 
@@ -177,9 +176,9 @@ def test_store_rejects_a_corrupted_file(tmp_path):
         Store(p)
 
 
-def test_json_export_is_the_stable_interface(tmp_path, variants):
+def test_json_export_is_the_stable_interface(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
-    run_suite(FakeDevice(model), store, variants[:1], plan=QUICK_PLAN, jobs=2)
+    sweep(FakeDevice(model), store, VARIANTS[:1])
     out = tmp_path / "x.json"
     n = write_json(store, out)
     data = json.loads(out.read_text())

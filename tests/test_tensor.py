@@ -6,16 +6,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.bench.contract import Context
+from gpudissect.bench.runner import run
+from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.sass import SassInstr
 from gpudissect.store.db import Store
+from gpudissect.suites import get_suite
 from gpudissect.suites.tensor import layout as L
 from gpudissect.suites.tensor import suite as T
-from gpudissect.suites.tensor.kernels import descriptor, load_tensor_catalog
+from gpudissect.suites.tensor.checks import Work, check_tensor_family, compile_work, family_key
+from gpudissect.suites.tensor.kernels import descriptor
 from gpudissect.suites.tensor.peak import Peak, figures, peak_for
+from gpudissect.target import make_target
 
-SMALL = T.Plan(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
-               wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),),
-               layouts=False)
+TARGET = make_target("sm_90")
+SMALL = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
+                wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),),
+                layouts=False)
 
 
 def _variant(name):
@@ -25,11 +33,16 @@ def _variant(name):
 
 def _work(name):
     v = _variant(name)
-    w = T.Work(v)
+    w = Work(v)
     gen = {"mma": T.mma_kernels, "wgmma": T.wgmma_kernels, "ldst": T.ldst_kernels}[v.kind]
-    w.kernels = gen(v, SMALL, "9.0", 0)
-    T.compile_work(w, "sm_90a")
+    w.kernels = gen(v, SMALL, TARGET, 0)
+    compile_work(w, TARGET)
     return w
+
+
+def _run(dev, st, names, sweep=SMALL, jobs=2) -> int:
+    """The suite through the one run loop (bench/runner.py); the run's id."""
+    return run(T.TensorSuite(sweep), Context(dev, st, TARGET, jobs=jobs), names).run_id
 
 
 def test_catalog_register_counts():
@@ -115,10 +128,10 @@ def _fake_model(kernel, grid, block, args, smem):
 
 
 def test_suite_on_fake_device(tmp_path):
+    assert isinstance(get_suite("tensor"), T.TensorSuite)
     st = Store(tmp_path / "t.db")
     dev = FakeDevice(sm_count=4, launch_model=_fake_model)
-    rid, timing = T.run_suite(dev, st, ["mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k32.s32.s4.s32"],
-                              arch="sm_90a", jobs=2, plan=SMALL)
+    rid = _run(dev, st, ["mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k32.s32.s4.s32"])
     rs = st.results(rid)
     lat = [r for r in rs if r["measure"] == "latency" and r["variant"].endswith("f16.f32")]
     assert lat and lat[0]["value"] == pytest.approx(32)
@@ -167,11 +180,11 @@ def test_wmma_and_sparse_mapping(name, sass):
 
 def test_sparse_kernel_carries_metadata_and_selector():
     v = _variant("mma.sp.m16n8k16.f32.bf16.f32")
-    k = T.mma_kernels(v, SMALL, "9.0", 0)[0]
+    k = T.mma_kernels(v, SMALL, TARGET, 0)[0]
     assert v.sparse and f"mov.b32 %spmeta, {v.sp_meta:#x};" in k.ptx
     assert k.ptx.count(f", %spmeta, {v.sp_sel};") == k.units
     assert "%spmeta" not in T.mma_kernels(_variant("wmma.mma.m16n16k8.row.col.f32.tf32.f32"),
-                                          SMALL, "9.0", 0)[0].ptx
+                                          SMALL, TARGET, 0)[0].ptx
 
 
 def test_sparse_variant_unsupported_on_sm90():
@@ -191,9 +204,9 @@ def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch
     dev = FakeDevice(sm_count=4, launch_model=_fake_model)
     peaks = []
     monkeypatch.setattr(T, "peak_for", lambda gpu, key: peaks.append(key))
-    plan = T.Plan(**{**SMALL.to_json(), "layouts": True})
+    sweep = T.Sweep(**{**SMALL.to_json(), "layouts": True})
     names = ["wmma.mma.m16n16k16.row.col.f32.bf16.f32", "mma.sp::ordered_metadata.m16n8k16.f32.f16.f32"]
-    rid, _ = T.run_suite(dev, st, names, arch="sm_90a", jobs=2, plan=plan)
+    rid = _run(dev, st, names, sweep)
     rs = st.results(rid)
     for n in names:
         lat = [r for r in rs if r["variant"] == n and r["measure"] == "latency"]
@@ -215,8 +228,8 @@ class _RegisterLimitedDevice(FakeDevice):
 def test_a_launch_refused_for_registers_is_named_and_the_other_warp_count_stands(tmp_path):
     st = Store(tmp_path / "t.db")
     dev = _RegisterLimitedDevice(sm_count=4, launch_model=_fake_model)
-    plan = T.Plan(**{**SMALL.__dict__, "mma_warps": (4, 16)})
-    rid, _ = T.run_suite(dev, st, ["mma.sync.m16n8k8.f64.f64.f64"], arch="sm_90a", jobs=1, plan=plan)
+    sweep = T.Sweep(**{**SMALL.__dict__, "mma_warps": (4, 16)})
+    rid = _run(dev, st, ["mma.sync.m16n8k8.f64.f64.f64"], sweep, jobs=1)
     thr = [r for r in st.results(rid) if r["measure"] == "throughput"]
     refused = [r for r in thr if r["params"]["warps"] == 16]
     assert refused and refused[0]["value"] is None
@@ -232,14 +245,15 @@ def test_a_launch_refused_for_registers_is_named_and_the_other_warp_count_stands
 def test_a_spilling_software_lowering_reads_as_emulated_and_a_spilling_native_one_as_error():
     import dataclasses
 
-    from gpudissect.suites.tensor.checks import BuiltKernel, check_tensor_family
-    from gpudissect.suites.tensor.suite import family_key
+    from gpudissect.kernel.build import Built
 
-    def family(name):
+    spill = SassInstr(0, "LDL", (), ("R0", "[R1]"))
+
+    def family(name):  # the family's kernels as if they spilled registers
         w = _work(name)
         k = next(k for k in w.kernels if "_lat" in k.name)
-        return [dataclasses.replace(b, spills=True) for kk in w.kernels
-                if family_key(kk) == family_key(k) and isinstance(b := w.built[kk.name], BuiltKernel)]
+        return [dataclasses.replace(b, instrs=[*b.instrs, spill]) for kk in w.kernels
+                if family_key(kk) == family_key(k) and isinstance(b := w.built[kk.name], Built)]
 
     emu = check_tensor_family(family("mma.sp.m16n8k64.f32.e4m3.f32"))  # fp8 sparse: no QMMA.SP on sm_90
     assert emu.status == "emulated" and "spills" in emu.reason and "FADD" in emu.reason

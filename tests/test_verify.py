@@ -22,15 +22,23 @@ from gpudissect.kernel.toolchain import (
 )
 from gpudissect.suites.instructions.checks import Sample, check_family
 from gpudissect.suites.instructions.strategies import default_order, strategy
-from gpudissect.suites.instructions.template import KernelConfig, generate, ptx_isa_for
-from gpudissect.suites.instructions.verify import (
-    arch_number,
-    autoverify,
-    autoverify_many,
-    verify_family,
-)
+from gpudissect.suites.instructions.template import generate
+from gpudissect.suites.instructions.verify import autoverify, autoverify_many, verify_family
+from gpudissect.target import Target, arch_number, make_target, ptx_isa_for
 
 LENGTHS = (4, 8, 12)
+
+
+@pytest.fixture(scope="module")
+def sm90() -> Target:
+    return make_target("sm_90")
+
+
+@pytest.fixture(scope="module")
+def sm80(sm90) -> Target:
+    """An older architecture (the tool ships facts for sm_90 only; these tests need just its
+    name and the ptxas ISA)."""
+    return Target("sm_80", "sm_80", sm90.ptx_isa, {})
 
 
 def family(sass, make, lengths=LENGTHS, chains=1):
@@ -287,25 +295,25 @@ def _real(region):
     return [i for i in region if not is_move(i.full, i)]
 
 
-def test_immediate_chain_folds(catalog):
+def test_immediate_chain_folds(catalog, sm90):
     """Four (and 8, 12) dependent add.u32 with immediates collapse into one instruction."""
     v = catalog.get("add.u32")
-    res, builts = verify_family(v, strategy("imm"), "sm_90")
+    res, builts = verify_family(v, strategy("imm"), sm90)
     assert not res.ok
     assert "folded" in res.reason
-    assert [b.kernel.config.length for b in builts] == [4, 8, 12]
+    assert [b.kernel.length for b in builts] == [4, 8, 12]
     for b in builts:
         body = b.kernel.entry
-        n = b.kernel.config.length
+        n = b.kernel.length
         assert body.count("add.u32 %r0, %r0, 7;") == n  # the PTX really holds n dependent adds
         real = _real(b.region)
         assert len(real) == 1, [i.text for i in b.region]
         assert real[0].opcode in ("VIADD", "IADD3", "IMAD.IADD")
 
 
-def test_autoverify_repairs_folding(catalog):
+def test_autoverify_repairs_folding(catalog, sm90):
     v = catalog.get("add.u32")
-    rec = autoverify(v, "sm_90", strategies=[strategy("imm"), *default_order()])
+    rec = autoverify(v, sm90, strategies=[strategy("imm"), *default_order()])
     assert rec.verified and rec.status == "verified", rec.reason
     assert rec.strategy != "imm"
     assert rec.attempts[0].strategy == "imm" and not rec.attempts[0].ok
@@ -316,27 +324,27 @@ def test_autoverify_repairs_folding(catalog):
     assert rec.depth_per_instance >= 1
     assert "reason" not in rec.to_json()
     # the repaired strategy verifies on its own, too
-    res, _ = verify_family(v, strategy(rec.strategy), "sm_90")
+    res, _ = verify_family(v, strategy(rec.strategy), sm90)
     assert res.ok, res.reason
 
 
-def test_throughput_family_verifies(catalog):
+def test_throughput_family_verifies(catalog, sm90):
     # 4 interleaved chains: one FADD per instance, the chains are not merged
-    res, builts = verify_family(catalog.get("add.f32"), strategy("reg"), "sm_90", chains=4)
+    res, builts = verify_family(catalog.get("add.f32"), strategy("reg"), sm90, chains=4)
     assert res.ok, res.reason
     assert res.sass == ["FADD"]
     assert res.depth_per_instance == 1
-    assert [b.kernel.config.units for b in builts] == [16, 32, 48]
+    assert [b.kernel.units for b in builts] == [16, 32, 48]
 
 
-def test_32bit_clock_read_is_not_a_delimiter(catalog):
+def test_32bit_clock_read_is_not_a_delimiter(catalog, sm90):
     v = catalog.get("mov.u32.clock")
-    res, builts = verify_family(v, strategy("reg"), "sm_90")
+    res, builts = verify_family(v, strategy("reg"), sm90)
     saw_cs2r32 = False
     for b in builts:
         reads = [i for i in b.region if any("SR_CLOCKLO" in o for o in i.operands)]
         # every PTX %clock read is inside the region: none was taken for the end delimiter
-        assert len(reads) == b.kernel.config.length, [i.text for i in b.region]
+        assert len(reads) == b.kernel.length, [i.text for i in b.region]
         saw_cs2r32 |= any(i.full == "CS2R.32" for i in reads)
         delims = [i for i in b.instrs if is_clock_read(i)]
         assert len(delims) == 2 and all(i.full == "CS2R" for i in delims)
@@ -344,14 +352,14 @@ def test_32bit_clock_read_is_not_a_delimiter(catalog):
     assert res.ok, res.reason
 
 
-def test_variant_above_arch_is_unsupported(catalog):
+def test_variant_above_arch_is_unsupported(catalog, sm80):
     v = catalog.get("add.u16x2")
     assert v.min_sm > 80
-    rec = autoverify(v, "sm_80")
+    rec = autoverify(v, sm80)
     assert rec.status == "unsupported" and not rec.verified
     assert f"sm_{v.min_sm}" in rec.reason
     assert rec.attempts == []  # nothing was compiled
-    recs = autoverify_many([catalog.get("add.u32"), v], "sm_80")
+    recs = autoverify_many([catalog.get("add.u32"), v], sm80)
     assert [r.status for r in recs] == ["verified", "unsupported"]
 
 
@@ -377,9 +385,8 @@ def test_unsupported_ptxas_error(fresh_cache):
     assert ei.value.unsupported, ei.value.message
 
 
-def test_compile_cache(fresh_cache, catalog):
-    k = generate(catalog.get("add.f32"), KernelConfig(length=4), strategy("reg"),
-                 ptx_isa=ptx_isa_for(tool_version("ptxas")))
+def test_compile_cache(fresh_cache, catalog, sm90, sm80):
+    k = generate(catalog.get("add.f32"), strategy("reg"), sm90, length=4)
     first = compile_ptx(k.ptx)
     assert not first.cached
     assert list(fresh_cache.rglob("*.cubin"))
@@ -387,8 +394,7 @@ def test_compile_cache(fresh_cache, catalog):
     assert second.cached and second.cubin == first.cubin and second.key == first.key
     # a different optimisation level or architecture is a different entry
     assert not compile_ptx(k.ptx, opt=1).cached
-    k80 = generate(catalog.get("add.f32"), KernelConfig(length=4), strategy("reg"), arch="sm_80",
-                   ptx_isa=ptx_isa_for(tool_version("ptxas")))
+    k80 = generate(catalog.get("add.f32"), strategy("reg"), sm80, length=4)
     assert not compile_ptx(k80.ptx, arch="sm_80").cached
     assert compile_ptx(k80.ptx, arch="sm_80").cached
     assert not compile_ptx(k.ptx, use_cache=False).cached

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
-from gpudissect.kernel.toolchain import tool_version
-from gpudissect.suites.instructions.template import ptx_isa_for
+from gpudissect.suites.tensor.checks import Work, compile_work
 from gpudissect.suites.tensor.fragments import (
     FragSpec,
     coverage,
@@ -20,11 +20,13 @@ from gpudissect.suites.tensor.fragments import (
     tiling,
     unpack,
 )
-from gpudissect.suites.tensor.kernels import load_tensor_catalog, wmma_frag_probe
+from gpudissect.suites.tensor.kernels import tensor_arch, wmma_frag_probe
 from gpudissect.suites.tensor.layout import Shape, reference_layout
 from gpudissect.suites.tensor.layouts import frag_spec, mma_shapes_for, run_wmma_fragment
-from gpudissect.suites.tensor.suite import Plan, Work, compile_work, ldst_kernels
+from gpudissect.suites.tensor.suite import Sweep, ldst_kernels
+from gpudissect.target import make_target
 
+TARGET = make_target("sm_90")
 CAT = load_tensor_catalog()
 WMMA = {v.name: v for v in CAT.ldst if v.wmma}
 
@@ -56,9 +58,8 @@ def test_timing_kernels_load_the_whole_fragment(name, ops):
     """Every register of the fragment is used, so ptxas keeps the whole load (16x16 f32 C is
     1 KiB per warp = 4 x LDS.64 per lane, not a narrowed load)."""
     v = WMMA[name]
-    isa = ptx_isa_for(tool_version("ptxas"))
-    w = Work(v, ldst_kernels(v, Plan(lat_lengths=(4, 8), mma_warps=(4,), thr_lengths=(4, 8)), isa, 0))
-    compile_work(w, "sm_90a")
+    w = Work(v, ldst_kernels(v, Sweep(lat_lengths=(4, 8), mma_warps=(4,), thr_lengths=(4, 8)), TARGET, 0))
+    compile_work(w, TARGET)
     assert w.check is not None and w.check.ok, w.check
     assert set(w.check.sass) == ops
     per_lane = sum(int(c) * (8 if ".64" in op else 16 if ".128" in op else 4) for op, c in w.check.sass.items())
@@ -171,15 +172,14 @@ def test_run_wmma_fragment_end_to_end_on_a_fake_device():
     truth = np.concatenate([ref, ref], axis=1)  # the A tile twice
     dev = FakeDevice(sm_count=4, launch_model=_simulate(s, truth))
     texts: dict = {}
-    isa = ptx_isa_for(tool_version("ptxas"))
-    r = run_wmma_fragment(dev, v, CAT.mma, isa, "sm_90a", texts)
+    r = run_wmma_fragment(dev, v, CAT.mma, TARGET, texts)
     assert r.measure == "layout" and r.value == 1.0 and not r.flags
     assert r.params["coverage"]["copies_max"] == 2  # 8 f16x2 registers hold 256 elements twice
     assert any(kind == "ptx" for kind, _ in texts.values())
     # a broken machine (one lane's data lost) is flagged, not reported as a layout
     broken = truth.copy()
     dev2 = FakeDevice(sm_count=4, launch_model=_drop_lane(_simulate(s, broken), s))
-    r2 = run_wmma_fragment(dev2, v, CAT.mma, isa, "sm_90a", {})
+    r2 = run_wmma_fragment(dev2, v, CAT.mma, TARGET, {})
     assert r2.flags and r2.flags[0].startswith("incomplete") and r2.value == 0.0
 
 
@@ -195,19 +195,20 @@ def _drop_lane(model, s):
 
 
 def test_probe_kernel_compiles_for_every_fragment():
-    from gpudissect.suites.tensor.checks import build_entries
+    from gpudissect.kernel.build import build_module
 
-    isa = ptx_isa_for(tool_version("ptxas"))
-    ks = [wmma_frag_probe(v, f"wp{i}", isa) for i, v in enumerate(WMMA.values())]
-    built = build_entries(ks[0].head, [(k.name, k.entry, 1) for k in ks], "sm_90a", need_region=False)
+    ks = [wmma_frag_probe(v, f"wp{i}", TARGET) for i, v in enumerate(WMMA.values())]
+    built = build_module(ks, tensor_arch(TARGET), region=False)
     bad = {n: b for n, b in built.items() if isinstance(b, Exception)}
     assert not bad
 
 
 def test_suite_times_and_maps_a_wmma_load(tmp_path):
-    """run_suite on a fake device: the wmma.load variant is timed (latency, throughput) and its
+    """The suite on a fake device: the wmma.load variant is timed (latency, throughput) and its
     fragment layout observed; the summary states what was found."""
     import gpudissect.suites.tensor.suite as T
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import run
     from gpudissect.store.db import Store
 
     v = WMMA["wmma.load.c.m16n16k16.row.f32"]
@@ -226,8 +227,9 @@ def test_suite_times_and_maps_a_wmma_load(tmp_path):
         return {tb.name: t.ravel()}
 
     st = Store(tmp_path / "t.db")
-    plan = T.Plan(lat_lengths=(4, 8), thr_lengths=(4, 8), mma_warps=(4,))
-    rid, _ = T.run_suite(FakeDevice(sm_count=4, launch_model=model), st, [v.name], arch="sm_90a", jobs=1, plan=plan)
+    sweep = T.Sweep(lat_lengths=(4, 8), thr_lengths=(4, 8), mma_warps=(4,))
+    ctx = Context(FakeDevice(sm_count=4, launch_model=model), st, TARGET, jobs=1)
+    rid = run(T.TensorSuite(sweep), ctx, [v.name]).run_id
     rs = {r["measure"]: r for r in st.results(rid)}
     assert rs["latency"]["value"] == pytest.approx(30)
     assert rs["layout"]["value"] == 1.0 and rs["layout"]["params"]["tiling"]["shape"][:2] == [16, 8]
@@ -282,7 +284,7 @@ def test_layouts_export_via_cli(tmp_path):
 
 
 def test_conclusions_separate_direct_transposed_and_untiled_fragments():
-    from gpudissect.suites.tensor.suite import wmma_fragment_conclusions
+    from gpudissect.suites.tensor.analyse import wmma_fragment_conclusions
 
     def frag(transposed: bool | None) -> dict:
         return {"slots": [[[0, 0]]], "flags": [], "value": 0.0 if transposed is None else 1.0,

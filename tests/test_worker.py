@@ -10,12 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from gpudissect.catalog import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.device.worker import WorkerDevice, WorkerFailed
 from gpudissect.store.db import Store
-from gpudissect.suites.instructions.suite import QUICK_PLAN, run_suite
 
 FAULTS = {"hangs": "hang", "faults": "fault", "exits": "exit", "raises": "error",
           "refused": "resources"}
@@ -104,14 +102,13 @@ def test_a_device_that_cannot_open_is_a_clear_error():
         WorkerDevice(timeout=2.0, factory=functools.partial(FakeDevice, seed=-1))
 
 
-def test_the_suite_records_the_reason_and_continues(tmp_path):
+def test_the_suite_records_the_reason_and_continues(tmp_path, sweep):
     """The second variant's kernels hang / fault: its results say why, the others are measured."""
-    variants = load_catalog().select(["add.f32", "mul.lo.u32", "sub.f32"])
     dev = WorkerDevice(timeout=1.5, factory=functools.partial(
         ScriptedDevice, faults={"v1_l": "hang", "v2_t": "fault"}))
     store = Store(tmp_path / "r.db")
     try:
-        run_id, _ = run_suite(dev, store, variants, plan=QUICK_PLAN, jobs=2)
+        run_id = sweep(dev, store, ["add.f32", "mul.lo.u32", "sub.f32"]).run_id
     finally:
         dev.close()
     res = {(r["variant"], r["measure"]): r for r in store.results(run_id)}

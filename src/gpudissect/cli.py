@@ -69,20 +69,20 @@ def map_cmd(
     """PTX->SASS map of the catalog, verified (needs no GPU)."""
     from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
     from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
+    from gpudissect.target import TargetError, make_target
 
     cat = _catalog(catalog)
     try:
         vs = cat.select(pattern)
         find_tool("ptxas")
         find_tool("nvdisasm")
-    except UnknownVariant as e:
-        fail(str(e))
-    except ToolchainMissing as e:
+        target = make_target(arch)
+    except (UnknownVariant, ToolchainMissing, TargetError) as e:
         fail(str(e))
     t0 = time.perf_counter()
     with _progress() as prog:
-        task = prog.add_task(f"mapping {arch}", total=len(vs))
-        recs = map_catalog(vs, arch, jobs=jobs or None, progress=lambda r: prog.advance(task))
+        task = prog.add_task(f"mapping {target.arch}", total=len(vs))
+        recs = map_catalog(vs, target, jobs=jobs or None, progress=lambda r: prog.advance(task))
     dt = time.perf_counter() - t0
     if not quiet:
         t = Table("variant", "status", "SASS (one instance)", "strategy", "reason", show_lines=False)
@@ -92,7 +92,7 @@ def map_cmd(
                       (r.reason or "")[:90])
         console.print(t)
     s = summary(recs)
-    console.print(f"{s['total']} variants on {arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
+    console.print(f"{s['total']} variants on {target.arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
                   + f"  ({dt:.1f} s)")
     if json_path:
         write_json(recs, json_path)
@@ -135,6 +135,16 @@ def _store(db: Path | None):
         fail(str(e))
 
 
+def _target(arch: str, dev=None):
+    """The target from ``--arch`` or, without one, from the GPU."""
+    from gpudissect.target import TargetError, make_target, target_of_device
+
+    try:
+        return make_target(arch) if arch else target_of_device(dev.info)
+    except TargetError as e:
+        fail(str(e))
+
+
 @app.command("run")
 def run_cmd(
     pattern: list[str] = typer.Argument(None, help="what to run within the suite (names or globs); all when omitted"),
@@ -156,34 +166,30 @@ def run_cmd(
 ) -> None:
     """Run a suite on the GPU (instructions: latency, throughput, dependence distance of every
     verified variant; memory; tensor; behaviour)."""
-    import json
     import os
 
-    from gpudissect.suites.registry import UnknownSuite, suite_entry
+    from gpudissect.bench.contract import Context, SuiteInputError
+    from gpudissect.bench.runner import run
+    from gpudissect.suites import get_suite
 
+    options = {"catalog": list(catalog or []), "selfcheck": selfcheck}
     try:
-        entry = suite_entry(suite)
-    except UnknownSuite as e:
+        s = get_suite(suite)
+        s.validate(pattern or None, options)
+    except (SuiteInputError, CatalogError) as e:
         fail(str(e))
     if not timeout > 0:
         fail(f"--timeout must be positive (got {timeout})")
-    if suite == "instructions":
-        cat = _catalog(catalog)
-        try:
-            cat.select(pattern)
-        except UnknownVariant as e:
-            fail(str(e))
     if gpus:
         _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate, timeout)
         return
     dev = _device(gpu, isolate, timeout)
     store = _store(db)
-    if not arch:
-        arch = "sm_" + dev.info.compute_capability.replace(".", "")
+    target = _target(arch, dev)
     console.print(f"[bold]{dev.info.name}[/] {dev.info.uuid}  {dev.info.sm_count} SMs  driver {dev.info.driver}"
                   f"  clocks {dev.clocks()}")
+    ctx = Context(dev, store, target, quick=quick, jobs=jobs or (os.cpu_count() or 2), options=options)
     t0 = time.perf_counter()
-    kw = {"catalog_paths": catalog} if suite == "instructions" else {}
     with _progress() as prog:
         task = prog.add_task(suite, total=None)
 
@@ -191,34 +197,19 @@ def run_cmd(
             prog.update(task, completed=n, total=total, description=f"{suite} {name:<24}")
 
         try:
-            run_id, timing = entry(dev, store, pattern or None, arch=arch, quick=quick, resume=resume,
-                                   jobs=jobs or (os.cpu_count() or 2), progress=cb, **kw)
-        except (UnknownVariant, ValueError) as e:
+            out = run(s, ctx, pattern or None, resume=resume, progress=cb)
+        except (SuiteInputError, CatalogError, ValueError) as e:
             fail(str(e))
         except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
             fail(f"{type(e).__name__}: {e} (what is stored is kept: run the same command to resume)")
-    timing["total_s"] = time.perf_counter() - t0
-    if suite == "instructions" and selfcheck:
-        from gpudissect.suites.instructions.selfcheck import run_selfcheck
-
-        lat = {r["variant"]: r["value"] for r in store.results(run_id, measure="latency") if r["value"]}
-        try:
-            sc = run_selfcheck(dev, lat, arch)
-            store.set_meta(f"selfcheck:{run_id}", sc)
-            t = Table("variant", "suite latency", "nvcc latency", "rel diff", "agree")
-            for r in sc:
-                ours, rel = r["suite_latency"], r["rel_diff"]
-                t.add_row(r["variant"], "-" if ours is None else f"{ours:.2f}", f"{r['nvcc_latency']:.2f}",
-                          "-" if rel is None else f"{rel:.1%}",
-                          "-" if rel is None else ("yes" if r["agree"] else "[red]NO[/]"))
-            console.print(t)
-        except Exception as e:
-            err.print(f"self-check failed: {e}")
-    store.db.execute("UPDATE runs SET timing=? WHERE id=?", (json.dumps(timing), run_id))
-    for line in store.get_meta(f"summary:{run_id}", {}).get("conclusions", []):
+    out.timing["total_s"] = time.perf_counter() - t0
+    store.set_timing(out.run_id, out.timing)
+    for line in out.lines:
+        console.print(line, highlight=False, soft_wrap=True)
+    for line in store.get_meta(f"summary:{out.run_id}", {}).get("conclusions", []):
         console.print(f"- {line}", highlight=False, soft_wrap=True)
-    console.print(f"run {run_id} ({suite}): " + ", ".join(f"{k} {v:.1f} s" for k, v in timing.items()
-                                                          if isinstance(v, (int, float))))
+    console.print(f"run {out.run_id} ({suite}): " + ", ".join(f"{k} {v:.1f} s" for k, v in out.timing.items()
+                                                              if isinstance(v, (int, float))))
     failures = getattr(dev, "failures", [])
     if failures:
         console.print(f"{len(failures)} worker failure(s), each recorded on its item: "
@@ -418,17 +409,12 @@ def time_cmd(
     no_gpu: bool = typer.Option(False, "--no-gpu", help="verify and show the SASS only"),
 ) -> None:
     """Time any PTX instruction or short sequence with the same generators, checks and statistics."""
+    from gpudissect.bench.contract import Context, Item
+    from gpudissect.bench.runner import measure_guarded
     from gpudissect.catalog.model import Variant, parse_signature
-    from gpudissect.kernel.toolchain import tool_version
-    from gpudissect.suites.instructions.suite import (
-        Plan,
-        VariantWork,
-        _families,
-        compile_work,
-        measure_variant,
-    )
-    from gpudissect.suites.instructions.template import ptx_isa_for
+    from gpudissect.suites.instructions.suite import InstructionsSuite, Plan
     from gpudissect.suites.instructions.verify import autoverify
+    from gpudissect.target import TargetError, make_target
 
     try:
         text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
@@ -450,7 +436,11 @@ def time_cmd(
     name = "custom:" + text.strip().split()[0] if text.strip() else "custom"
     v = Variant(name=name, opcode="custom", type=ops[0].ptype, modifiers=(), ptx=text.strip(),
                 operands=ops, cls="custom")
-    rec = autoverify(v, arch)
+    try:
+        target = make_target(arch)
+    except TargetError as e:
+        fail(str(e))
+    rec = autoverify(v, target)
     console.print(f"{'verified' if rec.verified else '[red]' + rec.status + '[/]'} "
                   f"strategy={rec.strategy} SASS/instance: {' + '.join(rec.sass) or '-'}")
     if not rec.verified:
@@ -460,10 +450,11 @@ def time_cmd(
     if no_gpu:
         return
     dev = _device(gpu)
-    plan = Plan(tp_warps=(16, 32))
-    w = VariantWork(v, rec, _families(v, rec.strategy or "reg", arch, ptx_isa_for(tool_version("ptxas")), plan, 0))
-    compile_work([w], arch, 4)
-    results, _ = measure_variant(dev, w, plan)
+    # the suite's own kernels, checks and clock/noise guard; nothing is stored
+    suite = InstructionsSuite(full=Plan(tp_warps=(16, 32)))
+    ctx = Context(dev, None, target, jobs=4)
+    suite.prepare_mapped(ctx, [v], [rec])
+    results = measure_guarded(suite, ctx, Item(v.name, v)).results
     t = Table("measure", "params", "value", "unit", "flags")
     for r in results:
         t.add_row(r.measure, str({k: v for k, v in r.params.items() if k != "lengths"}),

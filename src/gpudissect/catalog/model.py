@@ -29,6 +29,10 @@ REG_CLASS: dict[str, str] = {
     "u16x2": "r", "s16x2": "r",
     "b64": "rd", "u64": "rd", "s64": "rd", "f64": "rd",
 }
+# register class -> PTX declaration type, register name prefix, and load/store type
+REG_DECL = {"p": ".pred", "h": ".b16", "r": ".b32", "rd": ".b64"}
+REG_PREFIX = {"p": "%p", "h": "%h", "r": "%r", "rd": "%rd"}
+LD_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}
 # operand kinds that are not plain registers
 SPECIAL_KINDS = {"smem"}  # address of a per-block shared buffer (a .b32 register)
 
@@ -169,10 +173,11 @@ def parse_signature(sig: str, where: str) -> tuple[Operand, ...]:
     return tuple(ops)
 
 
-def _fmt(template: str, **kw: str) -> str:
-    # str.format would choke on PTX braces; substitute only our own keys
+def fill(template: str, mapping: dict[str, str]) -> str:
+    """``{key}`` placeholders of a PTX template replaced (str.format would choke on PTX
+    braces: only the mapping's own keys are replaced)."""
     out = template
-    for k, v in kw.items():
+    for k, v in mapping.items():
         out = out.replace("{" + k + "}", v)
     return out
 
@@ -185,8 +190,8 @@ def _expand_group(g: dict, where: str) -> Iterator[Variant]:
     if not isinstance(types, list) or not types:
         raise CatalogError(f"{where}: 'types' must be a non-empty list")
     for t in types:
-        name = _fmt(g["name"], t=t)
-        sig = _fmt(g["sig"], t=t)
+        name = fill(g["name"], {"t": t})
+        sig = fill(g["sig"], {"t": t})
         operands = parse_signature(sig, f"{where} ({name})")
         parts = name.split(".")
         opcode = parts[0]
@@ -194,7 +199,7 @@ def _expand_group(g: dict, where: str) -> Iterator[Variant]:
         ptype = typed[-1] if typed else (parts[-1] if len(parts) > 1 else "")
         mods = tuple(p for p in parts[1:] if p != ptype)
         if "ptx" in g:
-            ptx = _fmt(g["ptx"], t=t)
+            ptx = fill(g["ptx"], {"t": t})
         else:
             ptx = name + " " + ", ".join("{" + o.name + "}" for o in operands) + ";"
         placeholders = set(re.findall(r"\{([a-z][a-z0-9]*)\}", ptx))
@@ -205,7 +210,7 @@ def _expand_group(g: dict, where: str) -> Iterator[Variant]:
                 f"{where} ({name}): PTX template '{ptx}' and signature '{sig}' disagree "
                 f"(missing {sorted(missing)}, unknown {sorted(extra)})"
             )
-        values = {k: _fmt(str(v), t=t) for k, v in g.get("values", {}).items()}
+        values = {k: fill(str(v), {"t": t}) for k, v in g.get("values", {}).items()}
         for k in values:
             if k not in {o.name for o in operands}:
                 raise CatalogError(f"{where} ({name}): value given for unknown operand '{k}'")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gpudissect.report.html import fmt_num
+from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import all_metrics
 from gpudissect.suites.instructions.view import instruction_rows

@@ -10,29 +10,13 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from gpudissect.report.figures import suite_figures
+from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import all_metrics, lookup
-from gpudissect.suites.instructions.view import instruction_rows
-from gpudissect.suites.tensor.view import tensor_rows
+from gpudissect.report.metrics import all_metrics
+from gpudissect.suites import suite_module
 
 MAX_RECORD_ROWS = 1500
 MAX_LIST = 200
-
-
-def fmt_num(v, digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v).lower()
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if v != v:
-            return "nan"
-        if v.is_integer() and abs(v) < 1e15:
-            return str(int(v))
-        return f"{v:.{digits}g}" if abs(v) < 1e5 else f"{v:.4e}"
-    return str(v)
 
 
 def render_value(v, depth: int = 0) -> Markup:
@@ -106,27 +90,13 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path) -> dict:
                  "provenance": prov, "started": _when(prov.get("started")),
                  "finished": _when(prov.get("finished")),
                  "figures": suite_figures(s, doc, workdir, data_dir, warnings),
-                 "n_records": len(doc.get("records") or [])}
-        if s == "instructions":
-            rows = instruction_rows(doc.get("records") or [])
-            sched = lookup(rs, "schedulers_per_sm")
-            nsched = int(sched.value) if sched else 4
-            entry["nsched"] = nsched
-            entry["nsched_src"] = f"measured: {sched.source}" if sched else "not measured: 4 assumed"
-            entry["instr"] = [{
-                "variant": r.variant, "cls": r.cls, "sass": " + ".join(r.sass),
-                "lat": r.latency, "lat_s": fmt_num(r.latency, 3),
-                "tp": r.throughput, "tp_s": fmt_num(r.throughput, 3),
-                "ii": r.issue_interval(nsched), "ii_s": fmt_num(r.issue_interval(nsched), 3),
-                "dist": ", ".join(f"{d}:{fmt_num(v, 3)}" for d, v in sorted(r.distance.items())),
-                "flags": ", ".join(r.flags)} for r in rows]
-            entry["classes"] = sorted({r.cls for r in rows})
-        else:
+                 "n_records": len(doc.get("records") or []), "summary_open": True}
+        # a suite's own part of its section (tables of its own rows), through the registry
+        section = getattr(suite_module(s, "view"), "report_section", None)
+        if section is not None:
+            entry.update(section(doc, rs))
+        if "instr" not in entry:
             entry["records"] = _records_table(doc.get("records") or [])
-        if s == "tensor":
-            entry["tensor"] = [{**r, **{f"{k}_s": fmt_num(r[k]) for k in (
-                "latency", "rate", "flop_per_cycle_sm", "tflops", "pct_of_peak")}}
-                for r in tensor_rows(doc.get("records") or [])]
         suites.append(entry)
     metrics = [{"name": k, "found": v} for k, v in all_metrics(rs).items()]
     prov = rs.provenance()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from gpudissect.report.html import fmt_num
+from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import lookup
 from gpudissect.suites.instructions.view import by_class, instruction_rows

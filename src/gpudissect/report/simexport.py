@@ -20,7 +20,7 @@ import tomllib
 from functools import cache
 from importlib import resources
 
-from gpudissect.report.html import fmt_num
+from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import BAD_FLAGS, Found, lookup
 from gpudissect.suites.instructions.view import instruction_rows

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 SCHEMA_VERSION = 1
 
@@ -106,6 +107,51 @@ class Result:
     cls: str = ""
 
 
+class StoredResult(TypedDict):
+    """A result as read back from the store (JSON columns decoded), with its run's GPU."""
+
+    id: int
+    run_id: int
+    variant: str
+    cls: str | None
+    measure: str
+    params: dict
+    value: float | None
+    unit: str
+    statistic: str
+    fit: dict | None
+    samples: dict | list | None
+    flags: list[str]
+    sass: list[str] | None
+    strategy: str | None
+    ptx_hash: str | None
+    sass_hash: str | None
+    created: float
+    gpu_name: str
+    gpu_uuid: str
+
+
+class RunRecord(TypedDict):
+    """A run's provenance as read back from the store."""
+
+    id: int
+    suite: str
+    gpu_name: str
+    gpu_uuid: str
+    driver: str | None
+    toolkit: str | None
+    arch: str | None
+    sm_count: int | None
+    clocks_before: dict | None
+    clocks_after: dict | None
+    host: str | None
+    started: float
+    finished: float | None
+    tool_version: str | None
+    params: dict | None
+    timing: dict | None
+
+
 class Store:
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()
@@ -179,6 +225,10 @@ class Store:
             self.db.execute("UPDATE runs SET finished=?, clocks_after=?, timing=? WHERE id=?",
                             (time.time(), json.dumps(clocks), json.dumps(timing), run_id))
 
+    def set_timing(self, run_id: int, timing: dict) -> None:
+        with self.tx():
+            self.db.execute("UPDATE runs SET timing=? WHERE id=?", (json.dumps(timing), run_id))
+
     def unfinished_run(self, suite: str, gpu_uuid: str) -> int | None:
         row = self.db.execute(
             "SELECT id FROM runs WHERE suite=? AND gpu_uuid=? AND finished IS NULL ORDER BY id DESC LIMIT 1",
@@ -216,7 +266,7 @@ class Store:
 
     # --- reading
     def results(self, run_id: int | None = None, variant_like: str | None = None,
-                measure: str | None = None) -> list[dict]:
+                measure: str | None = None) -> list[StoredResult]:
         q = ("SELECT r.*, u.gpu_name, u.gpu_uuid FROM results r JOIN runs u ON u.id = r.run_id WHERE 1=1")
         args: list = []
         if run_id is not None:
@@ -235,7 +285,7 @@ class Store:
             for k in ("params", "fit", "samples", "flags", "sass"):
                 if d.get(k) is not None:
                     d[k] = self._loads(d[k], f"result {d.get('id')}")
-            out.append(d)
+            out.append(StoredResult(**d))
         return out
 
     def set_meta(self, key: str, value) -> None:
@@ -247,7 +297,7 @@ class Store:
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return self._loads(row["value"], f"meta {key}") if row else default
 
-    def run(self, run_id: int) -> dict:
+    def run(self, run_id: int) -> RunRecord:
         row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"{self.path}: no run {run_id}")
@@ -255,7 +305,7 @@ class Store:
         for k in ("clocks_before", "clocks_after", "params", "timing"):
             if d.get(k):
                 d[k] = self._loads(d[k], f"run {run_id}")
-        return d
+        return RunRecord(**d)
 
     def latest_run(self, suite: str, gpu_uuid: str | None = None) -> int | None:
         q, args = "SELECT id FROM runs WHERE suite=?", [suite]

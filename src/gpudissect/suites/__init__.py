@@ -1,0 +1,39 @@
+"""The suites: one folder each (kernels, checks, measurement, analysis, figures), each package
+exposing ``SUITE`` (the contract of ``bench/contract.py``). Adding a suite is a new folder and
+one line here; the command line and the report find suites only through this registry."""
+
+from __future__ import annotations
+
+import importlib
+
+from gpudissect.bench.contract import SuiteBase, SuiteInputError
+
+SUITES: dict[str, str] = {
+    "instructions": "gpudissect.suites.instructions",
+    "memory": "gpudissect.suites.memory",
+    "tensor": "gpudissect.suites.tensor",
+    "behaviour": "gpudissect.suites.behaviour",
+}
+
+
+class UnknownSuite(SuiteInputError):
+    def __init__(self, name: str):
+        super().__init__(f"unknown suite '{name}' (available: {', '.join(SUITES)})")
+
+
+def get_suite(name: str) -> SuiteBase:
+    if name not in SUITES:
+        raise UnknownSuite(name)
+    return importlib.import_module(SUITES[name]).SUITE
+
+
+def suite_module(name: str, part: str):
+    """A suite's own module ``part`` (``figures``, ``view``), or None when it has none."""
+    if name not in SUITES:
+        return None
+    try:
+        return importlib.import_module(f"{SUITES[name]}.{part}")
+    except ModuleNotFoundError as e:
+        if e.name == f"{SUITES[name]}.{part}":
+            return None
+        raise

@@ -1,7 +1,9 @@
-"""Analysis of the behaviour probes (pure functions over traces; no GPU).
+"""Analysis of the behaviour probes (pure functions over traces; no GPU), the occupancy rules
+they are compared with, and the suite's summary.
 
 Each function takes the raw traces a probe recorded and returns a dict with a ``policy`` /
 ``conclusion`` string and the numbers behind it. Thresholds are module constants.
+:func:`summarize` runs them again on a run's stored traces and states the conclusions.
 """
 
 from __future__ import annotations
@@ -9,12 +11,18 @@ from __future__ import annotations
 import math
 import tomllib
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect import DATA_DIR
+from gpudissect.suites.behaviour.kernels import SEGMENTS
+from gpudissect.target import TargetError
 
-DATA = DATA_DIR
+if TYPE_CHECKING:
+    from gpudissect.store.db import Store
+    from gpudissect.target import Target
+
 BREADTH_FIRST = 0.95  # share of the first nsm blocks on distinct SMs
 COMPETE = 0.7  # pipes: share of the shorter solo time that a pair adds (1: fully serial)
 INDEPENDENT = 0.3
@@ -23,12 +31,17 @@ SLOWDOWN = 1.3  # schedulers: a pair slowed by this factor shares a scheduler
 
 
 # ----------------------------------------------------------------- occupancy rules
+def occupancy_rules(target: Target) -> dict:
+    """The CUDA occupancy rules of the target's architecture (the data file its facts name)."""
+    return _rules(target.data_file("occupancy"), target.base)
+
+
 @cache
-def occupancy_rules(arch: str = "sm_90") -> dict:
-    path = DATA / f"occupancy_{arch.replace('_', '')}.toml"
-    if not path.exists():
-        raise FileNotFoundError(f"no occupancy rules for {arch} ({path.name})")
-    return tomllib.loads(path.read_text())[arch]
+def _rules(path: Path, arch: str) -> dict:
+    table = tomllib.loads(path.read_text())
+    if arch not in table:
+        raise TargetError(f"no occupancy rules for {arch} in {path.name}")
+    return table[arch]
 
 
 def _round_up(x: int, unit: int) -> int:
@@ -307,3 +320,95 @@ def pipe_pairs(solo: dict[str, dict], pairs: dict[tuple[str, str], dict], schedu
 
 def finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
+
+
+# ----------------------------------------------------------------- summary
+def summarize(store: Store, run_id: int) -> dict:
+    """The suite's conclusions, with the numbers behind them, from the run's stored results."""
+    rs = store.results(run_id)
+    out: dict = {"conclusions": [], "dispatch": {}, "scheduler": {}, "pipes": {}, "occupancy": {}}
+    C = out["conclusions"]
+    disp = [r for r in rs if r["measure"] == "dispatch" and r["value"] is not None]
+    for r in disp:  # the analysis runs again on the stored raw traces
+        sm = r["samples"]
+        d = r["fit"]["dispatch"] = dispatch(np.array(sm["lin"]), np.array(sm["smid"]),
+                                            np.array(sm["g0_ns"]), np.array(sm["g1_ns"]),
+                                            r["fit"]["nsmid"])
+        out["dispatch"][r["variant"]] = {**d, "blocks_per_sm": r["value"],
+                                         "predicted_blocks_per_sm": r["fit"]["predicted"]["blocks"],
+                                         "params": r["params"]}
+    if disp:
+        main = next((r for r in disp if r["variant"] == "dispatch:1d-1perSM"), disp[0])
+        d = main["fit"]["dispatch"]
+        C.append(f"dispatch ({main['variant']}, {d['blocks']} blocks): {d['policy']}; first SMs in block "
+                 f"order {d['first_sms'][:24]}...; consecutive blocks on one TPC (smid//2) "
+                 f"{100 * d['consecutive_same_tpc']:.0f}%; step between consecutive TPCs visited: "
+                 f"{d['tpc_steps_top']} (step in TPCs: count)")
+        for r in disp:
+            d = r["fit"]["dispatch"]
+            refill = ("" if d["refill_gap_ns_median"] is None else
+                      f"; a freed slot is refilled after {d['refill_gap_ns_median']:.0f} ns median "
+                      f"(p90 {d['refill_gap_ns_p90']:.0f}), blocks take freed slots in the order they "
+                      f"were freed in {100 * d['refill_fifo_agreement']:.0f}% of consecutive blocks")
+            grid_cap = -(-d["blocks"] // r["fit"]["sms_reported"])
+            pred = r["fit"]["predicted"]["blocks"]
+            capped = (f"; the grid ({d['blocks']} blocks) allows at most {grid_cap} per SM: blocks on "
+                      f"{100 * d['distinct_tpc_share_first_half']:.0f}% distinct TPCs among the first "
+                      "half-SM-count blocks, SMs used " + str(sorted(set(r["samples"]["smid"]))))\
+                if grid_cap < pred else ""
+            C.append(f"{r['variant']}: {int(r['value'])} blocks/SM at once (rules: "
+                     f"{pred}{capped}), blocks start in id order: "
+                     f"{'yes' if d['in_order'] else 'no'} ({100 * d['start_inversions']:.1f}% inversions, "
+                     f"timer step {d['timer_resolution_ns']} ns){refill}")
+    occ = [r for r in rs if r["measure"] == "occupancy"]
+    dis = []
+    for r in occ:
+        q = r["params"]
+        pred = (r["fit"] or {}).get("predicted", {})
+        row = {"threads": q["threads"], "regs": q["regs"], "smem": q["smem"],
+               "measured_blocks": r["value"], "predicted_blocks": pred.get("blocks"),
+               "measured_warps": None if r["value"] is None else r["value"] * q["warps_per_block"],
+               "predicted_warps": pred.get("warps"), "limiters": pred.get("limiters"),
+               "flags": r["flags"]}
+        out["occupancy"][r["variant"]] = row
+        if r["value"] is not None and r["value"] != pred.get("blocks"):
+            dis.append(f"{r['variant']} (regs {q['regs']}, smem {q['smem']} B, {q['threads']} threads): "
+                       f"measured {int(r['value'])} blocks/SM, rules {pred.get('blocks')}")
+    if occ:
+        ok = sum(1 for r in occ if r["value"] is not None and r["value"] == r["fit"]["predicted"]["blocks"])
+        C.append(f"occupancy: {ok}/{len(occ)} configurations match the CUDA occupancy rules"
+                 + ("" if not dis else "; disagreements: " + "; ".join(dis)))
+    pairs = next((r for r in rs if r["variant"] == "scheduler:pairs" and r["fit"]), None)
+    if pairs:
+        g = pairs["fit"]["groups"]
+        out["scheduler"]["pairs"] = g
+        C.append(f"schedulers: {g['schedulers']} groups of warps that slow each other "
+                 f"({g['rule'] or 'no simple rule'}); groups {g['groups']}; pair slowdown "
+                 f"{g['slowdown_competing']} (same group) vs {g['slowdown_other']} (different); one warp "
+                 f"alone issues {pairs['fit']['solo_ffma_per_clk']} FFMA/clk")
+    order = next((r for r in rs if r["variant"] == "scheduler:order" and r["fit"]), None)
+    if order:  # the analysis runs again on the stored stamps, with the groups it used
+        o = order["fit"] = issue_order(np.array(order["samples"]["stamps"]),
+                                       [g["warps"] for g in order["fit"]["groups"]])
+        out["scheduler"]["order"] = {k: v for k, v in o.items() if k != "groups"}
+        C.append(f"warp issue order: {o['policy']} (span overlap {o.get('span_overlap_median')}, mean run "
+                 f"of consecutive stamps by one warp {o.get('mean_run_median')} of {SEGMENTS}, finish "
+                 f"order tau {o.get('finish_order_tau')}); %warpid of warps 0..: "
+                 f"{order['samples']['warpid']}")
+    pipes = [r for r in rs if r["measure"] == "pipes" and r["value"] is not None
+             and not any(f.startswith(("sass:", "error:")) for f in r["flags"])]
+    solo = {r["params"]["parts"][0]: {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
+            for r in pipes if len(r["params"]["parts"]) == 1}
+    pr = {tuple(r["params"]["parts"]): {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
+          for r in pipes if len(r["params"]["parts"]) == 2
+          and all(v in solo for v in r["params"]["parts"])}
+    if solo:
+        pp = pipe_pairs(solo, pr)
+        rates = {r["params"]["parts"][0]: r["fit"]["per_variant"][r["params"]["parts"][0]]
+                 for r in pipes if len(r["params"]["parts"]) == 1}
+        out["pipes"] = {**pp, "solo": rates}
+        C.append(f"pipes: groups that compete {pp['groups']}; issue limit "
+                 f"{pp['issue_limit_per_scheduler']} warp-instr/clk per scheduler (max observed, all SASS "
+                 "of the loop, 4 schedulers); " + ", ".join(
+                     f"{k}: {v['verdict']} ({v['share']})" for k, v in pp["pairs"].items()))
+    return out

@@ -1,6 +1,8 @@
 """PTX of the behaviour probes (issue 6): block residency/dispatch, warp scheduling, pipes.
 
-Kernels (one PTX module each; ``probe_module`` joins them under one header):
+Every generator returns a :class:`~gpudissect.kernel.ptx.Kernel` under the module ``header``
+(``kernel.ptx.ptx_header``); the kernels of a probe kind are compiled as one module
+(``kernel.build.build_module``). Kernels:
 
 * ``resid_r{L}(u64 rec, u64 spin, u64 vals)``: every block records, from thread 0,
   ``rec[block*8 + 0..7] = (globaltimer start, globaltimer end, clock64 start, clock64 end,
@@ -14,45 +16,28 @@ Kernels (one PTX module each; ``probe_module`` joins them under one header):
 * ``sched_order(u64 rec)``: every warp runs ``SEGMENTS`` segments of 8 independent FFMAs,
   each followed by a %clock64 read; lane 0 writes the ``SEGMENTS`` stamps, then %warpid.
 * ``pipe_<tag>(u64 in, u64 out, u64 rec, u32 iters)``: catalog variants' chains (the
-  variant's PTX template, as in :mod:`generate.ptx`) interleaved in one loop, timed by
-  two %clock64 reads per warp; lane 0 writes ``rec[w*3 + 0..2] = (start, end, %smid)``.
+  variant's PTX template, with the catalog's operand values) interleaved in one loop, timed
+  by two %clock64 reads per warp; lane 0 writes ``rec[w*3 + 0..2] = (start, end, %smid)``.
+
+The clock reads come from ``kernel.timing``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from gpudissect.catalog.model import Variant
+from gpudissect.catalog.model import LD_TYPE, REG_DECL, REG_PREFIX, Variant, fill
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
-from gpudissect.suites.instructions.template import (
-    LD_TYPE,
-    REG_DECL,
-    REG_PREFIX,
-    GenerationError,
-    substitute,
-)
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.timing import clock_read, timed
 
 REC_WORDS = 8  # u64 per block in resid kernels
 SCHED_CHAINS = 8
 SCHED_UNROLL = 4
 SEGMENTS = 24
 ORDER_FFMA = 8
+# register classes of the catalog (catalog.model.REG_CLASS): declaration, name prefix, load type
 
 
-def header(arch: str, isa: str) -> str:
-    return "\n".join([f".version {isa}", f".target {arch}", ".address_size 64", ""])
-
-
-@dataclass
-class ProbeKernel:
-    name: str
-    entry: str
-    inputs: list[int] = field(default_factory=list)  # u64 slots for an 'in' buffer
-    n_sink: int = 0
-    meta: dict = field(default_factory=dict)
-
-
-def resid_kernel(live: int) -> ProbeKernel:
+def resid_kernel(header: str, live: int) -> Kernel:
     """The residency / dispatch kernel with ``live`` extra live 32-bit values."""
     name = f"resid_r{live}"
     vdecl = [f"  .reg .b32 %v<{max(live, 1)}>;"]
@@ -75,25 +60,25 @@ def resid_kernel(live: int) -> ProbeKernel:
         "  cvta.to.global.u64 %spin, %spin;",
         "  cvta.to.global.u64 %vals, %vals;",
         "  mov.u64 %g0, %globaltimer;",
-        "  mov.u64 %c0, %clock64;",
-        "  mov.u32 %ti, %tid.x;",
-        "  mov.u32 %bx, %ctaid.x;",
-        "  mov.u32 %by, %ctaid.y;",
-        "  mov.u32 %gx, %nctaid.x;",
-        "  mad.lo.u32 %lin, %by, %gx, %bx;",
-        "  setp.eq.u32 %p0, %ti, 0;",
-        "  mul.wide.u32 %off, %lin, 4;",
-        "  add.u64 %spin, %spin, %off;",
-        "  ld.global.u32 %cyc, [%spin];",
-        *loads,
-        "  cvt.u64.u32 %cend, %cyc;",
-        "  add.u64 %cend, %cend, %c0;",
-        "$Lspin:",
-        "  mov.u64 %cnow, %clock64;",
-        "  setp.lt.u64 %pl, %cnow, %cend;",
-        "  @%pl bra $Lspin;",
-        "  bar.sync 0;",
-        "  mov.u64 %c1, %clock64;",
+        *timed([
+            "  mov.u32 %ti, %tid.x;",
+            "  mov.u32 %bx, %ctaid.x;",
+            "  mov.u32 %by, %ctaid.y;",
+            "  mov.u32 %gx, %nctaid.x;",
+            "  mad.lo.u32 %lin, %by, %gx, %bx;",
+            "  setp.eq.u32 %p0, %ti, 0;",
+            "  mul.wide.u32 %off, %lin, 4;",
+            "  add.u64 %spin, %spin, %off;",
+            "  ld.global.u32 %cyc, [%spin];",
+            *loads,
+            "  cvt.u64.u32 %cend, %cyc;",
+            "  add.u64 %cend, %cend, %c0;",
+            "$Lspin:",
+            clock_read("%cnow"),
+            "  setp.lt.u64 %pl, %cnow, %cend;",
+            "  @%pl bra $Lspin;",
+            "  bar.sync 0;",
+        ], "%c0", "%c1"),
         "  mov.u64 %g1, %globaltimer;",
         "  cvt.u32.u64 %cl, %c1;",
         "  mov.u32 %acc, 0;",
@@ -126,21 +111,21 @@ def resid_kernel(live: int) -> ProbeKernel:
         "}",
         "",
     ])
-    return ProbeKernel(name, e, meta={"live": live})
+    return Kernel(name, header, e, meta={"live": live})
 
 
 def _timed_loop(body: list[str]) -> list[str]:
     """``body`` repeated %iters times (never unrolled) between two %clock64 reads (%c0, %c1)."""
-    return ["  mov.u32 %i, 0;", "  mov.u64 %c0, %clock64;", "$Lloop:", '  .pragma "nounroll";', *body,
-            "  add.u32 %i, %i, 1;", "  setp.lt.u32 %pl, %i, %iters;", "  @%pl bra $Lloop;",
-            "  mov.u64 %c1, %clock64;"]
+    return ["  mov.u32 %i, 0;",
+            *timed(["$Lloop:", '  .pragma "nounroll";', *body, "  add.u32 %i, %i, 1;",
+                    "  setp.lt.u32 %pl, %i, %iters;", "  @%pl bra $Lloop;"], "%c0", "%c1")]
 
 
 def _ffma_block(regs: list[str]) -> list[str]:
     return [f"  fma.rn.f32 {r}, {r}, %fa, %fb;" for r in regs]
 
 
-def sched_pair_kernel() -> ProbeKernel:
+def sched_pair_kernel(header: str) -> Kernel:
     chains = [f"%f{i}" for i in range(SCHED_CHAINS)]
     body = []
     for _ in range(SCHED_UNROLL):
@@ -192,15 +177,15 @@ def sched_pair_kernel() -> ProbeKernel:
         "}",
         "",
     ])
-    return ProbeKernel("sched_pair", e, meta={"chains": SCHED_CHAINS, "unroll": SCHED_UNROLL})
+    return Kernel("sched_pair", header, e, meta={"chains": SCHED_CHAINS, "unroll": SCHED_UNROLL})
 
 
-def sched_order_kernel() -> ProbeKernel:
+def sched_order_kernel(header: str) -> Kernel:
     chains = [f"%f{i}" for i in range(ORDER_FFMA)]
     body = []
     for s in range(SEGMENTS):
         body += _ffma_block(chains)
-        body.append(f"  mov.u64 %t{s}, %clock64;")
+        body.append(clock_read(f"%t{s}"))
     stores = [f"  st.global.u64 [%rec+{8 * s}], %t{s};" for s in range(SEGMENTS)]
     sink = [f"  add.f32 %fs, %fs, {r};" for r in chains]
     e = "\n".join([
@@ -240,7 +225,8 @@ def sched_order_kernel() -> ProbeKernel:
         "}",
         "",
     ])
-    return ProbeKernel("sched_order", e, meta={"segments": SEGMENTS, "ffma_per_segment": ORDER_FFMA})
+    return Kernel("sched_order", header, e,
+                  meta={"segments": SEGMENTS, "ffma_per_segment": ORDER_FFMA})
 
 
 def pipe_usable(v: Variant) -> str | None:
@@ -255,7 +241,7 @@ def pipe_usable(v: Variant) -> str | None:
     return None
 
 
-def pipe_kernel(tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> ProbeKernel:
+def pipe_kernel(header: str, tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> Kernel:
     """``parts``: (variant, chains) whose chains run interleaved in one loop of ``unroll``
     steps per iteration (the catalog's PTX template of each variant, its operand values)."""
     lines: list[str] = []
@@ -279,7 +265,7 @@ def pipe_kernel(tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> 
     for v, k in parts:
         why = pipe_usable(v)
         if why:
-            raise GenerationError(f"{v.name}: {why}")
+            raise ValueError(f"{v.name}: {why}")
         c = v.chain_operand
         assert c is not None
         fixed = {}
@@ -299,7 +285,7 @@ def pipe_kernel(tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> 
             m = dict(fixed)
             m[c.name] = r
             m[v.dest.name] = r
-            body.append("  " + substitute(v.ptx, m))
+            body.append("  " + fill(v.ptx, m))
     store = []
     for i, (_v, r, _f) in enumerate(chains):
         cls = next(c for c, p in REG_PREFIX.items() if r.startswith(p) and r[len(p):].isdigit())
@@ -343,13 +329,6 @@ def pipe_kernel(tag: str, parts: list[tuple[Variant, int]], unroll: int = 4) -> 
         "}",
         "",
     ])
-    return ProbeKernel(name, e, inputs=inputs, n_sink=len(chains),
-                       meta={"per_iter": counts, "unroll": unroll,
-                             "parts": [[v.name, k] for v, k in parts]})
-
-
-def probe_module(kernels: list[ProbeKernel], arch: str, isa: str) -> str:
-    names = [k.name for k in kernels]
-    if len(set(names)) != len(names):
-        raise ValueError("kernel names in one module must be unique")
-    return header(arch, isa) + "\n" + "\n".join(k.entry for k in kernels)
+    return Kernel(name, header, e, inputs=inputs, n_sink=len(chains),
+                  meta={"per_iter": counts, "unroll": unroll,
+                        "parts": [[v.name, k] for v, k in parts]})

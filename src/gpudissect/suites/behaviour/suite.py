@@ -5,52 +5,42 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
 * ``dispatch:<config>``: block -> SM assignment for grids of several sizes/shapes and
   occupancy limits (per-block %smid, %globaltimer and %clock64 at start and end);
 * ``occupancy:<axis>=<value>``: blocks resident per SM at once vs registers per thread,
-  shared memory per block and block size, against the CUDA occupancy rules
-  (``data/occupancy_sm90.toml``);
+  shared memory per block and block size, against the CUDA occupancy rules (the data file
+  the target's architecture facts name, ``data/occupancy_sm90.toml`` for sm_90);
 * ``scheduler:pairs`` / ``scheduler:order``: which warps share a scheduler (slowdown of warp
   pairs running FFMA streams together) and the order a scheduler picks ready warps;
 * ``pipes:<a>[+<b>]``: catalog variants alone and in pairs; throughputs that add vs compete
   give the pipe groups and the issue limit per scheduler.
 
-Conclusions, with the numbers behind them: ``store.get_meta(f"summary:{run_id}")``.
+``SUITE`` runs them through the one runner (``bench/runner.py``); the conclusions, with the
+numbers behind them (``analyse.summarize``): ``store.get_meta(f"summary:{run_id}")``.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
 
-from gpudissect import __version__
-from gpudissect.catalog.model import load_catalog
-from gpudissect.kernel.region import find_region
-from gpudissect.kernel.sass import parse_sass
-from gpudissect.kernel.toolchain import (
-    compile_ptx,
-    disassemble,
-    resource_usage,
-    sha256,
-    tool_version,
-)
-from gpudissect.store.db import Result, Store
+from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.catalog.model import Catalog, load_catalog
+from gpudissect.device.device import Buf, Device
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour.kernels import (
     REC_WORDS,
     SEGMENTS,
-    ProbeKernel,
     pipe_kernel,
-    probe_module,
     resid_kernel,
     sched_order_kernel,
     sched_pair_kernel,
 )
-from gpudissect.suites.instructions.template import ptx_isa_for
 
-SUITE = "behaviour"
 PIPE_VARIANTS = ("fma.rn.f32", "mad.lo.u32", "lop3.b32", "min.s32", "prmt.b32", "fma.rn.f64",
                  "ex2.approx.ftz.f32", "popc.b32")
 QUICK_PIPES = ("fma.rn.f32", "mad.lo.u32", "fma.rn.f64", "ex2.approx.ftz.f32")
@@ -65,6 +55,8 @@ SMEM_KIB = (1, 8, 16, 24, 32, 48, 64, 76, 100, 113, 150, 227)
 THREADS = (32, 64, 96, 256, 512, 1024)
 SPIN_OCC = (100_000, 150_000)  # SM cycles each block spins (uniform range)
 SPIN_DISPATCH = (20_000, 60_000)
+# the kernels of a probe kind compile as one module; the resid kernels have no timed region
+MODULE = {"dispatch": "resid", "occupancy": "resid", "scheduler": "sched", "pipes": "pipes"}
 
 
 @dataclass
@@ -72,31 +64,37 @@ class Probe:
     name: str
     kind: str  # dispatch | occupancy | scheduler | pipes
     params: dict = field(default_factory=dict)
+    kernel: str = ""  # the kernel it launches
 
 
-def plan(nsm: int, quick: bool) -> list[Probe]:
+def _resid(name: str, kind: str, params: dict) -> Probe:
+    return Probe(name, kind, params, f"resid_r{params['live']}")
+
+
+def all_probes(nsm: int, quick: bool) -> list[Probe]:
+    """Every probe, in run order (the pipe probes' kernels are named by :func:`with_pipe_solos`)."""
     ps: list[Probe] = []
-    ps.append(Probe("dispatch:1d-1perSM", "dispatch", {"grid": [3 * nsm + nsm // 2, 1], "threads": 128,
-                                                        "smem": 200 * 1024, "live": 0}))
-    ps.append(Probe("dispatch:1d-free", "dispatch", {"grid": [nsm * 16, 1], "threads": 256, "smem": 0,
-                                                     "live": 0}))
-    ps.append(Probe("dispatch:2d", "dispatch", {"grid": [16, max(1, nsm // 4)], "threads": 128,
-                                                "smem": 100 * 1024, "live": 0}))
-    ps.append(Probe("dispatch:small", "dispatch", {"grid": [max(1, nsm // 2), 1], "threads": 128,
-                                                   "smem": 0, "live": 0}))
-    ps.append(Probe("dispatch:regs", "dispatch", {"grid": [4 * nsm, 1], "threads": 128, "smem": 0,
-                                                  "live": 180}))
+    ps.append(_resid("dispatch:1d-1perSM", "dispatch", {"grid": [3 * nsm + nsm // 2, 1], "threads": 128,
+                                                         "smem": 200 * 1024, "live": 0}))
+    ps.append(_resid("dispatch:1d-free", "dispatch", {"grid": [nsm * 16, 1], "threads": 256, "smem": 0,
+                                                      "live": 0}))
+    ps.append(_resid("dispatch:2d", "dispatch", {"grid": [16, max(1, nsm // 4)], "threads": 128,
+                                                 "smem": 100 * 1024, "live": 0}))
+    ps.append(_resid("dispatch:small", "dispatch", {"grid": [max(1, nsm // 2), 1], "threads": 128,
+                                                    "smem": 0, "live": 0}))
+    ps.append(_resid("dispatch:regs", "dispatch", {"grid": [4 * nsm, 1], "threads": 128, "smem": 0,
+                                                   "live": 180}))
     live = LIVE[::3] if quick else LIVE
     smem = SMEM_KIB[::3] if quick else SMEM_KIB
     thr = THREADS[::2] if quick else THREADS
     for n in live:
-        ps.append(Probe(f"occupancy:live={n}", "occupancy", {"threads": 128, "smem": 0, "live": n}))
+        ps.append(_resid(f"occupancy:live={n}", "occupancy", {"threads": 128, "smem": 0, "live": n}))
     for k in smem:
-        ps.append(Probe(f"occupancy:smem={k}KiB", "occupancy", {"threads": 128, "smem": k * 1024, "live": 0}))
+        ps.append(_resid(f"occupancy:smem={k}KiB", "occupancy", {"threads": 128, "smem": k * 1024, "live": 0}))
     for t in thr:
-        ps.append(Probe(f"occupancy:threads={t}", "occupancy", {"threads": t, "smem": 0, "live": 0}))
-    ps.append(Probe("scheduler:pairs", "scheduler", {"warps": SCHED_WARPS, "iters": SCHED_ITERS}))
-    ps.append(Probe("scheduler:order", "scheduler", {"warps": ORDER_WARPS}))
+        ps.append(_resid(f"occupancy:threads={t}", "occupancy", {"threads": t, "smem": 0, "live": 0}))
+    ps.append(Probe("scheduler:pairs", "scheduler", {"warps": SCHED_WARPS, "iters": SCHED_ITERS}, "sched_pair"))
+    ps.append(Probe("scheduler:order", "scheduler", {"warps": ORDER_WARPS}, "sched_order"))
     vs = QUICK_PIPES if quick else PIPE_VARIANTS
     for v in vs:
         ps.append(Probe(f"pipes:{v}", "pipes", {"parts": [v]}))
@@ -117,41 +115,44 @@ def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
                 break
     if not out:
         kinds = sorted({p.kind for p in probes})
-        raise ValueError(f"no behaviour probe matches {patterns} (kinds: {', '.join(kinds)}; "
-                         "or names like 'occupancy:smem=*')")
+        raise SuiteInputError(f"no behaviour probe matches {patterns} (kinds: {', '.join(kinds)}; "
+                              "or names like 'occupancy:smem=*')")
     return out
 
 
-# ----------------------------------------------------------------- building
-@dataclass
-class Module:
-    cubin: bytes
-    ptx: str
-    sass: str
-    regs: dict[str, int]
-    regions: dict[str, list]  # kernel -> SASS instructions between the clock reads
+def with_pipe_solos(probes: list[Probe]) -> list[Probe]:
+    """Name the pipe kernels (``pipe_s<i>``: one per variant, ``pipe_p<i>``: one per pair) and
+    add the solo probe of every variant of a selected pair (the comparison needs it)."""
+    pipes = [p for p in probes if p.kind == "pipes"]
+    needed = sorted({v for p in pipes for v in p.params["parts"]})
+    solo = {v: f"pipe_s{i}" for i, v in enumerate(needed)}
+    tag = len(needed)
+    for p in pipes:
+        if len(p.params["parts"]) == 1:
+            p.kernel = solo[p.params["parts"][0]]
+        else:
+            p.kernel = f"pipe_p{tag}"
+            tag += 1
+    names = {p.name for p in probes}
+    return probes + [Probe(f"pipes:{v}", "pipes", {"parts": [v]}, solo[v]) for v in needed
+                     if f"pipes:{v}" not in names]
 
 
-def build(kernels: list[ProbeKernel], arch: str) -> Module:
-    ptx = probe_module(kernels, arch, ptx_isa_for(tool_version("ptxas")))
-    cub = compile_ptx(ptx, arch=arch, opt=3).cubin
-    text = disassemble(cub)
-    funcs = parse_sass(text)
-    regions = {}
-    for k in kernels:
-        f = funcs.get(k.name)
-        if f is None:
-            continue
-        try:
-            regions[k.name] = find_region(f.instrs)
-        except Exception:
-            regions[k.name] = []
-    regs = {k: v.get("REG", 0) for k, v in resource_usage(cub).items()}
-    return Module(cub, ptx, text, regs, regions)
+def probe_kernel(p: Probe, header: str, cat: Catalog) -> Kernel:
+    """The kernel ``p`` launches, under the module ``header``."""
+    if p.kind in ("dispatch", "occupancy"):
+        return resid_kernel(header, p.params["live"])
+    if p.kind == "scheduler":
+        return sched_pair_kernel(header) if p.kernel == "sched_pair" else sched_order_kernel(header)
+    return pipe_kernel(header, p.kernel.removeprefix("pipe_"),
+                       [(cat.get(v), PIPE_CHAINS) for v in p.params["parts"]])
 
 
-def _texts(m: Module) -> dict[str, tuple[str, str]]:
-    return {sha256(m.ptx): ("ptx", m.ptx), sha256(m.sass): ("sass", m.sass)}
+def main_op(built: Built | Exception) -> str:
+    """The SASS opcode of a variant's solo pipe kernel (the variant's 16 per iteration dominate
+    its timed loop)."""
+    ops = Counter(i.opcode for i in built.region) if isinstance(built, Built) else Counter()
+    return ops.most_common(1)[0][0] if ops else "?"
 
 
 # ----------------------------------------------------------------- running
@@ -160,14 +161,12 @@ def _spins(n: int, rng_range: tuple[int, int], seed: int) -> np.ndarray:
     return rng.integers(rng_range[0], rng_range[1], size=n, dtype=np.uint32)
 
 
-def _resid_launch(dev, m: Module, live: int, grid: list[int], threads: int, smem: int,
+def _resid_launch(dev: Device, built: Built, grid: list[int], threads: int, smem: int,
                   spin_range: tuple[int, int], seed: int) -> dict:
-    from gpudissect.device.device import Buf
-
     n = grid[0] * grid[1]
     spins = _spins(n, spin_range, seed)
     vals = (np.arange(4096, dtype=np.uint32) * 2654435761 + 12345).astype(np.uint32)
-    run = dev.launch(m.cubin, f"resid_r{live}", (grid[0], grid[1], 1), threads,
+    run = dev.launch(built.cubin, built.name, (grid[0], grid[1], 1), threads,
                      [Buf("rec", nbytes=n * REC_WORDS * 8, read=True, dtype="u8", zero=True),
                       Buf("spin", data=spins), Buf("vals", data=vals)], smem=smem)
     rec = run.outputs["rec"].reshape(-1, REC_WORDS)[:n]
@@ -184,11 +183,11 @@ def _trace_ok(t: dict) -> str | None:
     return None
 
 
-def run_dispatch(dev, p: Probe, m: Module, nsm: int, rules: dict) -> Result:
+def run_dispatch(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
     q = p.params
-    t = _resid_launch(dev, m, q["live"], q["grid"], q["threads"], q["smem"], SPIN_DISPATCH, seed=1)
+    t = _resid_launch(dev, built, q["grid"], q["threads"], q["smem"], SPIN_DISPATCH, seed=1)
     bad = _trace_ok(t)
-    regs = m.regs.get(f"resid_r{q['live']}", 0)
+    regs = built.regs
     pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
     if bad:
         return Result(p.name, "dispatch", None, "blocks/SM", "-", params={**q, "regs": regs}, flags=[f"error: {bad}"])
@@ -208,16 +207,15 @@ def run_dispatch(dev, p: Probe, m: Module, nsm: int, rules: dict) -> Result:
                   params={**q, "regs": regs}, fit=fit, samples=samples, cls="behaviour")
 
 
-def run_occupancy(dev, p: Probe, m: Module, nsm: int, rules: dict) -> Result:
+def run_occupancy(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
     q = p.params
-    kname = f"resid_r{q['live']}"
-    regs = m.regs.get(kname, 0)
+    regs = built.regs
     pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
     per_sm_max = min(rules["max_blocks_per_sm"], rules["max_threads_per_sm"] // q["threads"])
     grid = [nsm * max(per_sm_max, 1) * 2, 1]
     params = {**q, "regs": regs, "grid": grid, "warps_per_block": -(-q["threads"] // 32)}
     try:
-        t = _resid_launch(dev, m, q["live"], grid, q["threads"], q["smem"], SPIN_OCC, seed=2)
+        t = _resid_launch(dev, built, grid, q["threads"], q["smem"], SPIN_OCC, seed=2)
     except Exception as e:  # a launch the rules forbid fails: that is a measurement too
         return Result(p.name, "occupancy", 0.0 if pred["blocks"] == 0 else None, "blocks/SM",
                       "launch failed", params=params, fit={"predicted": pred},
@@ -240,15 +238,13 @@ def run_occupancy(dev, p: Probe, m: Module, nsm: int, rules: dict) -> Result:
                   params=params, fit=fit, samples=samples, flags=flags, cls="behaviour")
 
 
-def run_sched_pairs(dev, p: Probe, m: Module, reps: int = 3) -> Result:
-    from gpudissect.device.device import Buf
-
+def run_sched_pairs(dev: Device, p: Probe, built: Built, reps: int = 3) -> Result:
     W, iters = p.params["warps"], p.params["iters"]
 
     def once(mask: int) -> dict[int, int]:
         ts = []
         for _ in range(reps):
-            r = dev.launch(m.cubin, "sched_pair", 1, W * 32,
+            r = dev.launch(built.cubin, built.name, 1, W * 32,
                            [Buf("srec", nbytes=W * 32, read=True, dtype="u8", zero=True),
                             np.uint32(mask), np.uint32(iters)])
             rec = r.outputs["srec"].reshape(-1, 4)[:W]
@@ -262,8 +258,7 @@ def run_sched_pairs(dev, p: Probe, m: Module, reps: int = 3) -> Result:
         pair_t[f"{a},{b}"] = [t[a], t[b]]
         slow[(a, b)] = max(t[a] / solo[a], t[b] / solo[b])
     g = an.scheduler_groups(W, slow)
-    region = m.regions.get("sched_pair", [])
-    ffma = sum(1 for i in region if i.opcode == "FFMA")
+    ffma = sum(1 for i in built.region if i.opcode == "FFMA")
     fit = {"groups": g, "solo_cycles": solo, "ffma_in_loop": ffma,
            "solo_ffma_per_clk": round(ffma * iters / float(np.median(list(solo.values()))), 3)}
     return Result(p.name, "scheduler", float(g["schedulers"]), "schedulers",
@@ -275,11 +270,9 @@ def run_sched_pairs(dev, p: Probe, m: Module, reps: int = 3) -> Result:
                   flags=[] if ffma else ["sass: no FFMA in the timed loop"], cls="behaviour")
 
 
-def run_sched_order(dev, p: Probe, m: Module, groups: list[list[int]] | None) -> Result:
-    from gpudissect.device.device import Buf
-
+def run_sched_order(dev: Device, p: Probe, built: Built, groups: list[list[int]] | None) -> Result:
     W = p.params["warps"]
-    r = dev.launch(m.cubin, "sched_order", 1, W * 32,
+    r = dev.launch(built.cubin, built.name, 1, W * 32,
                    [Buf("orec", nbytes=W * (SEGMENTS + 1) * 8, read=True, dtype="u8", zero=True)])
     rec = r.outputs["orec"].reshape(-1, SEGMENTS + 1)[:W]
     stamps = rec[:, :SEGMENTS].astype(np.int64)
@@ -302,22 +295,19 @@ def run_sched_order(dev, p: Probe, m: Module, groups: list[list[int]] | None) ->
                   flags=flags, cls="behaviour")
 
 
-def run_pipe(dev, p: Probe, m: Module, kname: str, kern: ProbeKernel, main_ops: dict[str, str],
-             reps: int = 3) -> Result:
-    from gpudissect.device.device import Buf
-
+def run_pipe(dev: Device, p: Probe, built: Built, main_ops: dict[str, str], reps: int = 3) -> Result:
     W = PIPE_WARPS
-    ins = np.array(kern.inputs or [0], dtype=np.uint64)
+    ins = np.array(built.kernel.inputs or [0], dtype=np.uint64)
     spans = []
     for _ in range(reps):
-        r = dev.launch(m.cubin, kname, 1, W * 32,
-                       [Buf("pin", data=ins), Buf("pout", nbytes=W * 32 * 8 * max(kern.n_sink, 1)),
+        r = dev.launch(built.cubin, built.name, 1, W * 32,
+                       [Buf("pin", data=ins), Buf("pout", nbytes=W * 32 * 8 * max(built.kernel.n_sink, 1)),
                         Buf("prec", nbytes=W * 24, read=True, dtype="u8", zero=True),
                         np.uint32(PIPE_ITERS)])
         rec = r.outputs["prec"].reshape(-1, 3)[:W].astype(np.int64)
         spans.append(int(rec[:, 1].max() - rec[:, 0].min()))
     cyc = float(np.median(spans))
-    region = m.regions.get(kname, [])
+    region = built.region
     comp = Counter(i.full for i in region)
     ops = Counter(i.opcode for i in region)
     # the loop's instructions (a constant load ptxas hoists before the loop label is not)
@@ -339,175 +329,73 @@ def run_pipe(dev, p: Probe, m: Module, kname: str, kern: ProbeKernel, main_ops: 
                   samples={"spans": spans}, flags=flags, cls="behaviour")
 
 
-# ----------------------------------------------------------------- summary
-def summarize(store: Store, run_id: int) -> dict:
-    rs = store.results(run_id)
-    out: dict = {"conclusions": [], "dispatch": {}, "scheduler": {}, "pipes": {}, "occupancy": {}}
-    C = out["conclusions"]
-    disp = [r for r in rs if r["measure"] == "dispatch" and r["value"] is not None]
-    for r in disp:  # the analysis runs again on the stored raw traces
-        sm = r["samples"]
-        d = r["fit"]["dispatch"] = an.dispatch(np.array(sm["lin"]), np.array(sm["smid"]),
-                                               np.array(sm["g0_ns"]), np.array(sm["g1_ns"]),
-                                               r["fit"]["nsmid"])
-        out["dispatch"][r["variant"]] = {**d, "blocks_per_sm": r["value"],
-                                         "predicted_blocks_per_sm": r["fit"]["predicted"]["blocks"],
-                                         "params": r["params"]}
-    if disp:
-        main = next((r for r in disp if r["variant"] == "dispatch:1d-1perSM"), disp[0])
-        d = main["fit"]["dispatch"]
-        C.append(f"dispatch ({main['variant']}, {d['blocks']} blocks): {d['policy']}; first SMs in block "
-                 f"order {d['first_sms'][:24]}...; consecutive blocks on one TPC (smid//2) "
-                 f"{100 * d['consecutive_same_tpc']:.0f}%; step between consecutive TPCs visited: "
-                 f"{d['tpc_steps_top']} (step in TPCs: count)")
-        for r in disp:
-            d = r["fit"]["dispatch"]
-            refill = ("" if d["refill_gap_ns_median"] is None else
-                      f"; a freed slot is refilled after {d['refill_gap_ns_median']:.0f} ns median "
-                      f"(p90 {d['refill_gap_ns_p90']:.0f}), blocks take freed slots in the order they "
-                      f"were freed in {100 * d['refill_fifo_agreement']:.0f}% of consecutive blocks")
-            grid_cap = -(-d["blocks"] // r["fit"]["sms_reported"])
-            pred = r["fit"]["predicted"]["blocks"]
-            capped = (f"; the grid ({d['blocks']} blocks) allows at most {grid_cap} per SM: blocks on "
-                      f"{100 * d['distinct_tpc_share_first_half']:.0f}% distinct TPCs among the first "
-                      "half-SM-count blocks, SMs used " + str(sorted(set(r["samples"]["smid"]))))\
-                if grid_cap < pred else ""
-            C.append(f"{r['variant']}: {int(r['value'])} blocks/SM at once (rules: "
-                     f"{pred}{capped}), blocks start in id order: "
-                     f"{'yes' if d['in_order'] else 'no'} ({100 * d['start_inversions']:.1f}% inversions, "
-                     f"timer step {d['timer_resolution_ns']} ns){refill}")
-    occ = [r for r in rs if r["measure"] == "occupancy"]
-    dis = []
-    for r in occ:
-        q = r["params"]
-        pred = (r["fit"] or {}).get("predicted", {})
-        row = {"threads": q["threads"], "regs": q["regs"], "smem": q["smem"],
-               "measured_blocks": r["value"], "predicted_blocks": pred.get("blocks"),
-               "measured_warps": None if r["value"] is None else r["value"] * q["warps_per_block"],
-               "predicted_warps": pred.get("warps"), "limiters": pred.get("limiters"),
-               "flags": r["flags"]}
-        out["occupancy"][r["variant"]] = row
-        if r["value"] is not None and r["value"] != pred.get("blocks"):
-            dis.append(f"{r['variant']} (regs {q['regs']}, smem {q['smem']} B, {q['threads']} threads): "
-                       f"measured {int(r['value'])} blocks/SM, rules {pred.get('blocks')}")
-    if occ:
-        ok = sum(1 for r in occ if r["value"] is not None and r["value"] == r["fit"]["predicted"]["blocks"])
-        C.append(f"occupancy: {ok}/{len(occ)} configurations match the CUDA occupancy rules"
-                 + ("" if not dis else "; disagreements: " + "; ".join(dis)))
-    pairs = next((r for r in rs if r["variant"] == "scheduler:pairs" and r["fit"]), None)
-    if pairs:
-        g = pairs["fit"]["groups"]
-        out["scheduler"]["pairs"] = g
-        C.append(f"schedulers: {g['schedulers']} groups of warps that slow each other "
-                 f"({g['rule'] or 'no simple rule'}); groups {g['groups']}; pair slowdown "
-                 f"{g['slowdown_competing']} (same group) vs {g['slowdown_other']} (different); one warp "
-                 f"alone issues {pairs['fit']['solo_ffma_per_clk']} FFMA/clk")
-    order = next((r for r in rs if r["variant"] == "scheduler:order" and r["fit"]), None)
-    if order:  # the analysis runs again on the stored stamps, with the groups it used
-        o = order["fit"] = an.issue_order(np.array(order["samples"]["stamps"]),
-                                          [g["warps"] for g in order["fit"]["groups"]])
-        out["scheduler"]["order"] = {k: v for k, v in o.items() if k != "groups"}
-        C.append(f"warp issue order: {o['policy']} (span overlap {o.get('span_overlap_median')}, mean run "
-                 f"of consecutive stamps by one warp {o.get('mean_run_median')} of {SEGMENTS}, finish "
-                 f"order tau {o.get('finish_order_tau')}); %warpid of warps 0..: "
-                 f"{order['samples']['warpid']}")
-    pipes = [r for r in rs if r["measure"] == "pipes" and r["value"] is not None
-             and not any(f.startswith(("sass:", "error:")) for f in r["flags"])]
-    solo = {r["params"]["parts"][0]: {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
-            for r in pipes if len(r["params"]["parts"]) == 1}
-    pr = {tuple(r["params"]["parts"]): {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
-          for r in pipes if len(r["params"]["parts"]) == 2
-          and all(v in solo for v in r["params"]["parts"])}
-    if solo:
-        pp = an.pipe_pairs(solo, pr)
-        rates = {r["params"]["parts"][0]: r["fit"]["per_variant"][r["params"]["parts"][0]]
-                 for r in pipes if len(r["params"]["parts"]) == 1}
-        out["pipes"] = {**pp, "solo": rates}
-        C.append(f"pipes: groups that compete {pp['groups']}; issue limit "
-                 f"{pp['issue_limit_per_scheduler']} warp-instr/clk per scheduler (max observed, all SASS "
-                 "of the loop, 4 schedulers); " + ", ".join(
-                     f"{k}: {v['verdict']} ({v['share']})" for k, v in pp["pairs"].items()))
-    return out
+# ----------------------------------------------------------------- the suite
+def pair_groups(ctx: Context) -> list[list[int]] | None:
+    """The scheduler groups found by this run's scheduler:pairs probe (it runs first)."""
+    r = next((r for r in ctx.store.results(ctx.run_id) if r["variant"] == "scheduler:pairs" and r["fit"]),
+             None)
+    return r["fit"]["groups"]["groups"] if r else None
 
 
-# ----------------------------------------------------------------- entry point
-def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str, quick: bool = False,
-              resume: bool = True, jobs: int = 1, progress=None) -> tuple[int, dict]:
-    nsm = dev.info.sm_count
-    probes = select(plan(nsm, quick), patterns)
-    rules = an.occupancy_rules(arch)
-    toolkit = f"ptxas {tool_version('ptxas')}"
-    run_id = store.unfinished_run(SUITE, dev.info.uuid) if resume else None
-    if run_id is None:
-        run_id = store.start_run(SUITE, dev.info, toolkit, arch, dev.clocks(),
-                                 {"probes": [p.name for p in probes], "quick": quick}, __version__)
-    done = store.done_items(run_id)
-    timing = {"compile_s": 0.0, "gpu_s": 0.0}
-    t = time.perf_counter()
-    cat = load_catalog()
-    lives = sorted({p.params["live"] for p in probes if p.kind in ("dispatch", "occupancy")})
-    resid = build([resid_kernel(n) for n in lives], arch) if lives else None
-    sched = build([sched_pair_kernel(), sched_order_kernel()], arch) if any(
-        p.kind == "scheduler" for p in probes) else None
-    pipe_probes = [p for p in probes if p.kind == "pipes"]
-    pk: dict[str, tuple[str, ProbeKernel]] = {}
-    pipes_mod = None
-    main_ops: dict[str, str] = {}
-    if pipe_probes:
-        needed = sorted({v for p in pipe_probes for v in p.params["parts"]})
-        for v in needed:  # a pair needs its solos, for the comparison
-            pk[v] = (f"pipe_s{len(pk)}", pipe_kernel(f"s{len(pk)}", [(cat.get(v), PIPE_CHAINS)]))
-        for p in pipe_probes:
-            if len(p.params["parts"]) == 2:
-                tag = f"p{len(pk)}"
-                pk[p.name] = (f"pipe_{tag}", pipe_kernel(tag, [(cat.get(v), PIPE_CHAINS)
-                                                              for v in p.params["parts"]]))
-        pipes_mod = build([k for _n, k in pk.values()], arch)
-        for v in needed:
-            region = pipes_mod.regions.get(pk[v][0], [])
-            ops = Counter(i.opcode for i in region)  # the variant's 16 per iteration dominate
-            main_ops[v] = ops.most_common(1)[0][0] if ops else "?"
-        # solos of pairs run too (the comparison needs them)
-        names = {p.name for p in probes}
-        for v in needed:
-            if f"pipes:{v}" not in names:
-                probes.append(Probe(f"pipes:{v}", "pipes", {"parts": [v]}))
-    timing["compile_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    total = len(probes)
-    groups = None
-    prev = next((r for r in store.results(run_id) if r["variant"] == "scheduler:pairs" and r["fit"]), None)
-    if prev:
-        groups = prev["fit"]["groups"]["groups"]
-    for i, p in enumerate(sorted(probes, key=lambda p: p.name != "scheduler:pairs")):
-        if progress:
-            progress(p.name, i, total)
-        if p.name in done:
-            continue
-        mod = {"dispatch": resid, "occupancy": resid, "scheduler": sched, "pipes": pipes_mod}[p.kind]
-        try:
-            if p.kind == "dispatch":
-                r = run_dispatch(dev, p, mod, nsm, rules)
-            elif p.kind == "occupancy":
-                r = run_occupancy(dev, p, mod, nsm, rules)
-            elif p.name == "scheduler:pairs":
-                r = run_sched_pairs(dev, p, mod)
-                groups = r.fit["groups"]["groups"] if r.fit else None
-            elif p.name == "scheduler:order":
-                r = run_sched_order(dev, p, mod, groups)
-            else:
-                key = p.params["parts"][0] if len(p.params["parts"]) == 1 else p.name
-                kname, kern = pk[key]
-                r = run_pipe(dev, p, mod, kname, kern, main_ops)
-        except Exception as e:  # one probe never takes the suite down
-            r = Result(p.name, p.kind, None, "-", "-", params=p.params,
-                       flags=[f"error: {type(e).__name__}: {e}"], cls="behaviour")
-        if mod is not None:
-            r.ptx_hash, r.sass_hash = sha256(mod.ptx), sha256(mod.sass)
-        store.save(run_id, p.name, [r], _texts(mod) if mod is not None else None)
-    timing["gpu_s"] = time.perf_counter() - t
-    if progress:
-        progress("summary", total, total)
-    store.set_meta(f"summary:{run_id}", summarize(store, run_id))
-    store.finish_run(run_id, dev.clocks(), timing)
-    return run_id, timing
+class BehaviourSuite(SuiteBase):
+    name = "behaviour"
+    description = "block dispatch and residency, occupancy, warp scheduling and pipes, by experiment"
+
+    def validate(self, patterns: list[str] | None, options: dict) -> None:
+        select(all_probes(1, quick=False), patterns)
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
+        probes = select(all_probes(ctx.sm_count, ctx.quick), patterns)
+        params = {"probes": [p.name for p in probes], "quick": ctx.quick}
+        probes = with_pipe_solos(probes)
+        ctx.state["rules"] = an.occupancy_rules(ctx.target)
+        ctx.state["probes"] = {p.name: p for p in probes}
+        items = [Item(p.name, p) for p in sorted(probes, key=lambda p: p.name != "scheduler:pairs")]
+        return Plan(items, params)
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        """Build the kernels of ``items`` (one module per probe kind), and the solo pipe kernel
+        of each variant they time: its main SASS opcode is what a pair's verdict counts."""
+        probes: list[Probe] = [i.data for i in items]
+        variants = sorted({v for p in probes if p.kind == "pipes" for v in p.params["parts"]})
+        solos = [ctx.state["probes"][f"pipes:{v}"] for v in variants]
+        header = ptx_header(ctx.target.ptx_isa, ctx.target.arch)
+        cat = load_catalog()
+        modules: dict[str, dict[str, Kernel]] = {}
+        for p in [*probes, *solos]:
+            ks = modules.setdefault(MODULE[p.kind], {})
+            if p.kernel not in ks:
+                ks[p.kernel] = probe_kernel(p, header, cat)
+        built: dict[str, Built | Exception] = {}
+        for mod, ks in modules.items():
+            built.update(build_module(list(ks.values()), ctx.target.arch, region=mod != "resid"))
+        ctx.state["built"] = built
+        ctx.state["main_ops"] = {v: main_op(built[s.kernel]) for v, s in zip(variants, solos, strict=True)}
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        p: Probe = item.data
+        built = ctx.state["built"][p.kernel]
+        if isinstance(built, Exception):
+            raise built
+        if p.kind == "dispatch":
+            r = run_dispatch(ctx.dev, p, built, ctx.sm_count, ctx.state["rules"])
+        elif p.kind == "occupancy":
+            r = run_occupancy(ctx.dev, p, built, ctx.sm_count, ctx.state["rules"])
+        elif p.name == "scheduler:pairs":
+            r = run_sched_pairs(ctx.dev, p, built)
+        elif p.name == "scheduler:order":
+            r = run_sched_order(ctx.dev, p, built, pair_groups(ctx))
+        else:
+            r = run_pipe(ctx.dev, p, built, ctx.state["main_ops"])
+        r.ptx_hash, r.sass_hash = built.ptx_hash, built.sass_hash
+        return Outcome([r], built.texts())
+
+    def error_results(self, item: Item, flag: str) -> list[Result]:
+        p: Probe = item.data
+        return [Result(p.name, p.kind, None, "-", "-", params=p.params, flags=[flag], cls="behaviour")]
+
+    def summarize(self, ctx: Context) -> dict:
+        return an.summarize(ctx.store, ctx.run_id)
+
+
+SUITE = BehaviourSuite()

@@ -10,12 +10,8 @@ from pathlib import Path
 
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.toolchain import ToolchainMissing
-from gpudissect.suites.instructions.verify import (
-    MapRecord,
-    arch_number,
-    autoverify,
-    autoverify_many,
-)
+from gpudissect.suites.instructions.verify import MapRecord, autoverify, autoverify_many
+from gpudissect.target import Target
 
 
 def default_jobs() -> int:
@@ -24,24 +20,23 @@ def default_jobs() -> int:
 
 def map_catalog(
     variants: list[Variant],
-    arch: str = "sm_90",
+    target: Target,
     jobs: int | None = None,
     progress: Callable[[MapRecord], None] | None = None,
 ) -> list[MapRecord]:
     """Autoverify every variant (batched modules, parallel); one failing variant never
     stops the others."""
-    arch_number(arch)  # a malformed architecture is the caller's error, not a variant's
     try:
-        return autoverify_many(variants, arch, jobs=jobs or default_jobs(), progress=progress)
+        return autoverify_many(variants, target, jobs=jobs or default_jobs(), progress=progress)
     except ToolchainMissing:
         raise
     except Exception:  # a crash in a batch: fall back to one variant at a time
         out = []
         for v in variants:
             try:
-                out.append(autoverify(v, arch))
+                out.append(autoverify(v, target))
             except Exception as e:
-                out.append(MapRecord(variant=v.name, arch=arch, verified=False, sass=[], strategy=None,
+                out.append(MapRecord(variant=v.name, arch=target.arch, verified=False, sass=[], strategy=None,
                                      reason=f"{type(e).__name__}: {e}", status="error", cls=v.cls))
         return out
 

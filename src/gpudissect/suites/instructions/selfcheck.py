@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from gpudissect.bench.stats import fit_line, rep_cycles, summarize
+from gpudissect.device.device import Device
 from gpudissect.kernel.toolchain import find_tool
 
 # (variant, C type, asm constraint, PTX instruction with %0 as chain and %1 as the other operand)
@@ -53,7 +54,7 @@ extern "C" __global__ void sc{i}_n{n}(const uint64_t* in, uint64_t* out, uint64_
     return "\n".join(parts) + "\n"
 
 
-def build(arch: str = "sm_90") -> bytes:
+def build(arch: str) -> bytes:
     nvcc = find_tool("nvcc")
     with tempfile.TemporaryDirectory() as td:
         src = Path(td) / "sc.cu"
@@ -76,7 +77,7 @@ def _bits(ctype: str, val: float) -> int:
     return int(val)
 
 
-def run_selfcheck(dev, suite_latency: dict[str, float], arch: str = "sm_90") -> list[dict]:
+def run_selfcheck(dev: Device, suite_latency: dict[str, float], arch: str) -> list[dict]:
     """Time the CASES through nvcc-built kernels; compare with the suite's latencies."""
     cubin = build(arch)
     out = []
@@ -94,4 +95,16 @@ def run_selfcheck(dev, suite_latency: dict[str, float], arch: str = "sm_90") -> 
         out.append({"variant": variant, "nvcc_latency": fit.slope, "nvcc_r2": fit.r2,
                     "suite_latency": ours, "rel_diff": rel,
                     "agree": rel is not None and rel <= 0.1})
+    return out
+
+
+def selfcheck_lines(rows: list[dict]) -> list[str]:
+    """The comparison as a table of printable lines (rich markup marks a disagreement)."""
+    head = f"{'variant':<18} {'suite latency':>13} {'nvcc latency':>12} {'rel diff':>8}  agree"
+    out = ["self-check (nvcc-built kernels):", head]
+    for r in rows:
+        ours, rel = r["suite_latency"], r["rel_diff"]
+        agree = "-" if rel is None else ("yes" if r["agree"] else "[red]NO[/]")
+        out.append(f"{r['variant']:<18} {'-' if ours is None else f'{ours:.2f}':>13} "
+                   f"{r['nvcc_latency']:>12.2f} {'-' if rel is None else f'{rel:.1%}':>8}  {agree}")
     return out

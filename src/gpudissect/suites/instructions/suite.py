@@ -1,20 +1,23 @@
 """The instruction suite: latency, throughput and dependence distance of every verified variant.
 
-Phases: (1) map the variants (autonomic verification, batched, no GPU); (2) generate and
-compile every timing kernel, batched into modules in parallel, and verify each kernel
-family's SASS again; (3) launch on the GPU, (4) analyse and store, one variant per
-transaction. Interrupted sweeps resume from the store.
+Phases (the contract of ``bench/contract.py``; the run loop is ``bench/runner.py``):
+``prepare`` (1) maps the variants (autonomic verification, batched, no GPU) and (2) generates
+and compiles every timing kernel, batched into modules in parallel, and verifies each kernel
+family's SASS again; ``measure`` (3) launches one variant's families on the GPU and analyses
+them (one variant per stored transaction; interrupted sweeps resume from the store);
+``finish`` times a few instructions through nvcc as an independent check.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.contract import Plan as RunPlan
+from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import (
     MAX_REL_SPREAD,
     MIN_R2,
@@ -25,26 +28,17 @@ from gpudissect.bench.stats import (
     sm_windows,
     summarize,
 )
-from gpudissect.catalog.model import Variant
-from gpudissect.kernel.toolchain import PtxasError, sha256, tool_version
-from gpudissect.store.db import Result, Store
+from gpudissect.catalog.model import CatalogError, UnknownVariant, Variant, load_catalog
+from gpudissect.device.device import Device
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.toolchain import PtxasError
+from gpudissect.store.db import Result
+from gpudissect.suites.instructions.selfcheck import run_selfcheck, selfcheck_lines
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
-from gpudissect.suites.instructions.template import (
-    GeneratedKernel,
-    GenerationError,
-    KernelConfig,
-    generate,
-    ptx_isa_for,
-)
-from gpudissect.suites.instructions.verify import (
-    Built,
-    MapRecord,
-    autoverify_many,
-    build_module,
-    check_built,
-)
-
-SUITE = "instructions"
+from gpudissect.suites.instructions.template import GenerationError, generate
+from gpudissect.suites.instructions.verify import MapRecord, autoverify_many, check_built
+from gpudissect.target import Target
 
 
 @dataclass(frozen=True)
@@ -72,7 +66,7 @@ QUICK_PLAN = Plan(latency_lengths=(8, 16, 32), tp_chains=(4,), tp_lengths=(4, 8)
 class Family:
     measure: str  # latency | throughput | distance
     chains: int
-    kernels: list[GeneratedKernel]
+    kernels: list[Kernel]
     built: list[Built] = field(default_factory=list)
     error: str | None = None
 
@@ -82,15 +76,30 @@ class VariantWork:
     variant: Variant
     record: MapRecord
     families: list[Family] = field(default_factory=list)
+    results: list[list[Result]] = field(default_factory=list)  # per family, its latest measurement
 
 
-def _families(v: Variant, strat_name: str, arch: str, isa: str, plan: Plan, idx: int) -> list[Family]:
+def select_variants(patterns: list[str] | None, catalog_paths=None) -> list[Variant]:
+    """The catalog variants that ``patterns`` name (all when None); bad input is one line."""
+    try:
+        cat = load_catalog(catalog_paths or None)
+    except CatalogError as e:
+        raise SuiteInputError(f"catalog: {e}") from None
+    try:
+        return cat.select(patterns)
+    except UnknownVariant as e:
+        raise SuiteInputError(str(e)) from None
+
+
+def timing_families(v: Variant, strat_name: str, target: Target, plan: Plan, idx: int) -> list[Family]:
+    """The timing kernels of variant number ``idx`` of a run: latency, throughput per chain
+    count, dependence distance per distance."""
     strat = get_strategy(strat_name)
     fams = []
 
     def fam(measure: str, chains: int, lengths: tuple[int, ...]) -> Family:
-        ks = [generate(v, KernelConfig(chains=chains, length=n, reps=plan.reps), strat, arch=arch,
-                       ptx_isa=isa, name=f"v{idx}_{measure[0]}{chains}_n{n}") for n in lengths]
+        ks = [generate(v, strat, target, chains=chains, length=n, reps=plan.reps, measure=measure,
+                       name=f"v{idx}_{measure[0]}{chains}_n{n}") for n in lengths]
         return Family(measure, chains, ks)
 
     fams.append(fam("latency", 1, plan.latency_lengths))
@@ -101,7 +110,7 @@ def _families(v: Variant, strat_name: str, arch: str, isa: str, plan: Plan, idx:
     return fams
 
 
-def compile_work(works: list[VariantWork], arch: str, jobs: int, per_module: int = 12) -> None:
+def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 12) -> None:
     """Build every family's kernels in batched modules; verify each family's SASS."""
 
     def one_chunk(chunk: list[VariantWork]) -> None:
@@ -111,7 +120,7 @@ def compile_work(works: list[VariantWork], arch: str, jobs: int, per_module: int
         for opt, ws in by_opt.items():
             kernels = [k for w in ws for f in w.families for k in f.kernels]
             try:
-                built = build_module(kernels, arch, opt)
+                built = build_module(kernels, target.arch, opt)
             except PtxasError:
                 if len(ws) > 1:
                     for w in ws:
@@ -138,6 +147,23 @@ def compile_work(works: list[VariantWork], arch: str, jobs: int, per_module: int
         list(pool.map(one_chunk, chunks))
 
 
+def prepare_works(variants: list[Variant], records: list[MapRecord], target: Target, plan: Plan,
+                  jobs: int) -> list[VariantWork]:
+    """Phase 2: the timing kernels of every verified variant, compiled and checked."""
+    works: list[VariantWork] = []
+    for i, (v, rec) in enumerate(zip(variants, records, strict=True)):
+        w = VariantWork(v, rec)
+        if rec.verified:
+            try:
+                w.families = timing_families(v, rec.strategy or "reg", target, plan, i)
+            except GenerationError as e:
+                rec.verified = False
+                rec.reason = f"timing kernels: {e}"
+        works.append(w)
+    compile_work([w for w in works if w.record.verified], target, jobs)
+    return works
+
+
 def _base_flags(w: VariantWork) -> list[str]:
     flags = []
     if w.record.glue:
@@ -149,14 +175,6 @@ def _base_flags(w: VariantWork) -> list[str]:
     return flags
 
 
-def _texts(f: Family) -> dict[str, tuple[str, str]]:
-    t: dict[str, tuple[str, str]] = {}
-    for b in f.built[-1:]:  # the kernel each result cites
-        t[sha256(b.kernel.ptx)] = ("ptx", b.kernel.ptx)
-        t[sha256(b.sass_text)] = ("sass", b.sass_text)
-    return t
-
-
 def _fit_flags(fit: Fit, spreads: list[float]) -> list[str]:
     flags = []
     if fit.r2 < MIN_R2:
@@ -166,21 +184,8 @@ def _fit_flags(fit: Fit, spreads: list[float]) -> list[str]:
     return flags
 
 
-CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
-RETRIES = 1  # re-measurements of an item whose clock changed or whose repeats disagree
-
-
-def _sm_mhz(dev) -> float | None:
-    """The current SM clock (NVML), or None where it cannot be read."""
-    try:
-        mhz = dev.clocks().get("sm_mhz")
-    except Exception:
-        return None
-    return float(mhz) if isinstance(mhz, (int, float)) and mhz > 0 else None
-
-
-def _clock_changed(c0: float | None, c1: float | None) -> bool:
-    return c0 is not None and c1 is not None and abs(c1 - c0) > CLOCK_TOL * max(c0, c1)
+def _noisy(results: list[Result]) -> bool:
+    return any(fl.startswith("noisy") for r in results for fl in r.flags)
 
 
 def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
@@ -188,78 +193,48 @@ def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
                   flags=[flag], sass=w.record.sass, cls=w.variant.cls, strategy=w.record.strategy)
 
 
-def measure_variant(dev, w: VariantWork, plan: Plan, retries: int = RETRIES) -> tuple[list[Result], dict]:
-    """Run one variant's families on the device and analyse them.
-
-    Clock and noise guard: the SM clock is read before and after; when it moved by more than
-    CLOCK_TOL, every family is measured again, and families whose repeats disagree (``noisy``)
-    are measured again, at most ``retries`` times. What stays so is flagged
-    (``clock-changed: a->b MHz``, ``noisy: ...``, ``remeasured: n``). A worker failure (fault,
-    hang) flags the family and skips the variant's remaining kernels (they would fail alike)."""
-    v = w.variant
-    texts: dict[str, tuple[str, str]] = {}
+def measure_work(dev: Device, w: VariantWork, plan: Plan, only: set[int] | None = None) -> Outcome:
+    """Run one variant's families (``only``: those of these indices; the others keep their
+    latest measurement) on the device and analyse them. A worker failure (fault, hang) flags
+    the family and skips the variant's remaining kernels (they would fail alike)."""
     fams = w.families
-    got: list[list[Result]] = [[] for _ in fams]
-    window: list[tuple[float | None, float | None]] = [(None, None)] * len(fams)
-    again = [0] * len(fams)
+    if len(w.results) != len(fams):
+        w.results = [[] for _ in fams]
+    texts: dict[str, tuple[str, str]] = {}
     failed: Exception | None = None
-    todo = list(range(len(fams)))
-    for attempt in range(retries + 1):
-        c0 = _sm_mhz(dev)
-        for i in todo:
-            f = fams[i]
-            if failed is not None:
-                got[i] = [_error_result(w, f, f"error: skipped: an earlier kernel of this variant "
-                                              f"failed ({failed})")]
-                continue
-            try:
-                got[i] = _measure_family(dev, w, f, plan, texts)
-            except Exception as e:  # a launch that fails (resources, fault) flags this family only
-                got[i] = [_error_result(w, f, f"error: {type(e).__name__}: {e}")]
-                if type(e).__name__ == "WorkerFailed":
-                    failed = e
-        c1 = _sm_mhz(dev)
-        for i in todo:
-            window[i] = (c0, c1)
-            again[i] = attempt
-        if failed is not None or attempt == retries:
-            break
-        if _clock_changed(c0, c1):
-            todo = list(range(len(fams)))
-        else:
-            todo = [i for i in todo if any(fl.startswith("noisy") for r in got[i] for fl in r.flags)]
-        if not todo:
-            break
-    out: list[Result] = []
-    for i, rs in enumerate(got):
-        c0, c1 = window[i]
-        for r in rs:
-            if r.value is not None or r.fit is not None:
-                if _clock_changed(c0, c1):
-                    r.flags.append(f"clock-changed: {c0:.0f}->{c1:.0f} MHz")
-                if again[i]:
-                    r.flags.append(f"remeasured: {again[i]}")
-            out.append(r)
-    return _with_peak(v, out), texts
+    for i, f in enumerate(fams):
+        if only is not None and i not in only:
+            continue
+        if failed is not None:
+            w.results[i] = [_error_result(w, f, f"error: skipped: an earlier kernel of this variant "
+                                                f"failed ({failed})")]
+            continue
+        try:
+            w.results[i] = _measure_family(dev, w, f, plan, texts)
+        except Exception as e:  # a launch that fails (resources, fault) flags this family only
+            w.results[i] = [_error_result(w, f, f"error: {type(e).__name__}: {e}")]
+            if type(e).__name__ == WORKER_FAILED:
+                failed = e
+    return Outcome(_with_peak(w.variant, [r for rs in w.results for r in rs]), texts)
 
 
-def _measure_family(dev, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
+def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
     v = w.variant
     if f.error and not f.built:
         return [Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
                        flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
                        strategy=w.record.strategy)]
-    texts.update(_texts(f))
+    texts.update(f.built[-1].texts())  # the kernel each result cites
     flags = _base_flags(w) + ([f"sass: {f.error}"] if f.error else [])
     cited = f.built[-1]
     cite = dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
-                ptx_hash=sha256(cited.kernel.ptx), sass_hash=sha256(cited.sass_text))
+                ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
     if f.measure == "throughput":
         return [_throughput(dev, v, f, plan, W, flags, cite) for W in plan.tp_warps]
     return [_chain(dev, v, f, plan, flags, cite)]
 
 
-def _chain(dev, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
+def _chain(dev: Device, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
     """Latency (one chain) or dependence distance (d interleaved chains), one warp."""
     xs, ys, raw, spreads = [], [], {}, []
     for b in f.built:
@@ -267,9 +242,9 @@ def _chain(dev, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict)
                       grid=1, block=32, launches=plan.launches)
         cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
         s = summarize(cyc)
-        xs.append(b.kernel.config.length)
+        xs.append(b.kernel.length)
         ys.append(s.median)
-        raw[str(b.kernel.config.length)] = cyc
+        raw[str(b.kernel.length)] = cyc
         spreads.append(s.rel_spread)
     fit = fit_line(xs, ys)
     flags = flags + _fit_flags(fit, spreads)
@@ -283,7 +258,7 @@ def _chain(dev, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict)
                   flags=flags, **cite)
 
 
-def _throughput(dev, v: Variant, f: Family, plan: Plan, W: int, flags: list[str], cite: dict) -> Result:
+def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: list[str], cite: dict) -> Result:
     """K chains per thread, W warps per block, one block per SM; SMs that ran exactly one
     block are used."""
     xs, ys, raw, spreads = [], [], {}, []
@@ -300,12 +275,12 @@ def _throughput(dev, v: Variant, f: Family, plan: Plan, W: int, flags: list[str]
                 if full.any():
                     spans.append(float(np.median(st.span[full])))
                     overlaps.extend(st.overlap[full].tolist())
-                windows[str(b.kernel.config.length)] = sm_windows(r.times, rep)
+                windows[str(b.kernel.length)] = sm_windows(r.times, rep)
         if spans:
             s = summarize(spans)
-            xs.append(b.kernel.config.length)
+            xs.append(b.kernel.length)
             ys.append(s.median)
-            raw[str(b.kernel.config.length)] = spans
+            raw[str(b.kernel.length)] = spans
             spreads.append(s.rel_spread)
     params = {"chains": f.chains, "warps": W, "lengths": xs}
     if len(xs) < 2:
@@ -352,72 +327,66 @@ def unverified_results(w: VariantWork) -> list[Result]:
             for m, u in (("latency", "cycles"), ("throughput_peak", "warp_instr/cycle/SM"))]
 
 
-def run_suite(
-    dev,
-    store: Store,
-    variants: list[Variant],
-    arch: str = "sm_90",
-    plan: Plan | None = None,
-    jobs: int = 8,
-    resume: bool = True,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> tuple[int, dict]:
-    """Run the instruction suite; returns (run id, timing split in seconds)."""
-    plan = plan or Plan()
-    from gpudissect import __version__
+class InstructionsSuite(SuiteBase):
+    """Every verified catalog variant: latency, throughput and dependence distance.
 
-    toolkit = f"ptxas {tool_version('ptxas')}"
-    run_id = store.unfinished_run(SUITE, dev.info.uuid) if resume else None
-    if run_id is None:
-        run_id = store.start_run(SUITE, dev.info, toolkit, arch, dev.clocks(), plan.to_json(), __version__)
-    done = store.done_items(run_id)
-    todo = [v for v in variants if v.name not in done]
-    # map+compile+verify; launches with their fits (analysis is interleaved with the launches
-    # and not separable); writing to the store
-    timing = {"compile_s": 0.0, "gpu_and_fit_s": 0.0, "store_s": 0.0}
+    The clock and noise guard is the runner's: on a :class:`Redo` for noisy results only the
+    families whose repeats disagreed are measured again; after a clock change, all of them."""
 
-    t = time.perf_counter()
-    records = autoverify_many(todo, arch, jobs=jobs) if todo else []
-    isa = ptx_isa_for(tool_version("ptxas"))
-    works: list[VariantWork] = []
-    for i, (v, rec) in enumerate(zip(todo, records, strict=True)):
-        w = VariantWork(v, rec)
-        if rec.verified:
-            try:
-                w.families = _families(v, rec.strategy or "reg", arch, isa, plan, i)
-            except GenerationError as e:
-                rec.verified = False
-                rec.reason = f"timing kernels: {e}"
-        works.append(w)
-    compile_work([w for w in works if w.record.verified], arch, jobs)
-    timing["compile_s"] = time.perf_counter() - t
+    name = "instructions"
+    description = "latency, throughput and dependence distance of every verified catalog variant"
+    options = {"catalog": "catalog TOML file(s) instead of the built-in one",
+               "selfcheck": "time a few instructions through nvcc too"}
+    retry_noisy = True
 
-    for n, w in enumerate(works):
-        if progress:
-            progress(w.variant.name, n, len(works))
+    def __init__(self, full: Plan = Plan(), quick: Plan = QUICK_PLAN):
+        self.full, self.quick = full, quick
+
+    def axes(self, ctx: Context) -> Plan:
+        return self.quick if ctx.quick else self.full
+
+    def validate(self, patterns: list[str] | None, options: dict) -> None:
+        select_variants(patterns, options.get("catalog"))
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> RunPlan:
+        vs = select_variants(patterns, ctx.options.get("catalog"))
+        return RunPlan([Item(v.name, v) for v in vs], self.axes(ctx).to_json())
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        variants = [i.data for i in items]
+        self.prepare_mapped(ctx, variants, autoverify_many(variants, ctx.target, jobs=ctx.jobs))
+
+    def prepare_mapped(self, ctx: Context, variants: list[Variant], records: list[MapRecord]) -> None:
+        """Phase 2 alone, for variants already mapped (``gpudissect time``)."""
+        works = prepare_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs)
+        ctx.state["works"] = {w.variant.name: w for w in works}
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        w: VariantWork = ctx.state["works"][item.name]
         if not w.record.verified:
-            store.save(run_id, w.variant.name, unverified_results(w))
-            continue
-        t = time.perf_counter()
+            return Outcome(unverified_results(w))
+        only = None
+        if redo is not None and not redo.clock_changed:
+            only = {i for i, rs in enumerate(w.results) if _noisy(rs)}
+        out = measure_work(ctx.dev, w, self.axes(ctx), only)
+        if redo is not None:
+            out.texts = {**redo.previous.texts, **out.texts}
+        return out
+
+    def error_results(self, item: Item, flag: str) -> list[Result]:
+        v: Variant = item.data
+        return [Result(v.name, "latency", None, "cycles", "none", flags=[flag], cls=v.cls)]
+
+    def finish(self, ctx: Context) -> list[str]:
+        """The nvcc self-check over the run's latencies (option ``selfcheck``), stored as
+        ``selfcheck:<run id>``."""
+        if not ctx.options.get("selfcheck"):
+            return []
+        lat = {r["variant"]: r["value"] for r in ctx.store.results(ctx.run_id, measure="latency")
+               if r["value"]}
         try:
-            results, texts = measure_variant(dev, w, plan)
-        except Exception as e:  # one failing benchmark never takes the sweep down
-            results, texts = [Result(w.variant.name, "latency", None, "cycles", "none",
-                                     flags=[f"error: {type(e).__name__}: {e}"], cls=w.variant.cls)], {}
-        timing["gpu_and_fit_s"] += time.perf_counter() - t
-        t = time.perf_counter()
-        store.save(run_id, w.variant.name, results, texts)
-        timing["store_s"] += time.perf_counter() - t
-    store.finish_run(run_id, dev.clocks(), timing)
-    return run_id, timing
-
-
-def run_catalog_suite(dev, store: Store, patterns: list[str] | None, *, arch: str, quick: bool = False,
-                      resume: bool = True, jobs: int = 8, progress=None,
-                      catalog_paths=None) -> tuple[int, dict]:
-    """The suite registry's entry point: select catalog variants by pattern and run them."""
-    from gpudissect.catalog.model import load_catalog
-
-    vs = load_catalog(catalog_paths or None).select(patterns)
-    return run_suite(dev, store, vs, arch, QUICK_PLAN if quick else Plan(), jobs=jobs, resume=resume,
-                     progress=progress)
+            sc = run_selfcheck(ctx.dev, lat, ctx.target.arch)
+            ctx.store.set_meta(f"selfcheck:{ctx.run_id}", sc)
+        except Exception as e:
+            return [f"self-check failed: {e}"]
+        return selfcheck_lines(sc)

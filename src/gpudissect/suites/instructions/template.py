@@ -13,7 +13,7 @@ instruction cache). The three measurements of the mission are all this one templ
 Kernel ABI (all instruction kernels):
 ``.entry k(.param .u64 in, .param .u64 out, .param .u64 times)``
 
-* ``in``: u64 slots holding operand bit patterns (``GeneratedKernel.inputs``);
+* ``in``: u64 slots holding operand bit patterns (``Kernel.inputs``);
 * ``out``: ``n_sink`` u64 slots per thread receiving the chains' final values;
 * ``times``: ``2*reps + 1`` u64 per thread: (start, end) clock64 per repetition, then %smid.
 """
@@ -21,16 +21,23 @@ Kernel ABI (all instruction kernels):
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
 from functools import cache
 
-from gpudissect.catalog.model import CATALOG_DIR, Operand, Variant
+from gpudissect.catalog.model import (
+    CATALOG_DIR,
+    LD_TYPE,
+    REG_DECL,
+    REG_PREFIX,
+    Operand,
+    Variant,
+    fill,
+)
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.kernel.timing import Repeat, repeated
 from gpudissect.suites.instructions.strategies import Strategy
+from gpudissect.target import Target
 
-REG_DECL = {"p": ".pred", "h": ".b16", "r": ".b32", "rd": ".b64"}
-REG_PREFIX = {"p": "%p", "h": "%h", "r": "%r", "rd": "%rd"}
-LD_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}
 SMEM_BYTES_PER_THREAD = 8
 
 
@@ -54,56 +61,8 @@ def glue_ptx(src_cls: str, dst_cls: str) -> str | None:
     return _glue_table()["glue"][f"{src_cls}>{dst_cls}"]
 
 
-def ptx_isa_for(cuda_version: str | None) -> str:
-    """The PTX ISA version to emit for a given ptxas release ("13.0" -> "9.0")."""
-    table = _glue_table()["ptx_isa"]
-    if cuda_version and cuda_version in table:
-        return table[cuda_version]
-    if cuda_version:
-        # newer than the table: the newest we know is accepted by newer ptxas
-        major_minor = tuple(int(x) for x in cuda_version.split(".")[:2])
-        known = sorted(table, key=lambda s: tuple(int(x) for x in s.split(".")))
-        older = [k for k in known if tuple(int(x) for x in k.split(".")) <= major_minor]
-        if older:
-            return table[older[-1]]
-    return "8.0"
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    chains: int = 1
-    length: int = 8
-    reps: int = 2
-
-    def __post_init__(self) -> None:
-        if self.chains < 1 or self.length < 1 or self.reps < 1:
-            raise GenerationError("chains, length and reps must be >= 1")
-
-    @property
-    def units(self) -> int:
-        """Instances of the instruction per thread per repetition."""
-        return self.chains * self.length
-
-
-@dataclass
-class GeneratedKernel:
-    name: str
-    ptx: str
-    variant: str
-    strategy: str
-    config: KernelConfig
-    inputs: list[int]  # u64 bit patterns for the 'in' buffer
-    n_sink: int  # u64 slots per thread in 'out'
-    glue: str | None = None  # glue PTX in each instance, if any
-    uses_smem: bool = False
-    companion: str | None = None  # companion PTX in each instance, if any
-    header: str = ""
-    entry: str = ""
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def times_per_thread(self) -> int:
-        return 2 * self.config.reps + 1
+# the registers and label of the repeated timed region (kernel/timing.py), as declared below
+REPEAT = Repeat(times="%tp", label="$Lrep", pred="%loop", smid32="%sm", smid64="%toff", nounroll=True)
 
 
 class _Regs:
@@ -130,32 +89,25 @@ def _imm_literal(op: Operand, spec: str) -> str | None:
     return None
 
 
-def substitute(template: str, mapping: dict[str, str]) -> str:
-    out = template
-    for k, v in mapping.items():
-        out = out.replace("{" + k + "}", v)
-    return out
-
-
 def generate(
     variant: Variant,
-    config: KernelConfig,
     strategy: Strategy,
-    arch: str = "sm_90",
-    ptx_isa: str = "8.0",
-    name: str | None = None,
-    body_override: str | None = None,
-) -> GeneratedKernel:
-    """Generate the benchmark kernel for one variant, configuration and strategy.
-
-    ``body_override`` replaces the variant's PTX template (used by ``gpudissect time``
-    for user-given instruction sequences; the template's placeholders still apply).
-    """
-    kname = name or "bench"
+    target: Target,
+    *,
+    chains: int = 1,
+    length: int = 8,
+    reps: int = 2,
+    name: str = "bench",
+    measure: str = "",
+) -> Kernel:
+    """Generate the benchmark kernel for one variant and strategy: ``chains`` dependence
+    chains of ``length`` instances, the timed region repeated ``reps`` times."""
+    if chains < 1 or length < 1 or reps < 1:
+        raise GenerationError("chains, length and reps must be >= 1")
     regs = _Regs()
     lines: list[str] = []
     inputs: list[int] = []
-    template = body_override or variant.ptx
+    template = variant.ptx
     dest = variant.dest
     chain_op = variant.chain_operand
     fib_op = variant.fib_operand if strategy.chain == "fib" else None
@@ -184,7 +136,7 @@ def generate(
         return reg
 
     # --- chains' registers, each from its own loaded value (so no two chains are equal)
-    K = config.chains
+    K = chains
     cur: list[str] = []
     other: list[str] = []
     for k in range(K):
@@ -243,7 +195,7 @@ def generate(
             r = regs.new(dest.reg_class)
             fresh.append((k, r))
             m[dest.name] = r
-            return ["  " + substitute(template, m)]
+            return ["  " + fill(template, m)]
         a, b = cur[k], (other[k] if fib_op is not None else None)
         if fib_op is not None and step % 2 == 1:
             a, b = b, a  # alternate: x = op(x, y); y = op(y, x)
@@ -253,17 +205,17 @@ def generate(
         out = []
         if glue:
             m[dest.name] = dtmp[k]
-            out.append("  " + substitute(template, m))
-            out.append("  " + substitute(glue, {"o": a, "i": dtmp[k]}))
+            out.append("  " + fill(template, m))
+            out.append("  " + fill(glue, {"o": a, "i": dtmp[k]}))
         else:
             m[dest.name] = a
-            out.append("  " + substitute(template, m))
+            out.append("  " + fill(template, m))
         if companion:
-            out.append("  " + substitute(companion, {"o": a, "k": comp_key}))
+            out.append("  " + fill(companion, {"o": a, "k": comp_key}))
         return out
 
     body: list[str] = []
-    for step in range(config.length):
+    for step in range(length):
         for k in range(K):
             body.extend(instance(k, step))
 
@@ -290,8 +242,7 @@ def generate(
         else:
             store.append(f"  st.global.{LD_TYPE[cls]} [%outp+{8 * i}], {r};")
 
-    R = config.reps
-    tpt = 2 * R + 1
+    tpt = 2 * reps + 1
     smem_decl = (
         f"  .shared .align 16 .b8 sbuf[{1024 * SMEM_BYTES_PER_THREAD}];" if uses_smem else ""
     )
@@ -304,11 +255,10 @@ def generate(
         if uses_smem
         else []
     )
-    header = "\n".join([f".version {ptx_isa}", f".target {arch}", ".address_size 64", ""])
     entry = "\n".join(
         [
-            f"// gpudissect: {variant.name}  strategy={strategy.name}  chains={K} length={config.length} reps={R}",
-            f".visible .entry {kname}(.param .u64 p_in, .param .u64 p_out, .param .u64 p_times)",
+            f"// gpudissect: {variant.name}  strategy={strategy.name}  chains={K} length={length} reps={reps}",
+            f".visible .entry {name}(.param .u64 p_in, .param .u64 p_out, .param .u64 p_times)",
             "{",
             *regs.decls(),
             "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff;",
@@ -336,40 +286,24 @@ def generate(
             "  add.u64 %outp, %outp, %toff;",
             *smem_setup,
             *lines,
-            "  mov.u32 %rep, 0;",
-            "$Lrep:",
-            "  .pragma \"nounroll\";",
-            "  bar.sync 0;",
-            "  mov.u64 %t0, %clock64;",
-            *body,
-            "  mov.u64 %t1, %clock64;",
-            *fold,
-            "  st.global.u64 [%tp], %t0;",
-            "  st.global.u64 [%tp+8], %t1;",
-            "  add.u64 %tp, %tp, 16;",
-            "  add.u32 %rep, %rep, 1;",
-            f"  setp.lt.u32 %loop, %rep, {R};",
-            "  @%loop bra $Lrep;",
-            "  mov.u32 %sm, %smid;",
-            "  cvt.u64.u32 %toff, %sm;",
-            "  st.global.u64 [%tp], %toff;",
+            *repeated(body, str(reps), REPEAT, after=fold),
             *store,
             "  ret;",
             "}",
             "",
         ]
     )
-    return GeneratedKernel(
-        name=kname,
-        ptx=header + "\n" + entry,
+    return Kernel(
+        name=name,
+        header=ptx_header(target.ptx_isa, target.arch),
+        entry=entry,
         variant=variant.name,
-        strategy=strategy.name,
-        config=config,
+        measure=measure,
+        chains=K,
+        length=length,
+        warps=0,  # any block size: latency runs one warp, throughput W warps of the same kernel
+        reps=reps,
         inputs=inputs,
         n_sink=max(len(sink_regs), 1),
-        glue=glue,
-        uses_smem=uses_smem,
-        companion=companion,
-        header=header,
-        entry=entry,
+        meta={"strategy": strategy.name, "glue": glue, "companion": companion, "uses_smem": uses_smem},
     )

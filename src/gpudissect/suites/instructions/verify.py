@@ -5,78 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gpudissect.catalog.model import Variant
-from gpudissect.kernel.region import RegionNotFound, find_region
-from gpudissect.kernel.sass import SassInstr, parse_sass
-from gpudissect.kernel.toolchain import PtxasError, compile_ptx, disassemble, sha256, tool_version
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.suites.instructions.checks import CheckResult, Sample, check_family
 from gpudissect.suites.instructions.strategies import Strategy, default_order
-from gpudissect.suites.instructions.template import (
-    GeneratedKernel,
-    GenerationError,
-    KernelConfig,
-    generate,
-    ptx_isa_for,
-)
+from gpudissect.suites.instructions.template import GenerationError, generate
+from gpudissect.target import Target
 
 VERIFY_LENGTHS = (4, 8, 12)
-
-
-def arch_number(arch: str) -> int:
-    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
-    if not digits:
-        raise ValueError(f"architecture '{arch}' is not of the form sm_XX")
-    return int(digits)
-
-
-@dataclass
-class Built:
-    kernel: GeneratedKernel
-    cubin: bytes  # the module's cubin (shared by the kernels compiled together)
-    sass_text: str  # this kernel's SASS
-    instrs: list[SassInstr]
-    region: list[SassInstr]
-    opt: int
-
-    @property
-    def ptx_hash(self) -> str:
-        return sha256(self.kernel.ptx)
-
-    @property
-    def sass_hash(self) -> str:
-        return sha256(self.sass_text)
-
-
-def build_module(kernels: list[GeneratedKernel], arch: str, opt: int) -> dict[str, Built | Exception]:
-    """Compile kernels as one module (one ptxas and one nvdisasm run: nvdisasm costs ~0.5 s
-    to start, so batching is what makes a whole-catalog map fast). Raises PtxasError when the
-    module does not assemble; per-kernel problems (no timed region) are returned as values."""
-    names = [k.name for k in kernels]
-    if len(set(names)) != len(names):
-        raise ValueError("kernel names in one module must be unique")
-    ptx = kernels[0].header + "\n" + "\n".join(k.entry for k in kernels)
-    cub = compile_ptx(ptx, arch=arch, opt=opt)
-    text = disassemble(cub.cubin)
-    funcs = parse_sass(text)
-    out: dict[str, Built | Exception] = {}
-    for k in kernels:
-        f = funcs.get(k.name)
-        if f is None:
-            out[k.name] = RegionNotFound(f"kernel {k.name} missing from the cubin")
-            continue
-        try:
-            region = find_region(f.instrs)
-        except RegionNotFound as e:
-            out[k.name] = e
-            continue
-        out[k.name] = Built(k, cub.cubin, "\n".join(i.text for i in f.instrs), f.instrs, region, opt)
-    return out
-
-
-def build(kernel: GeneratedKernel, arch: str, opt: int) -> Built:
-    r = build_module([kernel], arch, opt)[kernel.name]
-    if isinstance(r, Exception):
-        raise r
-    return r
 
 
 @dataclass
@@ -113,19 +50,14 @@ class MapRecord:
         return d
 
 
-def _family(variant: Variant, strategy: Strategy, arch: str, isa: str, prefix: str,
-            chains: int = 1, lengths: tuple[int, ...] = VERIFY_LENGTHS,
-            body_override: str | None = None) -> list[GeneratedKernel]:
-    return [
-        generate(variant, KernelConfig(chains=chains, length=n, reps=2), strategy, arch=arch,
-                 ptx_isa=isa, name=f"{prefix}_n{n}", body_override=body_override)
-        for n in lengths
-    ]
+def _family(variant: Variant, strategy: Strategy, target: Target, prefix: str, chains: int = 1,
+            lengths: tuple[int, ...] = VERIFY_LENGTHS) -> list[Kernel]:
+    return [generate(variant, strategy, target, chains=chains, length=n, reps=2, name=f"{prefix}_n{n}")
+            for n in lengths]
 
 
 def check_built(variant: Variant, strategy: Strategy, builts: list[Built]) -> CheckResult:
-    samples = [Sample(units=b.kernel.config.units, length=b.kernel.config.length, region=b.region)
-               for b in builts]
+    samples = [Sample(units=b.kernel.units, length=b.kernel.length, region=b.region) for b in builts]
     min_real = 2 if strategy.chain == "companion" else 1
     return check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
                         min_real=min_real)
@@ -134,16 +66,13 @@ def check_built(variant: Variant, strategy: Strategy, builts: list[Built]) -> Ch
 def verify_family(
     variant: Variant,
     strategy: Strategy,
-    arch: str,
+    target: Target,
     chains: int = 1,
     lengths: tuple[int, ...] = VERIFY_LENGTHS,
-    ptx_isa: str | None = None,
-    body_override: str | None = None,
 ) -> tuple[CheckResult, list[Built]]:
     """Compile a variant at several lengths with one strategy (one module) and check the family."""
-    isa = ptx_isa or ptx_isa_for(tool_version("ptxas"))
-    kernels = _family(variant, strategy, arch, isa, "bench", chains, lengths, body_override)
-    built = build_module(kernels, arch, strategy.opt)
+    kernels = _family(variant, strategy, target, "bench", chains, lengths)
+    built = build_module(kernels, target.arch, strategy.opt)
     for b in built.values():
         if isinstance(b, Exception):
             raise b
@@ -159,8 +88,8 @@ def _record_pass(rec: MapRecord, strat: Strategy, res: CheckResult, builts: list
     rec.sass_counts = res.sass_counts
     rec.moves_per_instance = float(res.moves_per_unit)
     rec.depth_per_instance = float(res.depth_per_instance)
-    rec.glue = builts[0].kernel.glue
-    rec.companion = builts[0].kernel.companion
+    rec.glue = builts[0].kernel.meta["glue"]
+    rec.companion = builts[0].kernel.meta["companion"]
     rec.reason = None
     rec.ptx_example = builts[0].kernel.entry
 
@@ -180,9 +109,8 @@ MODULE_VARIANTS = 24  # variants per module in a batch round
 
 def autoverify_many(
     variants: list[Variant],
-    arch: str = "sm_90",
+    target: Target,
     strategies: list[Strategy] | None = None,
-    ptx_isa: str | None = None,
     jobs: int = 4,
     progress=None,
 ) -> list[MapRecord]:
@@ -190,12 +118,12 @@ def autoverify_many(
     modules (in parallel); what fails moves on to the next strategy."""
     from concurrent.futures import ThreadPoolExecutor
 
-    isa = ptx_isa or ptx_isa_for(tool_version("ptxas"))
+    arch = target.arch
     recs = {v.name: MapRecord(variant=v.name, arch=arch, verified=False, sass=[], strategy=None,
                               status="unverified", cls=v.cls) for v in variants}
     pending: list[Variant] = []
     for v in variants:
-        if not v.supported_on(arch_number(arch)):
+        if not v.supported_on(target.sm):
             recs[v.name].status = "unsupported"
             recs[v.name].reason = f"needs sm_{v.min_sm} or newer"
             if progress:
@@ -203,7 +131,7 @@ def autoverify_many(
         else:
             pending.append(v)
 
-    def run_chunk(strat: Strategy, chunk: list[tuple[Variant, list[GeneratedKernel]]]) -> None:
+    def run_chunk(strat: Strategy, chunk: list[tuple[Variant, list[Kernel]]]) -> None:
         kernels = [k for _, ks in chunk for k in ks]
         try:
             built = build_module(kernels, arch, strat.opt)
@@ -240,10 +168,10 @@ def autoverify_many(
     for strat in strategies or default_order():
         if not pending:
             break
-        items: list[tuple[Variant, list[GeneratedKernel]]] = []
+        items: list[tuple[Variant, list[Kernel]]] = []
         for i, v in enumerate(pending):
             try:
-                items.append((v, _family(v, strat, arch, isa, f"v{i}")))
+                items.append((v, _family(v, strat, target, f"v{i}")))
             except GenerationError as e:
                 recs[v.name].attempts.append(Attempt(strat.name, False, f"not applicable: {e}"))
             except Exception as e:  # a generator bug on one variant must not stop the others
@@ -266,11 +194,6 @@ def autoverify_many(
     return [_finish(recs[v.name]) for v in variants]
 
 
-def autoverify(
-    variant: Variant,
-    arch: str = "sm_90",
-    strategies: list[Strategy] | None = None,
-    ptx_isa: str | None = None,
-) -> MapRecord:
+def autoverify(variant: Variant, target: Target, strategies: list[Strategy] | None = None) -> MapRecord:
     """Try strategies in order until the SASS verifies; record what happened with each."""
-    return autoverify_many([variant], arch, strategies, ptx_isa, jobs=1)[0]
+    return autoverify_many([variant], target, strategies, jobs=1)[0]

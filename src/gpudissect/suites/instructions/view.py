@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudissect.report.fmt import fmt_num
+from gpudissect.report.metrics import lookup
+
 
 @dataclass
 class InstrRow:
@@ -73,3 +76,23 @@ def by_class(rows: list[InstrRow]) -> dict[str, list[InstrRow]]:
     for r in rows:
         out.setdefault(r.cls or "other", []).append(r)
     return dict(sorted(out.items()))
+
+
+def report_section(doc: dict, rs) -> dict:
+    """The instruction suite's part of the HTML report: the sortable instruction table."""
+    rows = instruction_rows(doc.get("records") or [])
+    sched = lookup(rs, "schedulers_per_sm")
+    nsched = int(sched.value) if sched else 4
+    return {
+        "summary_open": False,
+        "nsched": nsched,
+        "nsched_src": f"measured: {sched.source}" if sched else "not measured: 4 assumed",
+        "instr": [{
+            "variant": r.variant, "cls": r.cls, "sass": " + ".join(r.sass),
+            "lat": r.latency, "lat_s": fmt_num(r.latency, 3),
+            "tp": r.throughput, "tp_s": fmt_num(r.throughput, 3),
+            "ii": r.issue_interval(nsched), "ii_s": fmt_num(r.issue_interval(nsched), 3),
+            "dist": ", ".join(f"{d}:{fmt_num(v, 3)}" for d, v in sorted(r.distance.items())),
+            "flags": ", ".join(r.flags)} for r in rows],
+        "classes": sorted({r.cls for r in rows}),
+    }

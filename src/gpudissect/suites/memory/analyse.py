@@ -200,7 +200,8 @@ def sizes_from(stair: dict) -> tuple[dict, dict]:
     return sizes, tlb
 
 
-def summarize(records: list[dict], sm_count: int) -> dict:
+def summarize(records: list[dict]) -> dict:
+    """The memory suite's summary and conclusions from one run's stored records."""
     lat = {}
     for r in records:
         if r["variant"].startswith("latency/"):

@@ -1,8 +1,10 @@
 """PTX kernels of the memory suite: pointer chases, bandwidth streams, bank-conflict probes.
 
-Every timed kernel holds its timed region between two ``%clock64`` reads, so
-:func:`gpudissect.suites.instructions.checks.find_region` finds it and :mod:`gpudissect.suites.memory.checks`
-can check that the region holds exactly the intended load kind.
+Every timed kernel holds its timed region between two ``%clock64`` reads
+(:mod:`gpudissect.kernel.timing`), so :func:`gpudissect.kernel.region.find_region` finds it and
+:mod:`gpudissect.suites.memory.checks` can check that the region holds exactly the intended
+load kind. Every generator takes the module header (:func:`gpudissect.kernel.ptx.ptx_header`
+of the run's target) and returns a :class:`gpudissect.kernel.ptx.Kernel`.
 
 Safety of the chases: the host builds a chain as a permutation ``next[i]`` of node indices
 and validates it (:func:`build_chain`) before upload; the ``scatter`` kernel turns it into
@@ -34,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpudissect.suites.instructions.template import GeneratedKernel, KernelConfig
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.timing import timed
 
 UNROLL = 16
 GLOBAL_OPS = ("ca", "cg", "cv", "lu", "nc")
@@ -118,15 +121,10 @@ def validate_chain(chain: Chain, visit: np.ndarray) -> None:
         raise ChainError("chain is not a single cycle through all nodes")
 
 
-def _header(isa: str, arch: str) -> str:
-    return f".version {isa}\n.target {arch}\n.address_size 64\n"
-
-
-def _kernel(name: str, entry: str, isa: str, arch: str, meta: dict) -> GeneratedKernel:
-    header = _header(isa, arch)
-    return GeneratedKernel(name=name, ptx=header + "\n" + entry, variant=name, strategy="memory",
-                           config=KernelConfig(1, UNROLL, 1), inputs=[], n_sink=0,
-                           header=header, entry=entry, meta=meta)
+def _kernel(name: str, header: str, entry: str, measure: str, meta: dict) -> Kernel:
+    """One kernel of the suite (``length``: the ``UNROLL`` accesses per trip of a chase's or
+    bank probe's timed loop)."""
+    return Kernel(name, header, entry, variant=name, measure=measure, length=UNROLL, meta=meta)
 
 
 # grid-stride loop set-up: %i = global thread index, %st = threads in the grid
@@ -142,7 +140,7 @@ _GRID_STRIDE = """\
 """
 
 
-def scatter_kernel(isa: str, arch: str) -> GeneratedKernel:
+def scatter_kernel(header: str) -> Kernel:
     e = """
 .visible .entry scatter(.param .u64 buf, .param .u64 nxt, .param .u64 n, .param .u64 spacing)
 {
@@ -174,7 +172,7 @@ D:
 }
 """
     e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE)
-    return _kernel("scatter", e, isa, arch, {"kind": "setup"})
+    return _kernel("scatter", header, e, "setup", {"kind": "setup"})
 
 
 def _tail(sink: str) -> str:
@@ -195,19 +193,24 @@ def _tail(sink: str) -> str:
 """
 
 
+def _loop(body: str) -> str:
+    """``%n`` trips of the unrolled ``body``, timed between two %clock64 reads (%t0, %t1)."""
+    trips = ["T:", body, "    sub.u32 %n, %n, 1;", "    setp.ne.u32 %q, %n, 0;", "    @%q bra T;"]
+    return "\n".join(timed(trips, "%t0", "%t1", "    "))
+
+
 def _timed(body: str, sink: str) -> str:
-    """The timed part of every chase: ``iters`` rounds of the unrolled ``body`` between two
-    %clock64 reads, then the tail; ``sink``: the chase register (a u32 one is widened to %x)."""
+    """The timed part of every chase: ``iters`` rounds of the unrolled ``body`` (:func:`_loop`),
+    then the tail; ``sink``: the chase register (a u32 one is widened to %x)."""
     widen = f"    cvt.u64.u32 %x, {sink};\n" if sink != "%p" else ""
-    return ("    ld.param.u32 %n, [iters];\n    mov.u64 %t0, %clock64;\nT:\n" + body
-            + "\n    sub.u32 %n, %n, 1;\n    setp.ne.u32 %q, %n, 0;\n    @%q bra T;\n"
-            "    mov.u64 %t1, %clock64;\n" + widen + _tail("%x" if widen else sink))
+    return ("    ld.param.u32 %n, [iters];\n" + _loop(body) + "\n" + widen
+            + _tail("%x" if widen else sink))
 
 
 _TAIL_E = _tail("%x").replace("ret;", "E:\n    ret;")
 
 
-def chase_global_kernel(op: str, isa: str, arch: str) -> GeneratedKernel:
+def chase_global_kernel(op: str, header: str) -> Kernel:
     if op not in GLOBAL_OPS:
         raise ValueError(f"unknown cache operator '{op}' ({', '.join(GLOBAL_OPS)})")
     body = "\n".join(f"    ld.global.{op}.u64 %p, [%p];" for _ in range(UNROLL))
@@ -227,11 +230,11 @@ W:
     bra W;
 WD:
 {_timed(body, '%p')}"""
-    return _kernel(f"chase_{op}", e, isa, arch, {"path": f"ld.global.{op}", "expect": "global"})
+    return _kernel(f"chase_{op}", header, e, "chase", {"path": f"ld.global.{op}", "expect": "global"})
 
 
 def _onchip_chase(name: str, path: str, expect: str, space: str, nbytes: int, step: str,
-                  isa: str, arch: str) -> GeneratedKernel:
+                  header: str) -> Kernel:
     """A chase through a per-block ``.shared`` or per-thread ``.local`` array: the host chain
     (u32 byte offsets) is copied in, each offset masked into the array and rebased, so no
     address outside the array can be formed; a warm pass, then the timed unrolled loop."""
@@ -274,29 +277,29 @@ W:
     bra W;
 WD:
 {_timed(body, '%a')}"""
-    return _kernel(name, e, isa, arch, {"path": path, "expect": expect})
+    return _kernel(name, header, e, "chase", {"path": path, "expect": expect})
 
 
-def chase_shared_kernel(isa: str, arch: str, store: bool = False) -> GeneratedKernel:
+def chase_shared_kernel(header: str, store: bool = False) -> Kernel:
     """Shared-memory chase (``store=False``) or store->load round trip through one shared
     word (``store=True``: ``st.volatile.shared [a], a; ld.volatile.shared a, [a]``)."""
     if store:
         step = "    st.volatile.shared.u32 [%a], %a;\n    ld.volatile.shared.u32 %a, [%a];"
         return _onchip_chase("chase_sts", "st.shared+ld.shared", "shared", "shared",
-                             SMEM_CHASE_BYTES, step, isa, arch)
+                             SMEM_CHASE_BYTES, step, header)
     return _onchip_chase("chase_lds", "ld.shared", "shared", "shared", SMEM_CHASE_BYTES,
-                         "    ld.shared.u32 %a, [%a];", isa, arch)
+                         "    ld.shared.u32 %a, [%a];", header)
 
 
-def chase_local_kernel(isa: str, arch: str) -> GeneratedKernel:
+def chase_local_kernel(header: str) -> Kernel:
     return _onchip_chase("chase_ldl", "ld.local", "local", "local", LOCAL_CHASE_BYTES,
-                         "    ld.local.u32 %a, [%a];", isa, arch)
+                         "    ld.local.u32 %a, [%a];", header)
 
 
 TEX_STEP = "    tex.1d.v4.u32.s32 {%a, %b, %c, %d}, [%tx, {%a}];"
 
 
-def chase_tex_kernel(isa: str, arch: str) -> GeneratedKernel:
+def chase_tex_kernel(header: str) -> Kernel:
     """Texture chase (unified mode: the texture object handle is the first, .u64, parameter):
     a 1D integer texture over linear memory whose element ``i`` holds the element index of
     the next node (:func:`element_indices`). A fetch outside the texture returns 0 (node 0)
@@ -319,7 +322,7 @@ W:
     bra W;
 WD:
 {_timed(body, '%a')}"""
-    return _kernel("chase_tex", e, isa, arch, {"path": "tex.1d", "expect": "texture"})
+    return _kernel("chase_tex", header, e, "chase", {"path": "tex.1d", "expect": "texture"})
 
 
 def element_indices(chain: Chain) -> np.ndarray:
@@ -328,7 +331,7 @@ def element_indices(chain: Chain) -> np.ndarray:
     return chain.byte_offsets(unit=4)
 
 
-def chase_const_kernel(chain: Chain, isa: str, arch: str, tag: str) -> GeneratedKernel:
+def chase_const_kernel(chain: Chain, header: str, tag: str) -> Kernel:
     """Constant-memory chase: the chain (u32 byte offsets, validated on the host) is the
     initializer of a module-level ``.const`` array, so no other value can ever be loaded."""
     words = chain.byte_offsets()
@@ -357,7 +360,7 @@ W:
     bra W;
 WD:
 {_timed(body, '%a')}"""
-    return _kernel(f"chase_ldc_{tag}", e, isa, arch,
+    return _kernel(f"chase_ldc_{tag}", header, e, "chase",
                    {"path": "ld.const", "expect": "constant", "footprint": chain.footprint})
 
 
@@ -373,7 +376,7 @@ BW_SMEM_BYTES = 32 * 1024
 BW_UNROLL = 4  # vectors in flight per thread and loop trip: slice must be a multiple of 4*block
 
 
-def bandwidth_kernel(kind: str, isa: str, arch: str) -> GeneratedKernel:
+def bandwidth_kernel(kind: str, header: str) -> Kernel:
     """Streaming kernel (timed by events; its %clock64 pair only delimits the SASS check).
     Thread t of a block touches vectors t + k*ntid of its block's slice, BW_UNROLL at a time."""
     access, cls = BW_KINDS[kind]
@@ -401,6 +404,19 @@ def bandwidth_kernel(kind: str, isa: str, arch: str) -> GeneratedKernel:
     idx = ", ".join(f"%i{j}, %s{j}" for j in range(BW_UNROLL))
     addr = ", ".join(f"%a{j}" for j in range(BW_UNROLL))
     smem = f".shared .align 16 .b8 bwbuf[{BW_SMEM_BYTES}];" if shared else ""
+    passes = f"""R:
+    mov.u32 %i, %th;
+L:
+    setp.ge.u32 %q, %i, %sl;
+    @%q bra LD;
+{body}
+    add.u32 %i, %i, %nt4;
+    bra L;
+LD:
+    sub.u32 %r, %r, 1;
+    setp.ne.u32 %q, %r, 0;
+    @%q bra R;"""
+    stream = "\n".join(timed([passes], "%t0", "%t1", "    "))
     e = f"""
 .visible .entry bw_{kind}(.param .u64 buf, .param .u64 out, .param .u32 slice, .param .u32 bstride, .param .u32 reps)
 {{
@@ -423,28 +439,15 @@ def bandwidth_kernel(kind: str, isa: str, arch: str) -> GeneratedKernel:
     mov.u32 %w, %th;
     mov.u32 %acc, 0;
     {'mov.u32 %sb, bwbuf;' if shared else ''}
-    mov.u64 %t0, %clock64;
-R:
-    mov.u32 %i, %th;
-L:
-    setp.ge.u32 %q, %i, %sl;
-    @%q bra LD;
-{body}
-    add.u32 %i, %i, %nt4;
-    bra L;
-LD:
-    sub.u32 %r, %r, 1;
-    setp.ne.u32 %q, %r, 0;
-    @%q bra R;
-    mov.u64 %t1, %clock64;
+{stream}
     cvt.u64.u32 %x, %acc;
     setp.ne.u32 %q, %th, 0;
     @%q bra E;
 {_TAIL_E}"""
-    return _kernel(f"bw_{kind}", e, isa, arch, {"path": kind, "expect": cls, "stream": True})
+    return _kernel(f"bw_{kind}", header, e, "bandwidth", {"path": kind, "expect": cls, "stream": True})
 
 
-def copy_kernel(isa: str, arch: str) -> GeneratedKernel:
+def copy_kernel(header: str) -> Kernel:
     e = """
 .visible .entry copy(.param .u64 src, .param .u64 dst, .param .u64 nvec)
 {
@@ -469,7 +472,7 @@ D:
 }
 """
     e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE)
-    return _kernel("copy", e, isa, arch, {"kind": "copy"})
+    return _kernel("copy", header, e, "copy", {"kind": "copy"})
 
 
 BANK_WIDTHS = {32: ("u32", "%a"), 64: ("v2.u32", "{%a, %b}"), 128: ("v4.u32", "{%a, %b, %c2, %d}")}
@@ -478,7 +481,7 @@ BANK_FOLD = {32: "", 64: "\n    or.b32 %a, %a, %b;",
              128: "\n    or.b32 %a, %a, %b;\n    or.b32 %c2, %c2, %d;\n    or.b32 %a, %a, %c2;"}
 
 
-def bank_kernel(bits: int, isa: str, arch: str) -> GeneratedKernel:
+def bank_kernel(bits: int, header: str) -> Kernel:
     """One warp; lane l reads ``bits`` at shared byte ``(l * stride) mod size`` (aligned to the
     access width) in a dependent self-loop: each word holds its own address."""
     ty, regs = BANK_WIDTHS[bits]
@@ -503,16 +506,10 @@ def bank_kernel(bits: int, isa: str, arch: str) -> GeneratedKernel:
     bar.sync 0;
     ld.param.u32 %n, [iters];
     ld.shared.{ty} {regs}, [%a];{BANK_FOLD[bits]}
-    mov.u64 %t0, %clock64;
-T:
-{body}
-    sub.u32 %n, %n, 1;
-    setp.ne.u32 %q, %n, 0;
-    @%q bra T;
-    mov.u64 %t1, %clock64;
+{_loop(body)}
     cvt.u64.u32 %x, %a;
     setp.ne.u32 %q, %l, 0;
     @%q bra E;
 {_TAIL_E}"""
-    return _kernel(f"bank_w{bits}", e, isa, arch, {"path": f"ld.shared.{bits}", "expect": "shared",
-                                                   "width": width})
+    return _kernel(f"bank_w{bits}", header, e, "bank", {"path": f"ld.shared.{bits}", "expect": "shared",
+                                                        "width": width})

@@ -1,32 +1,33 @@
 """The memory suite: latency of every load path, the footprint staircase (cache sizes, TLB
 reach), line sizes, L2 near/far, bandwidth of each level and shared-memory bank conflicts.
 
-Every benchmark is one resumable store item; a failing one stores a Result with value None
-and an ``error: ...`` flag and the sweep goes on. Sizes used by later benchmarks (chain
-spacing, bandwidth footprints, the L2 flush) come from earlier measurements of the same run,
-never from known values; when a measurement is missing the fallback is generic and flagged.
+Every benchmark is one item of the run loop (``bench/runner.py``): one resumable store
+transaction; a failing one stores a Result with value None and an ``error: ...`` flag and the
+sweep goes on. Sizes used by later benchmarks (chain spacing, bandwidth footprints, the L2
+flush) come from earlier measurements of the same run, never from known values; when a
+measurement is missing the fallback is generic and flagged.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.bench import contract
+from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
 from gpudissect.bench.steps import detect, refine_points
-from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Tex
-from gpudissect.kernel.toolchain import tool_version
-from gpudissect.store.db import Result, Store
-from gpudissect.suites.instructions.template import ptx_isa_for
-from gpudissect.suites.instructions.verify import Built, build_module
+from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Device, Tex
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.store.db import Result
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import kernels as gm
 from gpudissect.suites.memory.checks import MemCheck, check_region
+from gpudissect.target import Target
 
-SUITE = "memory"
 MiB = 1 << 20
 
 
@@ -62,6 +63,10 @@ class Plan:
     bw_launches: int = 3
     seed: int = 1
 
+    def const_spacing(self, footprint: int) -> int:
+        """Node spacing of a constant chase's chain of ``footprint`` bytes."""
+        return self.hot_spacing if footprint > 2 * self.hot_spacing else 8
+
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
@@ -75,23 +80,28 @@ LOCAL_PATHS = {"ld.shared": "chase_lds", "st.shared+ld.shared": "chase_sts", "ld
 TEX_KERNEL = "chase_tex"  # latency/tex and sweep/tex-*: a 1D u32 texture object over the chain
 
 
-class Kernels:
-    """All kernels of the suite, compiled as one module, with their SASS checks."""
+def module_kernels(header: str, plan: Plan) -> list[Kernel]:
+    """All kernels of the suite (one module under ``header``); the constant chases hold the
+    plan's chains."""
+    ks = [gm.scatter_kernel(header), gm.copy_kernel(header)]
+    ks += [gm.chase_global_kernel(op, header) for op in gm.GLOBAL_OPS]
+    ks += [gm.chase_shared_kernel(header), gm.chase_shared_kernel(header, store=True),
+           gm.chase_local_kernel(header), gm.chase_tex_kernel(header)]
+    for f in plan.const_footprints:
+        ch = gm.build_chain(f, plan.const_spacing(f), "random", seed=plan.seed)
+        ks.append(gm.chase_const_kernel(ch, header, f"{f}"))
+    ks += [gm.bandwidth_kernel(k, header) for k in gm.BW_KINDS]
+    ks += [gm.bank_kernel(b, header) for b in gm.BANK_WIDTHS]
+    return ks
 
-    def __init__(self, arch: str, plan: Plan):
-        isa = ptx_isa_for(tool_version("ptxas"))
-        ks = [gm.scatter_kernel(isa, arch), gm.copy_kernel(isa, arch)]
-        ks += [gm.chase_global_kernel(op, isa, arch) for op in gm.GLOBAL_OPS]
-        ks += [gm.chase_shared_kernel(isa, arch), gm.chase_shared_kernel(isa, arch, store=True),
-               gm.chase_local_kernel(isa, arch), gm.chase_tex_kernel(isa, arch)]
-        for f in plan.const_footprints:
-            ch = gm.build_chain(f, plan.hot_spacing if f > 2 * plan.hot_spacing else 8, "random",
-                                seed=plan.seed)
-            ks.append(gm.chase_const_kernel(ch, isa, arch, f"{f}"))
-        ks += [gm.bandwidth_kernel(k, isa, arch) for k in gm.BW_KINDS]
-        ks += [gm.bank_kernel(b, isa, arch) for b in gm.BANK_WIDTHS]
+
+class Kernels:
+    """All kernels of the suite, compiled as one module for the target, with their SASS checks."""
+
+    def __init__(self, target: Target, plan: Plan):
+        ks = module_kernels(ptx_header(target.ptx_isa, target.arch), plan)
         self.kernels = {k.name: k for k in ks}
-        built = build_module(ks, arch, 3)
+        built = build_module(ks, target.arch)
         self.built: dict[str, Built] = {n: b for n, b in built.items() if isinstance(b, Built)}
         self.cubin = next(iter(self.built.values())).cubin
         self.checks: dict[str, MemCheck] = {
@@ -99,9 +109,7 @@ class Kernels:
 
     def texts(self, name: str) -> dict[str, tuple[str, str]]:
         b = self.built.get(name)
-        if b is None:
-            return {}
-        return {b.ptx_hash: ("ptx", b.kernel.ptx), b.sass_hash: ("sass", b.sass_text)}
+        return b.texts() if b else {}
 
     def result(self, name: str, **kw) -> Result:
         """A Result carrying the kernel's provenance (hashes, SASS of the checked loads) and
@@ -117,8 +125,11 @@ class Kernels:
                       strategy="memory", cls="memory", **kw)
 
 
-class Runner:
-    def __init__(self, dev, k: Kernels, plan: Plan):
+class Launcher:
+    """The suite's kernels on one device: chains placed, chases and streams launched; it
+    remembers the largest chain buffer held (free memory counts it as available)."""
+
+    def __init__(self, dev: Device, k: Kernels, plan: Plan):
         self.dev, self.k, self.plan = dev, k, plan
         self.held = 0  # bytes of the largest chain buffer allocated so far
         self.sm = int(dev.info.sm_count)
@@ -163,20 +174,25 @@ class Runner:
         return gm.build_chain(footprint, sp, order, seed=self.plan.seed + seed, limit=self.limit())
 
 
-def _err(variant: str, measure: str, unit: str, e: Exception, **params) -> Result:
+
+def error_result(variant: str, measure: str, unit: str, flag: str, **params) -> Result:
     return Result(variant, measure, None, unit, "none", params=params, cls="memory",
-                  flags=[f"error: {type(e).__name__}: {e}"], strategy="memory")
+                  flags=[flag], strategy="memory")
+
+
+def _err(variant: str, measure: str, unit: str, e: Exception, **params) -> Result:
+    return error_result(variant, measure, unit, f"error: {type(e).__name__}: {e}", **params)
 
 
 # --- benchmarks (each returns results and the kernel texts they cite)
 
-def bench_latency(r: Runner, path: str) -> tuple[list[Result], dict]:
+def bench_latency(r: Launcher, path: str) -> tuple[list[Result], dict]:
     p = r.plan
     variant = f"latency/{path}"
     if path.startswith("ld.const@"):
         f = int(path.split("@")[1])
         name = f"chase_ldc_{f}"
-        ch_nodes = f // (p.hot_spacing if f > 2 * p.hot_spacing else 8)
+        ch_nodes = f // p.const_spacing(f)
         vals, _ = r.chase(name, 8, ch_nodes, p.lat_iters, launches=p.lat_launches,
                           chain_buf=Buf("dummy", nbytes=64))
         params = {"footprint": f, "loads": p.lat_iters * gm.UNROLL, "path": "ld.const"}
@@ -207,7 +223,7 @@ def _sweep_points(p: Plan, top: int, start: int) -> list[int]:
     return [x for x in pts if x <= top]
 
 
-def bench_sweep(r: Runner, op: str, order: str, spacing: int, spacing_flag: list[str]
+def bench_sweep(r: Launcher, op: str, order: str, spacing: int, spacing_flag: list[str]
                 ) -> tuple[list[Result], dict]:
     p = r.plan
     name = TEX_KERNEL if op == "tex" else GLOBAL_PATHS[f"ld.global.{op}"]
@@ -249,7 +265,7 @@ def bench_sweep(r: Runner, op: str, order: str, spacing: int, spacing_flag: list
     return results, r.k.texts(name)
 
 
-def bench_stride(r: Runner, level: str, flush_bytes: int | None, flags: list[str]
+def bench_stride(r: Launcher, level: str, flush_bytes: int | None, flags: list[str]
                  ) -> tuple[list[Result], dict]:
     """One cold pass over a freshly written strided chain: average latency vs stride; the
     knee is the fill granularity of the level (L1 via .ca; L2 via .cg after an L2 flush)."""
@@ -279,7 +295,7 @@ def bench_stride(r: Runner, level: str, flush_bytes: int | None, flags: list[str
     return results, r.k.texts(name)
 
 
-def _flush(r: Runner, nbytes: int) -> None:
+def _flush(r: Launcher, nbytes: int) -> None:
     blk = r.plan.bw_block
     grid = r.sm * r.plan.bw_blocks_per_sm
     per = max(4 * blk, (nbytes // 16 // grid) // (4 * blk) * (4 * blk))
@@ -288,7 +304,7 @@ def _flush(r: Runner, nbytes: int) -> None:
                   np.uint32(per), np.uint32(per), np.uint32(1)])
 
 
-def bench_nearfar(r: Runner) -> tuple[list[Result], dict]:
+def bench_nearfar(r: Launcher) -> tuple[list[Result], dict]:
     p = r.plan
     name = GLOBAL_PATHS["ld.global.cg"]
     ch = gm.build_chain(2 * 128, 128, "strided", limit=r.limit())
@@ -307,7 +323,7 @@ def bench_nearfar(r: Runner) -> tuple[list[Result], dict]:
     return [res], r.k.texts(name)
 
 
-def _bw(r: Runner, kernel: str, buf: str, per_block: int, bstride: int, footprint: int,
+def _bw(r: Launcher, kernel: str, buf: str, per_block: int, bstride: int, footprint: int,
         variant: str, level: str, rw: str, flags: list[str]) -> Result:
     p = r.plan
     blk, grid = p.bw_block, r.sm * p.bw_blocks_per_sm
@@ -341,7 +357,7 @@ def _bw(r: Runner, kernel: str, buf: str, per_block: int, bstride: int, footprin
                       samples=ms, flags=list(flags))
 
 
-def bench_bandwidth(r: Runner, sizes: dict, flags: dict) -> tuple[list[Result], dict]:
+def bench_bandwidth(r: Launcher, sizes: dict, flags: dict) -> tuple[list[Result], dict]:
     """Shared, L1, L2 and device memory, read and write, chip full; and a device copy."""
     p = r.plan
     grid = r.sm * p.bw_blocks_per_sm
@@ -389,7 +405,7 @@ def bench_bandwidth(r: Runner, sizes: dict, flags: dict) -> tuple[list[Result], 
     return out, texts
 
 
-def bench_bank(r: Runner, bits: int) -> tuple[list[Result], dict]:
+def bench_bank(r: Launcher, bits: int) -> tuple[list[Result], dict]:
     p = r.plan
     name = f"bank_w{bits}"
     width = bits // 8
@@ -416,93 +432,86 @@ def bench_bank(r: Runner, bits: int) -> tuple[list[Result], dict]:
 def _select(names: list[str], patterns: list[str] | None) -> list[str]:
     if not patterns:
         return names
-    import fnmatch
-
     return [n for n in names if any(fnmatch.fnmatch(n, pt) or pt in n for pt in patterns)]
 
 
-def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_90",
-              quick: bool = False, resume: bool = True, jobs: int = 8,
-              progress: Callable[[str, int, int], None] | None = None,
-              plan: Plan | None = None) -> tuple[int, dict]:
-    from gpudissect import __version__
 
-    plan = plan or (QUICK_PLAN if quick else Plan())
-    timing = {"compile_s": 0.0, "gpu_s": 0.0, "analysis_s": 0.0}
-    t = time.perf_counter()
-    k = Kernels(arch, plan)
-    timing["compile_s"] = time.perf_counter() - t
-    toolkit = f"ptxas {tool_version('ptxas')}"
-    run_id = store.unfinished_run(SUITE, dev.info.uuid) if resume else None
-    if run_id is None:
-        run_id = store.start_run(SUITE, dev.info, toolkit, arch, dev.clocks(), plan.to_json(),
-                                 __version__)
-    done = store.done_items(run_id)
-    r = Runner(dev, k, plan)
-
+def item_names(plan: Plan) -> list[str]:
+    """The suite's items in run order (later ones use sizes the earlier ones measured)."""
     lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *(f"ld.const@{f}" for f in plan.const_footprints),
                  "tex"]
-    items = ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "sweep/ca-random",
-             "sweep/ca-strided", "sweep/cg-random", "sweep/cg-pages", "sweep/tex-random",
-             "stride/L2", "nearfar", "bandwidth"]
-             + [f"bank/w{b}" for b in gm.BANK_WIDTHS])
-    todo = _select(items, patterns)
+    return ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "sweep/ca-random",
+            "sweep/ca-strided", "sweep/cg-random", "sweep/cg-pages", "sweep/tex-random",
+            "stride/L2", "nearfar", "bandwidth"]
+            + [f"bank/w{b}" for b in gm.BANK_WIDTHS])
 
-    def derived() -> tuple[dict, dict]:
-        """Sizes measured so far in this run (for spacing, flush and bandwidth footprints)."""
-        s = am.summarize(store.results(run_id), r.sm)
-        return s.get("sizes", {}), s.get("line_sizes", {})
 
-    for n, item in enumerate(todo):
-        if progress:
-            progress(item, n, len(todo))
-        if item in done:
-            continue
-        t = time.perf_counter()
-        try:
-            if item.startswith("latency/"):
-                res, texts = bench_latency(r, item.split("/", 1)[1])
-            elif item.startswith("stride/"):
-                level = item.split("/")[1]
-                flush, flags = None, []
-                if level == "L2":
-                    sizes, _ = derived()
-                    l2 = (sizes.get("L2") or {}).get("bytes")
-                    if l2:
-                        flush = 4 * int(l2)
-                    else:
-                        flush = min(1 << 30, int(dev.free_memory()) // 4)
-                        flags = ["fallback: L2 size not measured in this run; flush size generic"]
-                    flush = min(flush, int(dev.free_memory()) // 2)
-                res, texts = bench_stride(r, level, flush, flags)
-            elif item.startswith("sweep/"):
-                op, order = item.split("/")[1].split("-")
-                _, lines = derived()
-                line = (lines.get("L1") or {}).get("bytes")
-                if order == "pages":
-                    spacing, fl = plan.tlb_spacing, []
-                elif line:
-                    spacing, fl = max(32, 1 << int(math.ceil(math.log2(line)))), []
+def _derived(ctx: Context) -> tuple[dict, dict]:
+    """Sizes measured so far in this run (for spacing, flush and bandwidth footprints)."""
+    s = am.summarize(ctx.store.results(ctx.run_id))
+    return s.get("sizes", {}), s.get("line_sizes", {})
+
+
+class MemorySuite(SuiteBase):
+    name = "memory"
+    description = ("latency of every load path, cache sizes and TLB reach, line sizes, L2 "
+                   "near/far, bandwidth of each level, shared-memory bank conflicts")
+    options = {"plan": "a memory Plan to run instead of the full (or --quick) one"}
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> contract.Plan:
+        plan = ctx.options.get("plan") or (QUICK_PLAN if ctx.quick else Plan())
+        ctx.state["plan"] = plan
+        return contract.Plan([Item(n) for n in _select(item_names(plan), patterns)],
+                             plan.to_json())
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        plan = ctx.state["plan"]
+        ctx.state["launcher"] = Launcher(ctx.dev, Kernels(ctx.target, plan), plan)
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        r: Launcher = ctx.state["launcher"]
+        name = item.name
+        if name.startswith("latency/"):
+            return Outcome(*bench_latency(r, name.split("/", 1)[1]))
+        if name.startswith("stride/"):
+            level = name.split("/")[1]
+            flush, flags = None, []
+            if level == "L2":
+                sizes, _ = _derived(ctx)
+                l2 = (sizes.get("L2") or {}).get("bytes")
+                if l2:
+                    flush = 4 * int(l2)
                 else:
-                    spacing, fl = 256, ["fallback: L1 line size not measured; node spacing 256 B"]
-                res, texts = bench_sweep(r, op, order, spacing, fl)
-            elif item == "nearfar":
-                res, texts = bench_nearfar(r)
-            elif item == "bandwidth":
-                sizes, _ = derived()
-                bw_sizes, flags = am.bandwidth_footprints(sizes, int(dev.free_memory()))
-                res, texts = bench_bandwidth(r, bw_sizes, flags)
-            elif item.startswith("bank/w"):
-                res, texts = bench_bank(r, int(item.removeprefix("bank/w")))
+                    flush = min(1 << 30, int(ctx.dev.free_memory()) // 4)
+                    flags = ["fallback: L2 size not measured in this run; flush size generic"]
+                flush = min(flush, int(ctx.dev.free_memory()) // 2)
+            return Outcome(*bench_stride(r, level, flush, flags))
+        if name.startswith("sweep/"):
+            op, order = name.split("/")[1].split("-")
+            _, lines = _derived(ctx)
+            line = (lines.get("L1") or {}).get("bytes")
+            if order == "pages":
+                spacing, fl = r.plan.tlb_spacing, []
+            elif line:
+                spacing, fl = max(32, 1 << int(math.ceil(math.log2(line)))), []
             else:
-                raise ValueError(f"unknown item {item}")
-        except Exception as e:  # one failing benchmark never takes the suite down
-            res, texts = [_err(item, "error", "-", e)], {}
-        timing["gpu_s"] += time.perf_counter() - t
-        store.save(run_id, item, res, texts)
-    t = time.perf_counter()
-    summary = am.summarize(store.results(run_id), r.sm)
-    timing["analysis_s"] = time.perf_counter() - t
-    store.set_meta(f"summary:{run_id}", summary)
-    store.finish_run(run_id, dev.clocks(), timing)
-    return run_id, timing
+                spacing, fl = 256, ["fallback: L1 line size not measured; node spacing 256 B"]
+            return Outcome(*bench_sweep(r, op, order, spacing, fl))
+        if name == "nearfar":
+            return Outcome(*bench_nearfar(r))
+        if name == "bandwidth":
+            sizes, _ = _derived(ctx)
+            bw_sizes, flags = am.bandwidth_footprints(sizes, int(ctx.dev.free_memory()))
+            return Outcome(*bench_bandwidth(r, bw_sizes, flags))
+        if name.startswith("bank/w"):
+            return Outcome(*bench_bank(r, int(name.removeprefix("bank/w"))))
+        raise ValueError(f"unknown item {name}")
+
+    def error_results(self, item: Item, flag: str) -> list[Result]:
+        return [error_result(item.name, "error", "-", flag)]
+
+    def summarize(self, ctx: Context) -> dict:
+        return am.summarize(ctx.store.results(ctx.run_id))
+
+
+SUITE = MemorySuite()

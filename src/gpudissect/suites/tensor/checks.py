@@ -20,9 +20,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from gpudissect.kernel.region import RegionNotFound, find_region, is_clock_read, is_move
-from gpudissect.kernel.sass import REG_RE, SassInstr, parse_sass
-from gpudissect.kernel.toolchain import PtxasError, compile_ptx, disassemble, sha256
+from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.region import is_clock_read, is_move
+from gpudissect.kernel.sass import REG_RE, SassInstr
+from gpudissect.kernel.toolchain import PtxasError
+from gpudissect.suites.tensor.kernels import tensor_arch
+from gpudissect.target import Target
 
 TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
 LDST_OP = re.compile(r"^(LDSM|STSM)$")
@@ -33,25 +38,6 @@ ADDRESS_ADD = re.compile(r"^(IADD3|IMAD\.IADD|VIADD|IADD)$")
 # wgmma brings its own synchronisation (arrive / wait on the warpgroup)
 WGMMA_SYNC = re.compile(r"^(WARPGROUP|WARPSYNC|DEPBAR)$")
 FORBIDDEN = re.compile(r"^(CALL|BRA|BRX|JMP|RET|LDL|STL|LDG|STG|LD|ST|BAR|MEMBAR|LDS|STS|ATOM|ATOMS|RED)$")
-
-
-@dataclass
-class BuiltKernel:
-    name: str
-    units: int
-    ptx: str
-    sass: str
-    region: list[SassInstr]
-    cubin: bytes = b""
-    spills: bool = False
-
-    @property
-    def ptx_hash(self) -> str:
-        return sha256(self.ptx)
-
-    @property
-    def sass_hash(self) -> str:
-        return sha256(self.sass)
 
 
 @dataclass
@@ -69,30 +55,6 @@ class TensorCheck:
         return asdict(self)
 
 
-def build_entries(header: str, entries: list[tuple[str, str, int]], arch: str = "sm_90a",
-                  need_region: bool = True) -> dict[str, BuiltKernel | Exception]:
-    """Compile (name, entry PTX, units) kernels as one module; the SASS region of each.
-    Raises PtxasError when the module does not assemble."""
-    ptx = header + "\n" + "\n".join(e for _, e, _ in entries)
-    cub = compile_ptx(ptx, arch=arch)
-    funcs = parse_sass(disassemble(cub.cubin))
-    out: dict[str, BuiltKernel | Exception] = {}
-    for name, entry, units in entries:
-        f = funcs.get(name)
-        if f is None:
-            out[name] = RegionNotFound(f"kernel {name} missing from the cubin")
-            continue
-        try:
-            region = find_region(f.instrs) if need_region else []
-        except RegionNotFound as e:
-            out[name] = e
-            continue
-        spills = any(i.opcode in ("LDL", "STL") for i in f.instrs)
-        out[name] = BuiltKernel(name, units, header + entry, "\n".join(i.text for i in f.instrs),
-                                region, cub.cubin, spills)
-    return out
-
-
 def _counts(region: list[SassInstr], op_re: re.Pattern = TENSOR_OP) -> tuple[Counter, Counter, Counter]:
     tensor, other, bad = Counter(), Counter(), Counter()
     for i in region:
@@ -107,7 +69,7 @@ def _counts(region: list[SassInstr], op_re: re.Pattern = TENSOR_OP) -> tuple[Cou
     return tensor, other, bad
 
 
-def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
+def check_tensor_family(kernels: list[Built], per_instance: int = 1,
                         op_re: re.Pattern = TENSOR_OP, companion: re.Pattern | None = None,
                         companion_max: int = 1, lowering_ok: bool = False) -> TensorCheck:
     """Check kernels of one variant at different ``units`` (>= 2 distinct). ``op_re``: the SASS
@@ -116,13 +78,13 @@ def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
     ``lowering_ok``: other integer work per instance is part of the instruction's lowering
     (wmma.load/store address arithmetic and register shuffles): it is reported in
     ``other_per_instr`` and does not make the variant 'emulated'."""
-    ks = sorted(kernels, key=lambda k: k.units)
-    if len(ks) < 2 or ks[0].units == ks[-1].units:
+    ks = sorted(kernels, key=lambda k: k.kernel.units)
+    if len(ks) < 2 or ks[0].kernel.units == ks[-1].kernel.units:
         raise ValueError("need kernels at two different instance counts")
     lo, hi = ks[0], ks[-1]
     tlo, olo, blo = _counts(lo.region, op_re)
     thi, ohi, bhi = _counts(hi.region, op_re)
-    du = (hi.units - lo.units) * per_instance
+    du = (hi.kernel.units - lo.kernel.units) * per_instance
     per = {op: Fraction(thi[op] - tlo[op], du) for op in thi | tlo}
     other = {op: Fraction(ohi[op] - olo[op], du) for op in ohi | olo}
     other = {op: c for op, c in other.items() if c > 0}
@@ -161,7 +123,8 @@ def check_tensor_family(kernels: list[BuiltKernel], per_instance: int = 1,
         return res
     for k in ks[1:-1]:
         t, _, _ = _counts(k.region, op_re)
-        exp = {op: int(Fraction(tlo[op]) + per[op] * (k.units - lo.units) * per_instance) for op in per}
+        exp = {op: int(Fraction(tlo[op]) + per[op] * (k.kernel.units - lo.kernel.units) * per_instance)
+               for op in per}
         if any(t[op] != exp[op] for op in per):
             res.status, res.reason = "folded", "tensor SASS count does not scale with the instances"
             return res
@@ -180,6 +143,54 @@ def compile_failure(e: Exception) -> TensorCheck:
         status = "unsupported" if e.unsupported else "error"
         return TensorCheck(status, reason=f"ptxas: {e.message.splitlines()[0] if e.message else e}"[:400])
     return TensorCheck("error", reason=f"{type(e).__name__}: {e}"[:400])
+
+
+# --- one variant: its kernels compiled as one module, each family checked ----------------------
+
+
+@dataclass
+class Work:
+    variant: MmaVariant | WgmmaVariant | LdstVariant
+    kernels: list[Kernel] = field(default_factory=list)
+    built: dict[str, Built | Exception] = field(default_factory=dict)
+    check: TensorCheck | None = None
+    checks: dict[str, TensorCheck] = field(default_factory=dict)  # per family (wgmma: per N/source)
+
+
+def family_key(k: Kernel) -> str:
+    """Kernels that differ only in length form one family."""
+    return k.name.rsplit("_n", 1)[0]
+
+
+def compile_work(w: Work, target: Target) -> None:
+    """Compile the variant's kernels as one module and check each family's SASS; the
+    variant's status is its latency family's (smallest N for wgmma)."""
+    ks = w.kernels
+    try:
+        w.built = build_module(ks, tensor_arch(target))
+    except Exception as e:  # ptxas rejects the module: unsupported or a generator bug
+        w.check = compile_failure(e)
+        return
+    fams: dict[str, list[Built]] = {}
+    for k in ks:
+        b = w.built.get(k.name)
+        if isinstance(b, Built):
+            fams.setdefault(family_key(k), []).append(b)
+    ldst = isinstance(w.variant, LdstVariant)
+    op_re = (WMMA_LDST_OP if w.variant.wmma else LDST_OP) if ldst else None
+    for key, bs in fams.items():
+        try:
+            w.checks[key] = (check_tensor_family(bs, op_re=op_re, companion=ADDRESS_ADD,
+                                                 companion_max=w.variant.regs + 1,
+                                                 lowering_ok=w.variant.wmma) if op_re
+                             else check_tensor_family(bs))
+        except ValueError as e:
+            w.checks[key] = TensorCheck("error", reason=str(e))
+    # the variant's status: its latency family (smallest N for wgmma) decides
+    lat = [c for key, c in w.checks.items() if "_lat" in key] or list(w.checks.values())
+    w.check = lat[0] if lat else TensorCheck("error", reason="no latency kernel built")
+    if any(c.ok for c in w.checks.values()) and not w.check.ok:
+        w.check = next(c for c in w.checks.values() if c.ok)
 
 
 # --- per-SASS timing (clock reads between the tensor SASS of one instruction) -----------------
@@ -219,7 +230,7 @@ def _dest_range(ins: SassInstr, d_words: int) -> set[str]:
 
 def check_clock_gaps(instrs: list[SassInstr], expect: list[int], d_words: int,
                      op_re: re.Pattern = TENSOR_OP) -> StepCheck:
-    """The clocked rounds of a per-SASS kernel (generate/tensor_steps.py): exactly
+    """The clocked rounds of a per-SASS kernel (step_kernels.py): exactly
     ``len(expect) + 1`` 64-bit clock reads (the loop body once), ``expect[g]`` tensor SASS
     between reads g and g+1 with nothing else but register moves and NOPs in a gap that holds
     tensor SASS, and in the last gap (``expect[-1] == 0``) an instruction that reads the

@@ -19,203 +19,37 @@ and store D: the host designs the experiments (fragment layout inference).
 
 from __future__ import annotations
 
-import re
-import tomllib
-from dataclasses import dataclass, field
-from functools import cache
+import numpy as np
 
-from gpudissect.catalog.model import CATALOG_DIR
+from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant, element
+from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.kernel.timing import Repeat, repeated
+from gpudissect.target import Target
 
-TENSOR_TOML = CATALOG_DIR / "tensor.toml"
-
-
-@dataclass(frozen=True)
-class MmaVariant:
-    name: str
-    ptx: str
-    shape: tuple[int, int, int]
-    atype: str
-    btype: str
-    ctype: str
-    dtype: str
-    min_arch: int
-    regs: dict
-    flops: int
-    groups: int = 1
-    # "mma" (mma.sync), "wmma" (wmma.mma) or "mma.sp" (sparse A: the PTX takes two more
-    # operands, a metadata register holding ``sp_meta`` and the selector ``sp_sel``)
-    form: str = "mma"
-    sp_meta: int | None = None
-    sp_sel: int = 0
-
-    @property
-    def kind(self) -> str:
-        return "mma"
-
-    @property
-    def sparse(self) -> bool:
-        return self.sp_meta is not None
+# the repetition loop of the timing kernels (kernel/timing.py), in the registers _prologue declares
+REPEAT = Repeat(times="%tptr", label="LOOP", pred="%lp", smid32="%xsmid", smid64="%a64")
 
 
-@dataclass(frozen=True)
-class WgmmaVariant:
-    name: str
-    atype: str
-    btype: str
-    dtype: str
-    k: int
-    n_step: int
-    a_from_registers: bool
-    transpose_args: bool
-    scale_args: bool
-    extra: str = ""
-    min_arch: str = "sm_90a"
-
-    @property
-    def kind(self) -> str:
-        return "wgmma"
-
-    def d_regs(self, n: int) -> int:
-        elems = 64 * n // 128
-        return elems // 2 if self.dtype == "f16" else elems
-
-    def flops(self, n: int) -> int:
-        return 2 * 64 * n * self.k
-
-    def instr(self, n: int, a_regs: bool) -> str:
-        tag = f".{self.extra}" if self.extra else ""
-        return f"wgmma.mma_async.sync.aligned.m64n{n}k{self.k}.{self.dtype}.{self.atype}.{self.btype}{tag}"
+def tensor_arch(target: Target) -> str:
+    """The architecture every tensor kernel is written and compiled for: the
+    architecture-specific one (wgmma needs it; mma.sync compiles to the same code)."""
+    return target.for_features(specific=True)
 
 
-@dataclass(frozen=True)
-class LdstVariant:
-    name: str
-    op: str  # ldmatrix | stmatrix | wmma.load | wmma.store
-    ptx: str
-    shape: str
-    matrices: int
-    trans: bool
-    regs: int
-    bytes: int
-    min_arch: str
-    # wmma.load / wmma.store only (derived from the wmma.mma entries, see wmma_ldst_variants):
-    frag: str = ""  # a | b | c | d
-    layout: str = ""  # row | col (memory layout of the matrix)
-    elem: str = ""  # element type
-    rows: int = 0
-    cols: int = 0
-    ldm: int = 0  # leading dimension in elements (no padding)
-    cls: str = ".b32"  # PTX register class of the fragment registers
-
-    @property
-    def kind(self) -> str:
-        return "ldst"
-
-    @property
-    def wmma(self) -> bool:
-        return self.op.startswith("wmma.")
-
-    @property
-    def atype(self) -> str:
-        """Key of the datasheet-peak table: data movement has none."""
-        return "b16" if self.shape == "m8n8" else "b8"
-
-
-def _wmma_layouts(ptx: str) -> tuple[str, str]:
-    m = re.search(r"\.(row|col)\.(row|col)\.", ptx)
-    if not m:
-        raise ValueError(f"no A/B layouts in {ptx!r}")
-    return m.group(1), m.group(2)
-
-
-def wmma_ldst_variants(mma: list[MmaVariant], bits: dict[str, int]) -> list[LdstVariant]:
-    """The wmma.load.{a,b,c} / wmma.store.d variants implied by the wmma.mma entries of the
-    catalog: each (fragment, shape, memory layout, type) once, with the fragment's register
-    count from the entry (A/B in the entry's layouts, C/D in both), in shared memory."""
-    out: dict[str, LdstVariant] = {}
-    for v in mma:
-        if v.form != "wmma":
-            continue
-        m, n, k = v.shape
-        la, lb = _wmma_layouts(v.ptx)
-        shape = f"m{m}n{n}k{k}"
-        cands = [("a", v.atype, la, v.regs["a"], m, k), ("b", v.btype, lb, v.regs["b"], k, n)]
-        for lay in ("row", "col"):
-            cands += [("c", v.ctype, lay, v.regs["c"], m, n), ("d", v.dtype, lay, v.regs["d"], m, n)]
-        for frag, typ, lay, regs, rows, cols in cands:
-            op = "wmma.store" if frag == "d" else "wmma.load"
-            name = f"{op}.{frag}.{shape}.{lay}.{typ}"
-            if name in out:
-                continue
-            out[name] = LdstVariant(
-                name=name, op=op, ptx=f"{op}.{frag}.sync.aligned.{lay}.{shape}.shared.{typ}", shape=shape,
-                matrices=1, trans=False, regs=regs, bytes=rows * cols * bits[typ] // 8,
-                min_arch=f"sm_{v.min_arch}", frag=frag, layout=lay, elem=typ, rows=rows, cols=cols,
-                ldm=cols if lay == "row" else rows, cls={"f32": ".f32", "f64": ".f64"}.get(typ, ".b32"))
-    return list(out.values())
-
-
-@dataclass
-class TensorCatalog:
-    types: dict[str, int]
-    mma: list[MmaVariant] = field(default_factory=list)
-    wgmma: list[WgmmaVariant] = field(default_factory=list)
-    ldst: list[LdstVariant] = field(default_factory=list)
-
-
-@cache
-def load_tensor_catalog(path: str | None = None) -> TensorCatalog:
-    raw = tomllib.loads((TENSOR_TOML if path is None else __import__("pathlib").Path(path)).read_text())
-    types = {k: int(v["bits"]) for k, v in raw["types"].items()}
-    mma = [MmaVariant(**{**d, "shape": tuple(d["shape"])}) for d in raw.get("mma", [])]
-    wg = [WgmmaVariant(**d) for d in raw.get("wgmma", [])]
-    ld = [LdstVariant(**d) for d in raw.get("ldst", [])]
-    ld += wmma_ldst_variants(mma, types)
-    return TensorCatalog(types, mma, wg, ld)
-
-
-@dataclass
-class TensorKernel:
-    name: str
-    ptx: str  # a complete module (header + one entry)
-    variant: str
-    measure: str  # latency | throughput | probe
-    chains: int
-    length: int
-    warps: int
-    n_in_words: int
-    per_instance: int = 1  # PTX tensor instructions per (chain, round)
-    meta: dict = field(default_factory=dict)
-    smem: int = 0
-
-    @property
-    def units(self) -> int:
-        return self.chains * self.length
-
-    @property
-    def head(self) -> str:
-        return self.ptx[: self.ptx.index(".visible .entry")]
-
-    @property
-    def entry(self) -> str:
-        return self.ptx[self.ptx.index(".visible .entry"):]
-
-
-def header(isa: str = "9.0", target: str = "sm_90a") -> str:
-    return f".version {isa}\n.target {target}\n.address_size 64\n"
+def tensor_header(target: Target) -> str:
+    return ptx_header(target.ptx_isa, tensor_arch(target))
 
 
 def _regdecl(v: MmaVariant) -> tuple[str, str]:
     """(PTX register class, prefix) of the C/D fragment of an mma variant."""
-    if v.ctype == "f64":
-        return ".f64", "%fd"
-    if v.ctype == "f32":
-        return ".f32", "%f"
-    return ".b32", "%rc"
+    cls = element(v.ctype).reg_class
+    return cls, {".f64": "%fd", ".f32": "%f"}.get(cls, "%rc")
 
 
 def _ab_decl(v: MmaVariant) -> tuple[str, str]:
-    return (".f64", "%fa") if v.atype == "f64" else (".b32", "%ra")
+    """(PTX register class, prefix) of the A and B fragments of an mma variant."""
+    cls = element(v.atype).reg_class
+    return cls, "%fa" if cls == ".f64" else "%ra"
 
 
 def _sink(lines: list[str], regs: list[str], cls: str) -> None:
@@ -254,32 +88,18 @@ def _prologue(name: str, extra_decl: list[str]) -> list[str]:
     ]
 
 
-def _epilogue(lines: list[str], body: list[str], reps_words: str = "%reps") -> list[str]:
-    """The repetition loop around ``body`` with the clock reads, then the stores."""
-    out = list(lines)
-    out += [
+def _epilogue(lines: list[str], body: list[str]) -> list[str]:
+    """This thread's timestamp slots (``2*reps + 1`` u64), then ``body`` timed ``%reps``
+    times (kernel/timing.py)."""
+    return [
+        *lines,
         "  shl.b32 %w, %reps, 1;",
         "  add.u32 %w, %w, 1;",
         "  mul.wide.u32 %off, %gtid, %w;",
         "  shl.b64 %off, %off, 3;",
         "  add.u64 %tptr, %times, %off;",
-        "  mov.u32 %rep, 0;",
-        "LOOP:",
-        "  bar.sync 0;",
-        "  mov.u64 %t0, %clock64;",
-        *body,
-        "  mov.u64 %t1, %clock64;",
-        "  st.global.u64 [%tptr], %t0;",
-        "  st.global.u64 [%tptr+8], %t1;",
-        "  add.u64 %tptr, %tptr, 16;",
-        "  add.u32 %rep, %rep, 1;",
-        f"  setp.lt.u32 %lp, %rep, {reps_words};",
-        "  @%lp bra LOOP;",
-        "  mov.u32 %xsmid, %smid;",
-        "  cvt.u64.u32 %a64, %xsmid;",
-        "  st.global.u64 [%tptr], %a64;",
+        *repeated(body, "%reps", REPEAT),
     ]
-    return out
 
 
 def _finish(out: list[str], sink: list[str]) -> list[str]:
@@ -290,6 +110,11 @@ def _finish(out: list[str], sink: list[str]) -> list[str]:
         "  ret;",
         "}",
     ]
+
+
+def _text(lines: list[str]) -> str:
+    """A kernel's entry text."""
+    return "\n".join(lines) + "\n"
 
 
 SP_META_REG = "%spmeta"
@@ -309,7 +134,7 @@ def mma_instr(v: MmaVariant, d: list[str], a: list[str], b: list[str], c: list[s
 
 
 def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int, warps: int,
-               isa: str = "9.0", target: str = "sm_90a") -> TensorKernel:
+               target: Target) -> Kernel:
     """A timing kernel: ``chains`` accumulator chains of ``length`` dependent mma each."""
     cc, cp = _regdecl(v)
     ac, ap = _ab_decl(v)
@@ -319,13 +144,13 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     decl = [f"  .reg {ac} {ap}<{ra + rb}>;", f"  .reg {cc} {cp}<{rcn * chains}>;"]
     lines = _prologue(name, decl) + _sp_decl(v)
     wide = ac == ".f64"
-    word = 8 if wide else 4
+    word = element(v.atype).reg_bytes
     a = [f"{ap}{i}" for i in range(ra)]
     b = [f"{ap}{ra + i}" for i in range(rb)]
     for i, r in enumerate(a + b):
         lines.append(f"  ld.global.{'f64' if wide else 'u32'} {r}, [%in+{8 + i * word}];")
     cbase = 8 + (ra + rb) * word
-    cword = 8 if cc == ".f64" else 4
+    cword = element(v.ctype).reg_bytes
     creg = [[f"{cp}{ch * rcn + i}" for i in range(rcn)] for ch in range(chains)]
     for ch in range(chains):
         for i, r in enumerate(creg[ch]):
@@ -338,9 +163,8 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     out = _epilogue(lines, body)
     sink: list[str] = []
     _sink(sink, [r for ch in creg for r in ch], cc)
-    ptx = header(isa, target) + "\n".join(_finish(out, sink)) + "\n"
-    n_words = 2 + (ra + rb) * word // 4 + rcn * cword // 4
-    return TensorKernel(name, ptx, v.name, measure, chains, length, warps, n_words)
+    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, chains, length,
+                  warps)
 
 
 # --- wgmma -------------------------------------------------------------------------------
@@ -361,7 +185,7 @@ def descriptor(addr_bytes: int, lbo: int = WG_LBO, sbo: int = WG_SBO, swizzle: i
 
 
 def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, length: int,
-                 warpgroups: int, a_regs: bool, isa: str = "9.0") -> TensorKernel:
+                 warpgroups: int, a_regs: bool, target: Target) -> Kernel:
     """``length`` rounds of ``accs`` wgmma (one accumulator each) per warpgroup."""
     if n % v.n_step or not 8 <= n <= 256:
         raise ValueError(f"{v.name}: N={n} not in 8..256 step {v.n_step}")
@@ -433,10 +257,9 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
     out = _epilogue(lines, body)
     sink: list[str] = []
     _sink(sink, [r for d in dreg for r in d], dcls)
-    ptx = header(isa, "sm_90a") + "\n".join(_finish(out, sink)) + "\n"
-    return TensorKernel(name, ptx, v.name, measure, accs, length, 4 * warpgroups, 257,
-                        meta={"n": n, "a_from": "registers" if a_regs else "shared",
-                              "warpgroups": warpgroups, "accs": accs}, smem=0)
+    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, accs, length,
+                  4 * warpgroups, meta={"n": n, "a_from": "registers" if a_regs else "shared",
+                                        "warpgroups": warpgroups, "accs": accs})
 
 
 # --- ldmatrix / stmatrix ------------------------------------------------------------------
@@ -486,7 +309,7 @@ def _ldst_addr(v: LdstVariant, c: int, regs: list[str]) -> list[str]:
 
 
 def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: int, warps: int,
-                isa: str = "9.0") -> TensorKernel:
+                target: Target) -> Kernel:
     """Loads (ldmatrix, wmma.load): ``chains`` chains in which each address is the sum of
     the previous result's registers added to the lane's address (shared memory is zero, so
     the address stays; the latency therefore includes a small add tree, see _ldst_addr);
@@ -543,13 +366,13 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
     sink: list[str] = []
     _sink(sink, [r for c in d for r in c], v.cls)
     _sink(sink, [f"%ad{c}" for c in range(chains)], ".b32")
-    ptx = header(isa, "sm_90a") + "\n".join(_finish(out, sink)) + "\n"
-    return TensorKernel(name, ptx, v.name, measure, chains, length, warps, 2)
+    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, chains, length,
+                  warps)
 
 
 # --- probe kernel (fragment layouts) ------------------------------------------------------
 
-def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_90a") -> TensorKernel:
+def probe_kernel(v: MmaVariant, name: str, target: Target) -> Kernel:
     """One mma per warp; thread (global) t loads its A, B, C fragment words from
     ``in + 4*t*W`` (W = words per thread, 64-bit operands as 2 words) and stores its D words
     to ``out + 4*t*Wd``. ``times`` is unused (kept for the common ABI)."""
@@ -557,9 +380,9 @@ def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_9
     ac, ap = _ab_decl(v)
     ra, rb, rcn, rd = v.regs["a"], v.regs["b"], v.regs["c"], v.regs["d"]
     wide = ac == ".f64"
-    ab_words = (ra + rb) * (2 if wide else 1)
-    c_words = rcn * (2 if cc == ".f64" else 1)
-    d_words = rd * (2 if cc == ".f64" else 1)
+    ab_words = (ra + rb) * element(v.atype).reg_words
+    c_words = rcn * element(v.ctype).reg_words
+    d_words = rd * element(v.ctype).reg_words
     lines = [
         f".visible .entry {name}(.param .u64 in, .param .u64 out, .param .u64 times)",
         "{",
@@ -579,11 +402,11 @@ def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_9
         f"  mul.wide.u32 %off, %gtid, {4 * (ab_words + c_words)};",
         "  add.u64 %p, %in, %off;",
     ]
-    step = 8 if wide else 4
+    step = element(v.atype).reg_bytes
     regs_ab = [f"{ap}{i}" for i in range(ra + rb)]
     for i, r in enumerate(regs_ab):
         lines.append(f"  ld.global.{'f64' if wide else 'u32'} {r}, [%p+{i * step}];")
-    cstep = 8 if cc == ".f64" else 4
+    cstep = element(v.ctype).reg_bytes
     cty = {".f64": "f64", ".f32": "f32"}.get(cc, "u32")
     cregs = [f"{cp}{i}" for i in range(rcn)]
     dregs = [f"{cp}{rcn + i}" for i in range(rd)]
@@ -594,12 +417,11 @@ def probe_kernel(v: MmaVariant, name: str, isa: str = "9.0", target: str = "sm_9
     for i, r in enumerate(dregs):
         lines.append(f"  st.global.{cty} [%p+{i * cstep}], {r};")
     lines += ["  ret;", "}"]
-    ptx = header(isa, target) + "\n".join(lines) + "\n"
-    return TensorKernel(name, ptx, v.name, "probe", 1, 1, 1, ab_words + c_words,
-                        meta={"ab_words": ab_words, "c_words": c_words, "d_words": d_words})
+    return Kernel(name, tensor_header(target), _text(lines), v.name, "probe",
+                  meta={"ab_words": ab_words, "c_words": c_words, "d_words": d_words})
 
 
-def wmma_frag_probe(v: LdstVariant, name: str, isa: str = "9.0", target: str = "sm_90a") -> TensorKernel:
+def wmma_frag_probe(v: LdstVariant, name: str, target: Target) -> Kernel:
     """Fragment-layout probe of a wmma.load / wmma.store variant, one warp per block (one
     design pass per block), global memory, no arithmetic: the data move is observed raw.
 
@@ -607,7 +429,7 @@ def wmma_frag_probe(v: LdstVariant, name: str, isa: str = "9.0", target: str = "
     registers raw to ``out + ((b*32 + lane)*regs + r)*W``; wmma.store: block b loads the
     registers from ``in`` at that place and stores the matrix image to ``out + b*image``
     (W = 8 bytes for f64 registers, else 4; image = rows x ldm elements or its transpose)."""
-    W = 8 if v.cls == ".f64" else 4
+    W = element(v.elem).reg_bytes
     img = v.bytes
     st = {".f64": "f64", ".f32": "f32"}.get(v.cls, "u32")
     ptx = v.ptx.replace(".shared.", ".global.")
@@ -638,46 +460,34 @@ def wmma_frag_probe(v: LdstVariant, name: str, isa: str = "9.0", target: str = "
         lines += [f"  ld.global.{st} {r}, [%frag+{i * W}];" for i, r in enumerate(regs)]
         lines.append(f"  {ptx} [%mat], {rl}, {v.ldm};")
     lines += ["  ret;", "}"]
-    return TensorKernel(name, header(isa, target) + "\n".join(lines) + "\n", v.name, "probe", 1, 1, 1, 0,
-                        meta={"image_bytes": img, "reg_bytes": W})
+    return Kernel(name, tensor_header(target), _text(lines), v.name, "probe",
+                  meta={"image_bytes": img, "reg_bytes": W})
 
 
 # --- operand values ----------------------------------------------------------------------
 
-# a 32-bit word of "one" values per type (timing kernels: finite, non-trivial, no overflow)
-ONE_WORD = {
-    "f16": 0x3C003C00, "bf16": 0x3F803F80, "tf32": 0x3F800000, "f32": 0x3F800000,
-    "e4m3": 0x38383838, "e5m2": 0x3C3C3C3C, "s8": 0x01010101, "u8": 0x01010101,
-    "s4": 0x11111111, "u4": 0x11111111, "b1": 0x55555555, "s32": 1,
-}
-
-
 def operand_words(typ: str, regs: int, value: str = "one") -> list[int]:
-    """u32 words for ``regs`` registers of type ``typ`` (f64: two words per register)."""
-    if typ == "f64":
-        one = [0, 0x3FF00000] if value == "one" else [0, 0]
-        return one * regs
-    if value == "zero":
-        return [0] * regs
-    return [ONE_WORD[typ]] * regs
+    """u32 words for ``regs`` registers of type ``typ`` holding "one" values (finite,
+    non-trivial, no overflow in the timing kernels) or zeros (f64: two words per register)."""
+    e = element(typ)
+    reg = e.one_word if value == "one" else 0
+    if reg is None:
+        raise KeyError(typ)
+    return [reg >> (32 * i) & 0xFFFFFFFF for i in range(e.reg_words)] * regs
 
 
 def random_words(typ: str, n: int, seed: int = 0) -> list[int]:
     """Random finite operand words (shared-memory tiles of the wgmma kernels): magnitudes
     in [0.5, 1) with random signs for floats, random bytes for integers/bits."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     if typ in ("f16", "bf16", "e4m3", "e5m2"):
-        import numpy as np  # noqa: F811
-
         vals = rng.uniform(0.5, 1.0, size=2 * n) * rng.choice([-1.0, 1.0], size=2 * n)
         if typ == "f16":
             h = vals.astype(np.float16).view(np.uint16).astype(np.uint32)
         elif typ == "bf16":
             h = (vals.astype(np.float32).view(np.uint32) >> 16).astype(np.uint32)
         else:  # fp8: sign | exponent for [0.5, 1) | random mantissa
-            bias, mbits = (7, 3) if typ == "e4m3" else (15, 2)
+            _, mbits, bias = element(typ).minifloat
             e = bias - 1
             mant = rng.integers(0, 1 << mbits, size=4 * n)
             sign = rng.integers(0, 2, size=4 * n)

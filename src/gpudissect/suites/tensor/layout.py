@@ -1,7 +1,7 @@
 """Fragment layouts of mma.sync / mma.sp: the PTX reference layout (seed 004 / PTX ISA
 formulas) and its check by experiment.
 
-Experiment (one launch, one mma per warp, see ``generate.tensor.probe_kernel``): each probe
+Experiment (one launch, one mma per warp, see ``kernels.probe_kernel``): each probe
 warp holds a one-hot A fragment (one element = 1, at lane l, element e) and a designed B:
 
 * the "ones" pass (B = 1 everywhere): D is non-zero exactly in the row of that A element;
@@ -39,24 +39,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# exact non-negative integer codes per type (largest value an element can hold exactly)
-MAX_CODE = {"f16": 2048, "bf16": 256, "tf32": 2048, "f64": 1 << 20, "s8": 127, "u8": 255,
-            "s4": 7, "u4": 15, "e4m3": 16, "e5m2": 8, "b1": 1}
-BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f64": 64, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
-        "s4": 4, "u4": 4, "b1": 1, "f32": 32, "s32": 32}
+from gpudissect.catalog.tensor import element
 
-
-def per_reg(t: str) -> int:
-    """Elements per fragment register (f64: one per 64-bit register)."""
-    return 1 if t == "f64" else 32 // BITS[t]
-
-
-# mma.sp metadata (PTX ISA "Sparse matrix storage"): a nibble holds two 2-bit indices (low
-# bits first) of the kept units among 4 consecutive units of an A row. A unit is one element
-# for 16-bit and 8-bit types, half a tf32 element (0b0100 / 0b1110 keep tf32 element 0 / 1 of
-# a pair) and a pair of 4-bit elements (4:8 sparsity in pairs).
-SP_UNIT_BITS = {"f16": 16, "bf16": 16, "tf32": 16, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8,
-                "s4": 8, "u4": 8}
+# Element types (catalog/tensor.py): bits, elements per fragment register (f64: one per 64-bit
+# register), the exact non-negative integer codes (0..max_code) the experiment uses, and the
+# mma.sp metadata unit (PTX ISA "Sparse matrix storage"): a nibble holds two 2-bit indices
+# (low bits first) of the kept units among 4 consecutive units of an A row. A unit is one
+# element for 16-bit and 8-bit types, half a tf32 element (0b0100 / 0b1110 keep tf32 element
+# 0 / 1 of a pair) and a pair of 4-bit elements (4:8 sparsity in pairs).
 
 # m8n8k4 .f16 (PTX ISA, "Matrix Fragments for mma.m8n8k4"): (row, col) of element i in lane
 # t = %laneid % 4 of the low (hi = 0, lanes < 16) or high (hi = 1) half of a quad-pair,
@@ -112,7 +102,7 @@ def _mma_fragments(m: int, n: int, k: int, atype: str, btype: str) -> dict[str, 
     """The PTX ISA layouts of the m16n8k* and m8n8k* (not m8n8k4 .f16) shapes."""
     lanes = np.arange(32)
     g, t = lanes // 4, lanes % 4
-    ea, eb = per_reg(atype), per_reg(btype)
+    ea, eb = element(atype).per_reg, element(btype).per_reg
     a = np.zeros((32, m * k // 32, 2), dtype=int)
     for i in range(a.shape[1]):
         r, p = divmod(i, ea)
@@ -161,7 +151,10 @@ def sparse_k(s: Shape, col: np.ndarray) -> np.ndarray:
     if meta != nib * 0x11111111:
         raise ValueError(f"metadata {meta:#x}: only one nibble repeated over the word is modelled")
     lo, hi = nib & 3, nib >> 2
-    b, u = BITS[s.atype], SP_UNIT_BITS[s.atype]
+    e = element(s.atype)
+    if e.sp_unit_bits is None:
+        raise KeyError(s.atype)
+    b, u = e.bits, e.sp_unit_bits
     if lo >= hi or (b > u and (lo % 2 or hi != lo + 1)):
         raise ValueError(f"metadata nibble {nib:#06b}: not an increasing index pair valid for {s.atype}")
     unit, off = np.divmod(np.asarray(col) * b, u)
@@ -214,7 +207,7 @@ def code_digits(base: int, nslots: int) -> int:
 
 
 def design(s: Shape) -> Design:
-    base = MAX_CODE[s.btype] + 1
+    base = element(s.btype).max_code + 1
     nslots = 32 * s.nb
     digits = code_digits(base, nslots)
     patterns = [("ones", None)] + [("code", d) for d in range(digits)]
@@ -234,7 +227,7 @@ def design(s: Shape) -> Design:
     slot_index = np.arange(32 * s.nb).reshape(32, s.nb)
     for p, pr in enumerate(probes):
         if pr["kind"] == "c":
-            c[p] = np.arange(32 * s.nc).reshape(32, s.nc) % MAX_CODE.get(s.ctype, 1 << 20) + 1
+            c[p] = np.arange(32 * s.nc).reshape(32, s.nc) % (element(s.ctype).max_code or 1 << 20) + 1
             continue
         if pr["a_slot"] is not None:
             lane, e = pr["a_slot"]
@@ -367,19 +360,15 @@ def encode(t: str, vals: np.ndarray) -> np.ndarray:
         return v.astype(np.float32).view(np.uint32).astype(np.uint64)
     if t == "f64":
         return v.astype(np.float64).view(np.uint64)
-    if t in MINIFLOAT:
+    if element(t).minifloat:
         return _minifloat(t, v)
-    mask = (1 << BITS[t]) - 1
+    mask = (1 << element(t).bits) - 1
     return (v.astype(np.int64) & mask).astype(np.uint64)
-
-
-# 8-bit floats: (exponent bits, mantissa bits, bias)
-MINIFLOAT = {"e4m3": (4, 3, 7), "e5m2": (5, 2, 15)}
 
 
 def _minifloat(t: str, v: np.ndarray) -> np.ndarray:
     """Bit patterns of exactly representable normal (or zero) values of an 8-bit float."""
-    ebits, mbits, bias = MINIFLOAT[t]
+    ebits, mbits, bias = element(t).minifloat
     mag = np.abs(v)
     frac, exp = np.frexp(mag)  # mag = frac * 2**exp, frac in [0.5, 1)
     e = np.where(mag > 0, exp - 1 + bias, 0)
@@ -409,8 +398,8 @@ def pack(t: str, vals: np.ndarray) -> np.ndarray:
     bits = encode(t, vals)
     if t == "f64":
         return np.ascontiguousarray(bits).view(np.uint32)
-    e = per_reg(t)
+    e = element(t).per_reg
     b = bits.reshape(*vals.shape[:-1], -1, e)
-    shifts = (np.arange(e, dtype=np.uint64) * BITS[t]).astype(np.uint64)
+    shifts = (np.arange(e, dtype=np.uint64) * element(t).bits).astype(np.uint64)
     return (b << shifts).sum(axis=-1).astype(np.uint32)
 

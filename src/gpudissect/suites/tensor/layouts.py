@@ -1,4 +1,4 @@
-"""Fragment-layout experiment of one mma.sync variant on the GPU (analyse/layout.py designs
+"""Fragment-layout experiment of one mma.sync variant on the GPU (layout.py designs
 the probes and checks the result against the PTX reference layout)."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import dataclasses
 
 import numpy as np
 
-from gpudissect.device.device import Buf
-from gpudissect.kernel.toolchain import sha256
+from gpudissect.catalog.tensor import LdstVariant, MmaVariant, element
+from gpudissect.device.device import Buf, Device
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import Kernel
 from gpudissect.store.db import Result
-from gpudissect.suites.tensor.checks import build_entries
 from gpudissect.suites.tensor.fragments import (
     FragSpec,
     coverage,
@@ -20,18 +21,18 @@ from gpudissect.suites.tensor.fragments import (
 )
 from gpudissect.suites.tensor.fragments import decode as decode_frag
 from gpudissect.suites.tensor.fragments import design as design_frag
-from gpudissect.suites.tensor.kernels import LdstVariant, MmaVariant, probe_kernel, wmma_frag_probe
+from gpudissect.suites.tensor.kernels import probe_kernel, tensor_arch, wmma_frag_probe
 from gpudissect.suites.tensor.layout import (
-    MAX_CODE,
     Shape,
     check,
     decode,
     design,
     pack,
-    per_reg,
     reference_layout,
     valid_layout,
 )
+from gpudissect.suites.tensor.numerics import cases_for, interpret, numerics_design
+from gpudissect.target import Target
 
 
 def shape_of(v: MmaVariant) -> Shape:
@@ -49,15 +50,16 @@ def layout_supported(v: MmaVariant) -> str | None:
     """Why the experiment does not apply (None: it does)."""
     if v.form not in ("mma", "mma.sp"):
         return f"{v.form}: no mma.sync fragment layout"
-    if v.atype not in MAX_CODE or v.btype not in MAX_CODE:
+    if element(v.atype).max_code is None or element(v.btype).max_code is None:
         return f"no exact code values for {v.atype}/{v.btype}"
     s = shape_of(v)
     try:
         ref = reference_layout(s)
     except (KeyError, ValueError) as e:
         return f"reference layout not modelled: {e}"
-    r = v.regs  # f64 operands count in 64-bit registers (per_reg("f64") = 1)
-    sizes = (r["a"] * per_reg(v.atype), r["b"] * per_reg(v.btype), r["c"] * per_reg(v.ctype))
+    r = v.regs  # f64 operands count in 64-bit registers (element("f64").per_reg = 1)
+    sizes = (r["a"] * element(v.atype).per_reg, r["b"] * element(v.btype).per_reg,
+             r["c"] * element(v.ctype).per_reg)
     if sizes != (s.na, s.nb, s.nc) or not valid_layout(s, ref):
         return f"fragment sizes {sizes} do not fit the model {(s.na, s.nb, s.nc)}"
     return None
@@ -77,13 +79,18 @@ def probe_inputs(v: MmaVariant, s: Shape, d, chunk: int = 4096) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(parts).astype(np.uint32))
 
 
-def _run_probe(dev, v: MmaVariant, s, d, isa: str, arch: str, tag: str):
-    """One mma per warp on designed inputs (one warp per probe): the probe kernel and the
-    decoded D fragments, (probes, lanes, elements)."""
-    k = probe_kernel(v, "probe", isa)
-    b = build_entries(k.head, [(k.name, k.entry, 1)], arch, need_region=False).get(k.name)
-    if isinstance(b, Exception) or b is None:
+def _build_probe(k: Kernel, target: Target) -> Built:
+    b = build_module([k], tensor_arch(target), region=False).get(k.name)
+    if not isinstance(b, Built):
         raise RuntimeError(f"probe kernel not built: {b}")
+    return b
+
+
+def _run_probe(dev: Device, v: MmaVariant, s, d, target: Target, tag: str) -> tuple[Built, np.ndarray]:
+    """One mma per warp on designed inputs (one warp per probe): the probe kernel built and
+    the decoded D fragments, (probes, lanes, elements)."""
+    k = probe_kernel(v, "probe", target)
+    b = _build_probe(k, target)
     words = probe_inputs(v, s, d)
     P = d.a.shape[0]
     d_words = k.meta["d_words"]
@@ -93,46 +100,43 @@ def _run_probe(dev, v: MmaVariant, s, d, isa: str, arch: str, tag: str):
         Buf("lay_unused", nbytes=8),
     ])
     out_words = run.outputs[f"{tag}_out"][: P * 32 * d_words].reshape(P, 32, d_words)
-    return k, decode(v.dtype, out_words)
+    return b, decode(v.dtype, out_words)
 
 
-def run_layout(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result:
+def run_layout(dev: Device, v: MmaVariant, target: Target, texts: dict) -> Result:
     why = layout_supported(v)
     if why:
         return Result(v.name, "layout", None, "", "none", flags=[f"not-measured: {why}"])
     s = shape_of(v)
     d = design(s)
-    k, out = _run_probe(dev, v, s, d, isa, arch, "lay")
+    b, out = _run_probe(dev, v, s, d, target, "lay")
     P = d.a.shape[0]
     res = check(s, d, out)
     ref = reference_layout(s)
-    texts[sha256(k.ptx)] = ("ptx", k.ptx)
+    texts[b.ptx_hash] = ("ptx", b.ptx)
     layout = {op: ref[op].tolist() for op in ("a", "b", "c")}
     params = {**res.to_json(), "shape": list(v.shape), "probes": P, "base": d.base, "digits": d.digits,
               "model": dataclasses.asdict(s), "reference_layout": layout}
     return Result(v.name, "layout", 1.0 if res.matches else 0.0, "matches_reference",
                   "all (A,B,D) product triples agree with the PTX reference layout", params=params,
                   flags=[] if res.matches else [f"layout-differs: {len(res.differences)} differences"],
-                  ptx_hash=sha256(k.ptx))
+                  ptx_hash=b.ptx_hash)
 
 
-def run_numerics(dev, v: MmaVariant, isa: str, arch: str, texts: dict) -> Result:
-    """Designed small inputs (analyse/numerics.py) through one mma per warp."""
-    from gpudissect.suites.tensor.numerics import cases_for, interpret, numerics_design
-
+def run_numerics(dev: Device, v: MmaVariant, target: Target, texts: dict) -> Result:
+    """Designed small inputs (numerics.py) through one mma per warp."""
     s = shape_of(v)
     cases = cases_for(v.atype)
     d = numerics_design(s, cases)
-    k, out = _run_probe(dev, v, s, d, isa, arch, "num")
+    b, out = _run_probe(dev, v, s, d, target, "num")
     res = interpret(s, cases, out)
-    texts[sha256(k.ptx)] = ("ptx", k.ptx)
+    texts[b.ptx_hash] = ("ptx", b.ptx)
     return Result(v.name, "numerics", None, "", "D[0][0] of designed inputs vs exactly rounded alternatives",
-                  params={"cases": res}, ptx_hash=sha256(k.ptx))
+                  params={"cases": res}, ptx_hash=b.ptx_hash)
 
 
 def frag_spec(v: LdstVariant) -> FragSpec:
-    return FragSpec(v.op, v.frag, v.elem, v.rows, v.cols, v.layout, v.ldm, v.regs,
-                    8 if v.cls == ".f64" else 4)
+    return FragSpec(v.op, v.frag, v.elem, v.rows, v.cols, v.layout, v.ldm, v.regs, element(v.elem).reg_bytes)
 
 
 def mma_shapes_for(v: LdstVariant, mma: list[MmaVariant]) -> list[Shape]:
@@ -148,13 +152,12 @@ def mma_shapes_for(v: LdstVariant, mma: list[MmaVariant]) -> list[Shape]:
     return list(out.values())
 
 
-def run_wmma_fragment(dev, v: LdstVariant, mma: list[MmaVariant], isa: str, arch: str, texts: dict) -> Result:
-    """The wmma fragment layout by raw data movement (analyse/fragments.py)."""
+def run_wmma_fragment(dev: Device, v: LdstVariant, mma: list[MmaVariant], target: Target,
+                      texts: dict) -> Result:
+    """The wmma fragment layout by raw data movement (fragments.py)."""
     s = frag_spec(v)
-    k = wmma_frag_probe(v, "wprobe", isa)
-    b = build_entries(k.head, [(k.name, k.entry, 1)], arch, need_region=False).get(k.name)
-    if isinstance(b, Exception) or b is None:
-        raise RuntimeError(f"probe kernel not built: {b}")
+    k = wmma_frag_probe(v, "wprobe", target)
+    b = _build_probe(k, target)
     inp = np.frombuffer(design_frag(s), dtype=np.uint8)
     nout = output_bytes(s)
     run = dev.launch(b.cubin, k.name, s.passes, 32, [
@@ -163,8 +166,7 @@ def run_wmma_fragment(dev, v: LdstVariant, mma: list[MmaVariant], isa: str, arch
     slots = decode_frag(s, run.outputs["wf_out"][:nout])
     cov = coverage(s, slots)
     til = tiling(s, slots, mma_shapes_for(v, mma))
-    texts[sha256(k.ptx)] = ("ptx", k.ptx)
-    texts[b.sass_hash] = ("sass", b.sass)
+    texts.update(b.texts())
     params = {"frag": v.frag, "op": v.op, "shape": v.shape, "layout": v.layout, "elem": v.elem,
               "rows": v.rows, "cols": v.cols, "ldm": v.ldm, "passes": s.passes, "coverage": cov,
               "slots": slots.tolist(), "tiling": til, "tiling_text": describe_tiling(til),
@@ -175,4 +177,4 @@ def run_wmma_fragment(dev, v: LdstVariant, mma: list[MmaVariant], isa: str, arch
                                         f"{cov['invalid_slots']} slots without a valid code"]
     return Result(v.name, "layout", 1.0 if til["all"] else 0.0, "matches_tiled_mma",
                   "raw wmma.load/store of index-coded data; per register: the mma.sync register and "
-                  "offset it equals", params=params, flags=flags, ptx_hash=sha256(k.ptx), sass_hash=b.sass_hash)
+                  "offset it equals", params=params, flags=flags, ptx_hash=b.ptx_hash, sass_hash=b.sass_hash)

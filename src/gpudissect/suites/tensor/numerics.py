@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpudissect.catalog.tensor import element
 from gpudissect.suites.tensor.layout import Design, Shape, reference_layout
 
 ULP1 = 2.0 ** -23  # f32 ulp of 1.0
@@ -24,13 +25,12 @@ CASES: dict[str, tuple[float, float, float, dict[str, float]]] = {
     "product_0.5ulp_tie_odd": (2.0 ** -12, 2.0 ** -12, 1 + ULP1,
                                {"tie to even (up)": 1 + 2 * ULP1, "tie down / truncated": 1 + ULP1}),
 }
-SUBNORMAL = {"f16": 2.0 ** -24, "bf16": 2.0 ** -133, "tf32": 2.0 ** -136}
 
 
 def cases_for(atype: str) -> dict[str, tuple[float, float, float, dict[str, float]]]:
     out = dict(CASES)
-    if atype in SUBNORMAL:
-        v = SUBNORMAL[atype]
+    v = element(atype).subnormal  # the smallest subnormal input (catalog/tensor.py)
+    if v is not None:
         out["subnormal_input"] = (v, 1.0, 0.0, {"kept": v, "flushed to zero": 0.0})
     if atype in ("bf16", "tf32"):
         out["subnormal_product"] = (2.0 ** -70, 2.0 ** -70, 0.0, {"kept": 2.0 ** -140, "flushed to zero": 0.0})

@@ -1,12 +1,12 @@
 """Per-SASS timing of the tensor instructions that ptxas splits into several tensor SASS
 (seed 001 Tables 2-3: cumulative cycles per SASS "set" and the interval between sets).
 
-For a native variant whose static check (verify/tensor.py) shows n > 1 tensor SASS of one
+For a native variant whose static check (checks.py) shows n > 1 tensor SASS of one
 kind per PTX instruction:
 
-1. the *whole* kernel (generate/tensor_steps.py) times the instruction itself: a clock read
+1. the *whole* kernel (step_kernels.py) times the instruction itself: a clock read
    before it, one after it, one after a dependent use of its result; its SASS gives the
-   steps (accumulator / A / B sharing of the n tensor SASS, verify/tensor.py ``sass_steps``);
+   steps (accumulator / A / B sharing of the n tensor SASS, checks.py ``sass_steps``);
 2. the *partner*: the first single-SASS mma.sync / mma.sp variant of the catalog whose static
    SASS map (compiled here, cached) is exactly one of that same tensor SASS; candidates with
    the same operand types first, then the others;
@@ -24,20 +24,23 @@ from fractions import Fraction
 
 import numpy as np
 
-from gpudissect.device.device import Buf
+from gpudissect.catalog.tensor import MmaVariant, element, load_tensor_catalog
+from gpudissect.device.device import Buf, Device
+from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.region import find_region
-from gpudissect.kernel.sass import SassInstr, parse_sass
+from gpudissect.kernel.sass import SassInstr
 from gpudissect.store.db import Result
 from gpudissect.suites.tensor.checks import (
     TENSOR_OP,
-    BuiltKernel,
     TensorCheck,
-    build_entries,
+    Work,
     check_clock_gaps,
+    compile_work,
     sass_steps,
 )
-from gpudissect.suites.tensor.kernels import MmaVariant, load_tensor_catalog, mma_kernel
+from gpudissect.suites.tensor.kernels import mma_kernel, tensor_arch
 from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_in_words, stepped_kernel
+from gpudissect.target import Target
 
 ROUNDS = 17
 WARMUP = 1
@@ -45,7 +48,7 @@ MEASURE = "per_sass"
 STATISTIC = ("median over rounds of the cycles between the clock reads after consecutive tensor SASS "
              "(split kernel: the single-SASS partner issued as the instruction's steps; one warp)")
 
-# static SASS map of the candidate partners: (variant, arch, isa) -> check
+# static SASS map of the candidate partners: (variant, arch, PTX ISA) -> check
 _SINGLE: dict[tuple[str, str, str], TensorCheck] = {}
 
 
@@ -59,27 +62,22 @@ def multi_sass(check: TensorCheck | None) -> dict[str, int] | None:
     return {op: int(c) for op, c in counts.items()}
 
 
-def static_check(p: MmaVariant, arch: str, isa: str) -> TensorCheck:
-    """The static SASS map of one variant (two latency kernels, verify/tensor.py), cached."""
-    from gpudissect.suites.tensor.suite import (  # run/tensor.py imports this module lazily
-        Work,
-        compile_work,
-    )
-
-    key = (p.name, arch, isa)
+def static_check(p: MmaVariant, target: Target) -> TensorCheck:
+    """The static SASS map of one variant (two latency kernels, checks.py), cached."""
+    key = (p.name, tensor_arch(target), target.ptx_isa)
     if key not in _SINGLE:
         w = Work(p)
         try:
-            w.kernels = [mma_kernel(p, f"ps_lat_c1_n{n}", "latency", 1, n, 1, isa) for n in (1, 2)]
+            w.kernels = [mma_kernel(p, f"ps_lat_c1_n{n}", "latency", 1, n, 1, target) for n in (1, 2)]
         except ValueError as e:
             _SINGLE[key] = TensorCheck("error", reason=str(e))
             return _SINGLE[key]
-        compile_work(w, arch)
+        compile_work(w, target)
         _SINGLE[key] = w.check or TensorCheck("error", reason="not built")
     return _SINGLE[key]
 
 
-def find_partner(v: MmaVariant, op: str, candidates: list[MmaVariant], arch: str, isa: str,
+def find_partner(v: MmaVariant, op: str, candidates: list[MmaVariant], target: Target,
                  known: dict[str, TensorCheck] | None = None) -> MmaVariant | None:
     """The first non-wmma variant whose static map is exactly one ``op`` per instruction;
     candidates with v's operand types are tried first. ``known``: checks already made (the
@@ -87,27 +85,27 @@ def find_partner(v: MmaVariant, op: str, candidates: list[MmaVariant], arch: str
     cands = [p for p in candidates if p.form != "wmma" and p.name != v.name]
     same = [p for p in cands if (p.atype, p.btype, p.ctype) == (v.atype, v.btype, v.ctype)]
     for p in same + [p for p in cands if p not in same]:
-        c = (known or {}).get(p.name) or static_check(p, arch, isa)
+        c = (known or {}).get(p.name) or static_check(p, target)
         if c.ok and c.sass == {op: "1"}:
             return p
     return None
 
 
 def d_words(v: MmaVariant) -> int:
-    return v.regs["d"] * (2 if v.ctype == "f64" else 1)
+    return v.regs["d"] * element(v.ctype).reg_words
 
 
-def _build(v: MmaVariant, steps: Steps, name: str, arch: str, isa: str, texts: dict
-           ) -> tuple[BuiltKernel, list[SassInstr]]:
-    k = stepped_kernel(v, steps, name, isa)
-    b = build_entries(k.head, [(k.name, k.entry, steps.n)], arch, need_region=False)[k.name]
-    if not isinstance(b, BuiltKernel):
+def _build(v: MmaVariant, steps: Steps, name: str, target: Target, texts: dict
+           ) -> tuple[Built, list[SassInstr]]:
+    k = stepped_kernel(v, steps, name, target)
+    b = build_module([k], tensor_arch(target), region=False)[k.name]
+    if not isinstance(b, Built):
         raise RuntimeError(f"{name} not built: {b}")
-    texts[b.ptx_hash], texts[b.sass_hash] = ("ptx", b.ptx), ("sass", b.sass)
-    return b, next(iter(parse_sass(b.sass).values())).instrs
+    texts.update(b.texts())
+    return b, b.instrs
 
 
-def _launch(dev, b: BuiltKernel, name: str, words: list[int], clocks: int, rounds: int) -> np.ndarray:
+def _launch(dev: Device, b: Built, name: str, words: list[int], clocks: int, rounds: int) -> np.ndarray:
     """Lane 0's raw clocks, (rounds, clocks)."""
     run = dev.launch(b.cubin, name, 1, 32, [
         Buf("ps_in", data=np.array(words, dtype=np.uint32)),
@@ -153,7 +151,7 @@ def _fail(v: MmaVariant, sass: list[str], params: dict, flag: str, **cite) -> Re
     return Result(v.name, MEASURE, None, "cycles", "none", params=params, sass=sass, flags=[flag[:400]], **cite)
 
 
-def run_per_sass(dev, v: MmaVariant, check: TensorCheck | None, isa: str, arch: str, texts: dict,
+def run_per_sass(dev: Device, v: MmaVariant, check: TensorCheck | None, target: Target, texts: dict,
                  rounds: int = ROUNDS, candidates: list[MmaVariant] | None = None,
                  known: dict[str, TensorCheck] | None = None) -> Result | None:
     """The per-SASS Result of a multi-SASS native variant (None for any other variant).
@@ -169,7 +167,7 @@ def run_per_sass(dev, v: MmaVariant, check: TensorCheck | None, isa: str, arch: 
             return _fail(v, sass, params, "not-measurable: mixed tensor SASS kinds in one instruction "
                                           "(no single partner)")
         (op, n), = counts.items()
-        wb, winstrs = _build(v, ONE_STEP, "ps_whole", arch, isa, texts)
+        wb, winstrs = _build(v, ONE_STEP, "ps_whole", target, texts)
         steps = Steps(*sass_steps([i for i in find_region(winstrs) if TENSOR_OP.match(i.opcode)]))
         params["steps"] = steps.to_json()
         # each tensor SASS writes one accumulator: the instruction's D split over the accumulators
@@ -177,12 +175,12 @@ def run_per_sass(dev, v: MmaVariant, check: TensorCheck | None, isa: str, arch: 
         params["whole_check"] = {"ok": wchk.ok, "reason": wchk.reason, "gaps": wchk.gaps}
         if not wchk.ok:
             return _fail(v, sass, params, f"not-measurable: whole kernel: {wchk.reason}")
-        p = find_partner(v, op, candidates if candidates is not None else load_tensor_catalog().mma, arch, isa,
+        p = find_partner(v, op, candidates if candidates is not None else load_tensor_catalog().mma, target,
                          known)
         if p is None:
             return _fail(v, sass, params, f"not-measurable: no single-SASS variant in the catalog maps to {op}")
         params["partner"] = p.name
-        sb, sinstrs = _build(p, steps, "ps_split", arch, isa, texts)
+        sb, sinstrs = _build(p, steps, "ps_split", target, texts)
         schk = check_clock_gaps(sinstrs, [1] * n + [0], d_words(p))
         cite = {"ptx_hash": sb.ptx_hash, "sass_hash": sb.sass_hash}
         params["split_check"] = {"ok": schk.ok, "reason": schk.reason, "gaps": schk.gaps}

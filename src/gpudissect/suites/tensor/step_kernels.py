@@ -3,8 +3,8 @@
 
 A PTX instruction cannot be cut between its SASS instructions, so the *split* kernel issues
 the same SASS as separate single-SASS mma.sync (the ``partner``, chosen from the static
-SASS map by run/tensor_steps.py) in the order and with the operand sharing of the original
-expansion (``Steps``, read from its SASS by verify/tensor.py ``sass_steps``), with a
+SASS map by per_sass.py) in the order and with the operand sharing of the original
+expansion (``Steps``, read from its SASS by checks.py ``sass_steps``), with a
 ``%clock64`` read before the first, after each one, and after a dependent use of all the
 accumulators. The *whole* kernel times the original instruction the same way: a clock before
 it, one after it and one after the dependent use.
@@ -20,20 +20,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudissect.catalog.tensor import MmaVariant, element
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.timing import clock_read
 from gpudissect.suites.tensor.kernels import (
-    MmaVariant,
-    TensorKernel,
     _ab_decl,
     _finish,
     _prologue,
     _regdecl,
     _sink,
     _sp_decl,
+    _text,
     as_words,
-    header,
     mma_instr,
     operand_words,
+    tensor_header,
 )
+from gpudissect.target import Target
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,17 @@ def _clocked_rounds(lines: list[str], segments: list[list[str]]) -> list[str]:
         "  add.u64 %tptr, %times, %off;",
         "  mov.u32 %rep, 0;",
         "ROUND:",
-        "  mov.u64 %ck0, %clock64;",
+        clock_read("%ck0"),
     ]
     for i, seg in enumerate(segments, 1):
-        out += [*seg, f"  mov.u64 %ck{i}, %clock64;"]
+        out += [*seg, clock_read(f"%ck{i}")]
     out += [f"  st.global.u64 [%tptr+{8 * i}], %ck{i};" for i in range(k)]
     out += [f"  add.u64 %tptr, %tptr, {8 * k};", "  add.u32 %rep, %rep, 1;",
             "  setp.lt.u32 %lp, %rep, %reps;", "  @%lp bra ROUND;"]
     return out
 
 
-def stepped_kernel(v: MmaVariant, steps: Steps, name: str, isa: str = "9.0",
-                   target: str = "sm_90a") -> TensorKernel:
+def stepped_kernel(v: MmaVariant, steps: Steps, name: str, target: Target) -> Kernel:
     """One warp, ``%reps`` rounds of: clock, (instruction ``v`` of step i, clock) for each
     step, xor of every accumulator register, clock (``steps.n + 2`` clocks per round).
 
@@ -137,11 +139,11 @@ def stepped_kernel(v: MmaVariant, steps: Steps, name: str, isa: str = "9.0",
     off = 8
     for r in [x for f in a + b for x in f]:
         lines.append(f"  ld.global.{'f64' if wide else 'u32'} {r}, [%in+{off}];")
-        off += 8 if wide else 4
+        off += element(v.atype).reg_bytes
     cty = {".f64": "f64", ".f32": "f32"}.get(cc, "u32")
     for r in [x for f in c for x in f]:
         lines.append(f"  ld.global.{cty} {r}, [%in+{off}];")
-        off += 8 if cc == ".f64" else 4
+        off += element(v.ctype).reg_bytes
     segments = [[mma_instr(v, c[steps.acc[i]], a[steps.a[i]], b[steps.b[i]], c[steps.acc[i]])]
                 for i in range(steps.n)]
     segments.append(use)
@@ -149,6 +151,6 @@ def stepped_kernel(v: MmaVariant, steps: Steps, name: str, isa: str = "9.0",
     sink: list[str] = []
     _sink(sink, temps, ".b32")
     _sink(sink, [r for f in c for r in f], cc)
-    ptx = header(isa, target) + "\n".join(_finish(out, sink)) + "\n"
-    return TensorKernel(name, ptx, v.name, "per_sass", steps.count("acc"), steps.n, 1, (off + 3) // 4,
-                        meta={"clocks": k, "steps": steps.to_json()})
+    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, "per_sass",
+                  steps.count("acc"), steps.n, 1,
+                  meta={"clocks": k, "steps": steps.to_json(), "in_words": (off + 3) // 4})

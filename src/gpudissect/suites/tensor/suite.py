@@ -2,7 +2,7 @@
 (wmma.mma and mma.sp are ``[[mma]]`` entries with a ``form``: same kernels, same checks).
 
 Per variant (one resumable work item): generate the latency and throughput kernels, compile
-them as one module, check the SASS (verify/tensor.py), then on the GPU:
+them as one module, check the SASS (checks.py), then on the GPU:
 
 * latency: one warp (one warpgroup for wgmma), one accumulator chain, two lengths; the slope
   of the region's cycles is the dependent-accumulator latency;
@@ -10,58 +10,61 @@ them as one module, check the SASS (verify/tensor.py), then on the GPU:
   accumulators, groups committed per round, one wait at the end), two lengths; the slope of
   the median SM span gives tensor instructions per cycle per SM, then FLOP/cycle/SM, TFLOP/s
   at the NVML SM clock read right after the launches and % of the datasheet peak scaled to
-  that clock (analyse/peak.py, reference data data/tensor_peaks.toml);
-* layout (mma.sync and mma.sp, native or emulated variants): probe experiments,
-  analyse/layout.py (numerics: native dense variants);
+  that clock (peak.py, reference data data/tensor_peaks.toml);
+* layout (mma.sync and mma.sp, native or emulated variants): probe experiments, layout.py
+  (numerics: native dense variants); wmma.load / wmma.store: fragments.py;
 * per_sass (native variants of several tensor SASS per instruction, e.g. wmma): clock reads
-  between the SASS, via single-SASS partners (run/tensor_steps.py).
+  between the SASS, via single-SASS partners (per_sass.py).
+
+Every kernel is written and compiled for the architecture-specific target (kernels.py
+``tensor_arch``: wgmma needs it, mma.sync compiles to the same code).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
 from gpudissect.bench.stats import fit_line
-from gpudissect.device.device import Buf
-from gpudissect.kernel.toolchain import PtxasError, resource_usage, tool_version
-from gpudissect.store.db import Result, Store
-from gpudissect.suites.instructions.template import ptx_isa_for
-from gpudissect.suites.tensor.checks import (
-    ADDRESS_ADD,
-    LDST_OP,
-    WMMA_LDST_OP,
-    BuiltKernel,
-    TensorCheck,
-    build_entries,
-    check_tensor_family,
-    compile_failure,
-)
-from gpudissect.suites.tensor.kernels import (
+from gpudissect.catalog.tensor import (
     LdstVariant,
     MmaVariant,
-    TensorKernel,
+    TensorCatalog,
     WgmmaVariant,
-    ldst_kernel,
+    element,
     load_tensor_catalog,
+)
+from gpudissect.device.device import Buf, Device
+from gpudissect.kernel.build import Built
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.toolchain import PtxasError
+from gpudissect.store.db import Result
+from gpudissect.suites.tensor import layouts
+from gpudissect.suites.tensor.analyse import summarize_run
+from gpudissect.suites.tensor.checks import TensorCheck, Work, compile_work, family_key
+from gpudissect.suites.tensor.kernels import (
+    ldst_kernel,
     mma_kernel,
     operand_words,
     random_words,
     wgmma_kernel,
 )
 from gpudissect.suites.tensor.peak import figures, peak_for
+from gpudissect.suites.tensor.per_sass import run_per_sass
+from gpudissect.target import Target
 
-SUITE = "tensor"
 REPS = 3
 
 
 @dataclass
-class Plan:
+class Sweep:
+    """The configurations a run measures (stored as the run's parameters)."""
+
     lat_lengths: tuple[int, ...] = (8, 16, 32)
     thr_lengths: tuple[int, ...] = (16, 32, 64)
     mma_warps: tuple[int, ...] = (8, 16)
@@ -78,96 +81,62 @@ class Plan:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-QUICK = Plan(mma_warps=(8,), wg_n_full=(64, 256), wg_n_other=(256,), wg_configs=((1, 2),))
-
-
-@dataclass
-class Work:
-    variant: MmaVariant | WgmmaVariant
-    kernels: list[TensorKernel] = field(default_factory=list)
-    built: dict[str, BuiltKernel | Exception] = field(default_factory=dict)
-    check: TensorCheck | None = None
-    checks: dict[str, TensorCheck] = field(default_factory=dict)  # per family (wgmma: per N/source)
+QUICK = Sweep(mma_warps=(8,), wg_n_full=(64, 256), wg_n_other=(256,), wg_configs=((1, 2),))
 
 
 def _mma_chains(v: MmaVariant) -> int:
-    return max(1, min(8, 32 // max(v.regs["c"] * (2 if v.ctype == "f64" else 1), 1)))
+    return max(1, min(8, 32 // max(v.regs["c"] * element(v.ctype).reg_words, 1)))
 
 
-def mma_kernels(v: MmaVariant, plan: Plan, isa: str, idx: int) -> list[TensorKernel]:
+def mma_kernels(v: MmaVariant, sweep: Sweep, target: Target, idx: int) -> list[Kernel]:
     ks = []
-    for L in plan.lat_lengths:
-        ks.append(mma_kernel(v, f"tc{idx}_lat_c1_n{L}", "latency", 1, L, 1, isa))
+    for L in sweep.lat_lengths:
+        ks.append(mma_kernel(v, f"tc{idx}_lat_c1_n{L}", "latency", 1, L, 1, target))
     c = _mma_chains(v)
-    for w in plan.mma_warps:
-        for L in plan.thr_lengths:
-            k = mma_kernel(v, f"tc{idx}_thr_w{w}_c{c}_n{L}", "throughput", c, L, w, isa)
-            ks.append(k)
+    for w in sweep.mma_warps:
+        for L in sweep.thr_lengths:
+            ks.append(mma_kernel(v, f"tc{idx}_thr_w{w}_c{c}_n{L}", "throughput", c, L, w, target))
     return ks
 
 
-def wgmma_kernels(v: WgmmaVariant, plan: Plan, isa: str, idx: int) -> list[TensorKernel]:
-    ns = plan.wg_n_full if v.name in plan.wg_full else plan.wg_n_other
+def wgmma_kernels(v: WgmmaVariant, sweep: Sweep, target: Target, idx: int) -> list[Kernel]:
+    ns = sweep.wg_n_full if v.name in sweep.wg_full else sweep.wg_n_other
     ks = []
     for n in ns:
         if n % v.n_step:
             continue
         for a_regs in ((False, True) if v.a_from_registers else (False,)):
             src = "rs" if a_regs else "ss"
-            for L in plan.wg_lat_lengths:
-                ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_lat_n{L}", "latency", n, 1, L, 1, a_regs, isa))
-            for accs, wgs in plan.wg_configs:
+            for L in sweep.wg_lat_lengths:
+                ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_lat_n{L}", "latency", n, 1, L, 1, a_regs, target))
+            for accs, wgs in sweep.wg_configs:
                 if accs * v.d_regs(n) > 128:
                     continue
-                for L in plan.wg_thr_lengths:
+                for L in sweep.wg_thr_lengths:
                     ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_a{accs}_g{wgs}_thr_n{L}", "throughput",
-                                           n, accs, L, wgs, a_regs, isa))
+                                           n, accs, L, wgs, a_regs, target))
     return ks
 
 
-def ldst_kernels(v: LdstVariant, plan: Plan, isa: str, idx: int) -> list[TensorKernel]:
+def ldst_kernels(v: LdstVariant, sweep: Sweep, target: Target, idx: int) -> list[Kernel]:
     ks = []
     if v.op in ("ldmatrix", "wmma.load"):
-        for L in plan.lat_lengths:
-            ks.append(ldst_kernel(v, f"ls{idx}_lat_c1_n{L}", "latency", 1, L, 1, isa))
-    for w in plan.mma_warps:
-        for L in plan.thr_lengths:
-            ks.append(ldst_kernel(v, f"ls{idx}_thr_w{w}_c4_n{L}", "throughput", 4, L, w, isa))
+        for L in sweep.lat_lengths:
+            ks.append(ldst_kernel(v, f"ls{idx}_lat_c1_n{L}", "latency", 1, L, 1, target))
+    for w in sweep.mma_warps:
+        for L in sweep.thr_lengths:
+            ks.append(ldst_kernel(v, f"ls{idx}_thr_w{w}_c4_n{L}", "throughput", 4, L, w, target))
     return ks
 
 
-def family_key(k: TensorKernel) -> str:
-    """Kernels that differ only in length form one family."""
-    return k.name.rsplit("_n", 1)[0]
-
-
-def compile_work(w: Work, arch: str) -> None:
-    ks = w.kernels
-    try:
-        w.built = build_entries(ks[0].head, [(k.name, k.entry, k.units) for k in ks], arch)
-    except Exception as e:  # ptxas rejects the module: unsupported or a generator bug
-        w.check = compile_failure(e)
-        return
-    fams: dict[str, list[BuiltKernel]] = {}
-    for k in ks:
-        b = w.built.get(k.name)
-        if isinstance(b, BuiltKernel):
-            fams.setdefault(family_key(k), []).append(b)
-    ldst = isinstance(w.variant, LdstVariant)
-    op_re = (WMMA_LDST_OP if w.variant.wmma else LDST_OP) if ldst else None
-    for key, bs in fams.items():
-        try:
-            w.checks[key] = (check_tensor_family(bs, op_re=op_re, companion=ADDRESS_ADD,
-                                                 companion_max=w.variant.regs + 1,
-                                                 lowering_ok=w.variant.wmma) if op_re
-                             else check_tensor_family(bs))
-        except ValueError as e:
-            w.checks[key] = TensorCheck("error", reason=str(e))
-    # the variant's status: its latency family (smallest N for wgmma) decides
-    lat = [c for key, c in w.checks.items() if "_lat" in key] or list(w.checks.values())
-    w.check = lat[0] if lat else TensorCheck("error", reason="no latency kernel built")
-    if any(c.ok for c in w.checks.values()) and not w.check.ok:
-        w.check = next(c for c in w.checks.values() if c.ok)
+def variant_kernels(v: MmaVariant | WgmmaVariant | LdstVariant, sweep: Sweep, target: Target,
+                    idx: int) -> list[Kernel]:
+    """The timing kernels of one variant (``idx`` keeps their names unique in a run)."""
+    if isinstance(v, MmaVariant):
+        return mma_kernels(v, sweep, target, idx)
+    if isinstance(v, LdstVariant):
+        return ldst_kernels(v, sweep, target, idx)
+    return wgmma_kernels(v, sweep, target, idx)
 
 
 def _in_words_mma(v: MmaVariant, reps: int) -> np.ndarray:
@@ -182,7 +151,7 @@ def _in_words_wg(v: WgmmaVariant, reps: int) -> np.ndarray:
     return np.array(words, dtype=np.uint32)
 
 
-def _launch(dev, built: BuiltKernel, k: TensorKernel, grid: int, words: np.ndarray):
+def _launch(dev: Device, built: Built, k: Kernel, grid: int, words: np.ndarray):
     threads = grid * 32 * k.warps
     tpt = 2 * REPS + 1
     run = dev.launch(built.cubin, k.name, grid, 32 * k.warps, [
@@ -208,9 +177,8 @@ def sm_spans(t: np.ndarray, warps_per_block: int) -> tuple[np.ndarray, int]:
     return spans, modal // 32
 
 
-def _cite(b: BuiltKernel, texts: dict) -> dict:
-    texts[b.ptx_hash] = ("ptx", b.ptx)
-    texts[b.sass_hash] = ("sass", b.sass)
+def _cite(b: Built, texts: dict) -> dict:
+    texts.update(b.texts())
     return {"ptx_hash": b.ptx_hash, "sass_hash": b.sass_hash}
 
 
@@ -223,14 +191,14 @@ def _flags_fit(fit, spreads: list[float]) -> list[str]:
     return f
 
 
-def _launch_failure(e: Exception, b: BuiltKernel | Exception | None, k: TensorKernel) -> str:
+def _launch_failure(e: Exception, b: Built | Exception | None, k: Kernel) -> str:
     """The flag of a failed measurement. A launch refused for its registers is a limit of
     this configuration (too many warps for the kernel's registers), not a fault: say so with
     the kernel's register count (cuobjdump), and let the other configurations stand."""
     text = f"{type(e).__name__}: {e}"
-    if "OUT_OF_RESOURCES" in text and isinstance(b, BuiltKernel):
+    if "OUT_OF_RESOURCES" in text and isinstance(b, Built):
         try:
-            regs = resource_usage(b.cubin).get(k.name, {}).get("REG")
+            regs = b.regs
         except Exception:  # noqa: BLE001 - the count is a courtesy; the refusal stands
             regs = None
         per = f"{regs} registers per thread x " if regs else ""
@@ -241,11 +209,11 @@ def _launch_failure(e: Exception, b: BuiltKernel | Exception | None, k: TensorKe
     return f"error: {text}"[:300]
 
 
-def measure_families(dev, w: Work, words: np.ndarray, flops_of: Callable[[TensorKernel], int],
+def measure_families(dev: Device, w: Work, words: np.ndarray, flops_of: Callable[[Kernel], int],
                      atype: str, texts: dict) -> list[Result]:
     v = w.variant
     sm = dev.info.sm_count
-    fams: dict[str, list[TensorKernel]] = {}
+    fams: dict[str, list[Kernel]] = {}
     for k in w.kernels:
         fams.setdefault(family_key(k), []).append(k)
     out: list[Result] = []
@@ -264,7 +232,7 @@ def measure_families(dev, w: Work, words: np.ndarray, flops_of: Callable[[Tensor
         try:
             for k in sorted(ks, key=lambda k: k.length):
                 b = w.built[k.name]
-                assert isinstance(b, BuiltKernel)
+                assert isinstance(b, Built)
                 cite = _cite(b, texts)
                 if k.measure == "latency":
                     t, _ = _launch(dev, b, k, 1, words)
@@ -336,56 +304,55 @@ def best_throughput(name: str, rs: list[Result], flops_of_family: dict[str, int]
     return out
 
 
-def select(cat, patterns: list[str] | None) -> list[MmaVariant | WgmmaVariant]:
+def select(cat: TensorCatalog, patterns: list[str] | None) -> list[MmaVariant | WgmmaVariant | LdstVariant]:
     allv: list[MmaVariant | WgmmaVariant | LdstVariant] = [*cat.mma, *cat.wgmma, *cat.ldst]
     if not patterns:
         return allv
     return [v for v in allv if any(fnmatch.fnmatch(v.name, p) or p in v.name for p in patterns)]
 
 
-def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_90a", quick: bool = False,
-              resume: bool = True, jobs: int = 8, progress=None, plan: Plan | None = None) -> tuple[int, dict]:
-    from gpudissect import __version__
+def _error(v, measure: str, unit: str, e: Exception) -> Result:
+    return Result(v.name, measure, None, unit, "none", flags=[f"error: {type(e).__name__}: {e}"[:300]])
 
-    plan = plan or (QUICK if quick else Plan())
-    if not arch.endswith("a") and arch == "sm_90":
-        arch = "sm_90a"  # wgmma needs the architecture-specific target; mma is the same code
-    toolkit = f"ptxas {tool_version('ptxas')}"
-    run_id = store.unfinished_run(SUITE, dev.info.uuid) if resume else None
-    if run_id is None:
-        run_id = store.start_run(SUITE, dev.info, toolkit, arch, dev.clocks(), plan.to_json(), __version__)
-    done = store.done_items(run_id)
-    cat = load_tensor_catalog()
-    vs = [v for v in select(cat, patterns) if v.name not in done]
-    isa = ptx_isa_for(tool_version("ptxas"))
-    timing = {"compile_s": 0.0, "gpu_s": 0.0, "layout_s": 0.0, "store_s": 0.0}
-    t = time.perf_counter()
-    works = []
-    for i, v in enumerate(vs):
-        w = Work(v)
-        try:
-            if isinstance(v, MmaVariant):
-                w.kernels = mma_kernels(v, plan, isa, i)
-            elif isinstance(v, LdstVariant):
-                w.kernels = ldst_kernels(v, plan, isa, i)
-            else:
-                w.kernels = wgmma_kernels(v, plan, isa, i)
-        except (ValueError, PtxasError) as e:
-            w.check = TensorCheck("error", reason=f"generator: {e}")
-        works.append(w)
-    with ThreadPoolExecutor(max(1, jobs)) as ex:
-        list(ex.map(lambda w: compile_work(w, arch) if w.kernels else None, works))
-    timing["compile_s"] = time.perf_counter() - t
 
-    from gpudissect.suites.tensor.layouts import run_layout, run_numerics, run_wmma_fragment
-    from gpudissect.suites.tensor.per_sass import run_per_sass
+class TensorSuite(SuiteBase):
+    """The contract of bench/contract.py: one item per catalog variant. ``sweep``: the
+    configurations to measure (default: ``QUICK`` for a quick run, else ``Sweep()``)."""
 
-    # the static SASS maps made above: per-SASS timing picks its single-SASS partners from them
-    known = {w.variant.name: w.check for w in works if isinstance(w.variant, MmaVariant) and w.check}
-    for n, w in enumerate(works):
+    name = "tensor"
+    description = "tensor cores: mma.sync, wmma, mma.sp, wgmma, ldmatrix/stmatrix, wmma.load/store"
+
+    def __init__(self, sweep: Sweep | None = None):
+        self.sweep = sweep
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
+        sweep = self.sweep or (QUICK if ctx.quick else Sweep())
+        ctx.state["sweep"] = sweep
+        return Plan([Item(v.name, v) for v in select(load_tensor_catalog(), patterns)], sweep.to_json())
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        """Generate every variant's kernels, compile and check them (``ctx.jobs`` in parallel)."""
+        sweep: Sweep = ctx.state["sweep"]
+        works: dict[str, Work] = {}
+        for i, item in enumerate(items):
+            w = Work(item.data)
+            try:
+                w.kernels = variant_kernels(item.data, sweep, ctx.target, i)
+            except (ValueError, PtxasError) as e:
+                w.check = TensorCheck("error", reason=f"generator: {e}")
+            works[item.name] = w
+        with ThreadPoolExecutor(max(1, ctx.jobs)) as ex:
+            list(ex.map(lambda w: compile_work(w, ctx.target) if w.kernels else None, works.values()))
+        ctx.state["works"] = works
+        # the static SASS maps made here: per-SASS timing picks its single-SASS partners from them
+        ctx.state["known"] = {w.variant.name: w.check for w in works.values()
+                              if isinstance(w.variant, MmaVariant) and w.check}
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        sweep: Sweep = ctx.state["sweep"]
+        w: Work = ctx.state["works"][item.name]
         v = w.variant
-        if progress:
-            progress(v.name, n, len(works))
+        dev, target = ctx.dev, ctx.target
         texts: dict = {}
         status = w.check.to_json() if w.check else {"status": "error"}
         mapping = Result(v.name, "sass_map", None, "", "SASS per PTX instruction (verify/tensor.py)",
@@ -395,7 +362,6 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                          sass=[f"{c}*{op}" for op, c in (w.check.sass.items() if w.check else [])],
                          flags=[] if (w.check and w.check.ok) else [f"{status['status']}: {status.get('reason', '')}"])
         results = [mapping]
-        t = time.perf_counter()
         if w.kernels and w.built:
             try:
                 if isinstance(v, MmaVariant):
@@ -406,7 +372,7 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                     rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
                     results += rs + best_throughput(v.name, rs, {})
                     # multi-SASS instructions (wmma): cycles per tensor SASS (never raises)
-                    per_sass = run_per_sass(dev, v, w.check, isa, arch, texts, known=known)
+                    per_sass = run_per_sass(dev, v, w.check, target, texts, known=ctx.state["known"])
                     results += [per_sass] if per_sass else []
                 elif isinstance(v, LdstVariant):
                     # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)
@@ -418,187 +384,30 @@ def run_suite(dev, store: Store, patterns: list[str] | None, *, arch: str = "sm_
                     rs = measure_families(dev, w, words, lambda k, v=v: v.flops(k.meta["n"]), v.atype, texts)
                     results += rs + best_throughput(v.name, rs, {})
             except Exception as e:
-                results.append(Result(v.name, "throughput", None, "instr/cycle/SM", "none",
-                                      flags=[f"error: {type(e).__name__}: {e}"[:300]]))
-        timing["gpu_s"] += time.perf_counter() - t
-        t = time.perf_counter()
-        if plan.layouts and isinstance(v, LdstVariant) and v.wmma:
+                results.append(_error(v, "throughput", "instr/cycle/SM", e))
+        if sweep.layouts and isinstance(v, LdstVariant) and v.wmma:
             try:  # the wmma fragment layout: raw data movement, independent of the timing check
-                results.append(run_wmma_fragment(dev, v, cat.mma, isa, arch, texts))
+                results.append(layouts.run_wmma_fragment(dev, v, load_tensor_catalog().mma, target, texts))
             except Exception as e:
-                results.append(Result(v.name, "layout", None, "", "none",
-                                      flags=[f"error: {type(e).__name__}: {e}"[:300]]))
+                results.append(_error(v, "layout", "", e))
         # fragment-layout probes of the mma.sync / mma.sp fragments (not wmma's opaque ones),
         # native or emulated (the PTX semantics hold either way; rejected variants are skipped);
         # numerics only on native dense variants
-        if (plan.layouts and isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
+        if (sweep.layouts and isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
                 and w.check.status in ("native", "emulated")):
             try:
-                results.append(run_layout(dev, v, isa, arch, texts))
+                results.append(layouts.run_layout(dev, v, target, texts))
             except Exception as e:
-                results.append(Result(v.name, "layout", None, "", "none",
-                                      flags=[f"error: {type(e).__name__}: {e}"[:300]]))
+                results.append(_error(v, "layout", "", e))
             if w.check.ok and v.form == "mma" and v.ctype == "f32" and v.atype in ("f16", "bf16", "tf32"):
                 try:
-                    results.append(run_numerics(dev, v, isa, arch, texts))
+                    results.append(layouts.run_numerics(dev, v, target, texts))
                 except Exception as e:
-                    results.append(Result(v.name, "numerics", None, "", "none",
-                                          flags=[f"error: {type(e).__name__}: {e}"[:300]]))
-        timing["layout_s"] += time.perf_counter() - t
-        t = time.perf_counter()
-        store.save(run_id, v.name, results, texts)
-        timing["store_s"] += time.perf_counter() - t
-    summary = summarize_run(store, run_id)
-    store.set_meta(f"summary:{run_id}", summary)
-    store.finish_run(run_id, dev.clocks(), timing)
-    return run_id, timing
+                    results.append(_error(v, "numerics", "", e))
+        return Outcome(results, texts)
+
+    def summarize(self, ctx: Context) -> dict:
+        return summarize_run(ctx.store, ctx.run_id)
 
 
-def _per_sass_line(name: str, d: dict) -> str:
-    """One conclusion on a multi-SASS variant's per-SASS timing (run/tensor_steps.py)."""
-    p = d["per_sass"]
-    head = f"{name} ({' + '.join(d.get('sass') or [])})"
-    if p["value"] is None:
-        return f"{head}: per-SASS timing not measurable ({'; '.join(p['flags'])})"
-    cum = ", ".join(f"{c:.0f}" for c in p["cumulative_cycles"] or [])
-    return (f"{head}, split into {p['partner']}: {p['value']:.1f} cycles between the issue of consecutive "
-            f"tensor SASS; cumulative cycles after each SASS {cum}, result used after "
-            f"{p['cumulative_complete']:.0f}; the instruction itself: issued after {p['whole_issue']:.0f}, "
-            f"result used after {p['whole_total']:.0f} cycles" + (f" [{'; '.join(p['flags'])}]" if p["flags"] else ""))
-
-
-MOVERS = ("ldmatrix", "stmatrix", "wmma.load", "wmma.store")  # data movement: no tensor SASS
-
-
-def summarize_run(store: Store, run_id: int) -> dict:
-    """Conclusions from the stored results (every number quoted is a stored measurement)."""
-    rs = store.results(run_id)
-    variants: dict[str, dict] = {}
-    layouts: dict[str, dict] = {}
-    wmma_frags: dict[str, dict] = {}
-    for r in rs:
-        d = variants.setdefault(r["variant"], {})
-        if r["measure"] == "sass_map":
-            d["status"] = r["params"].get("status")
-            d["sass"] = r["sass"]
-            if r["params"].get("reason"):
-                d["reason"] = r["params"]["reason"]
-        elif r["measure"] == "latency" and r["value"] is not None:
-            fam = r["params"].get("family", "")
-            d.setdefault("latency_cycles", {})[fam] = round(r["value"], 2)
-        elif r["measure"] == "throughput_peak" and r["value"] is not None:
-            p = r["params"]
-            d.setdefault("peak", {})[p["group"]] = {
-                "instr_per_cycle_sm": round(r["value"], 4), "flop_per_cycle_sm": p.get("flop_per_cycle_sm"),
-                "tflops": p.get("tflops"), "pct_of_peak": p.get("pct_of_peak"),
-                "observed_sm_mhz": p.get("observed_sm_mhz"), "config": p.get("best_family"), "flags": r["flags"]}
-        elif r["measure"] == "per_sass":
-            d["per_sass"] = {"value": r["value"], "flags": r["flags"], **{k: r["params"].get(k) for k in (
-                "partner", "cumulative_cycles", "cumulative_complete", "intervals", "whole_issue", "whole_total")}}
-        elif r["measure"] == "numerics" and r["params"].get("cases"):
-            d["numerics"] = {k: c["outcome"] for k, c in r["params"]["cases"].items()}
-        elif r["measure"] == "layout" and r["params"].get("op", "").startswith("wmma."):
-            wmma_frags[r["variant"]] = r["params"] | {"flags": r["flags"], "value": r["value"]}
-        elif r["measure"] == "layout":
-            layouts[r["variant"]] = {"matches_reference": r["params"].get("matches_reference"),
-                                     "differences": r["params"].get("n_differences"), "flags": r["flags"]}
-    conc = []
-    by_status: dict[str, list[str]] = {}
-    for name, d in variants.items():
-        by_status.setdefault(d.get("status") or "?", []).append(name)
-    for st, names in sorted(by_status.items()):
-        conc.append(f"{len(names)} variants {st}" + (f": {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}"
-                                                     if st != "native" else ""))
-    best_wg: dict[str, tuple] = {}
-    for name, d in variants.items():
-        for g, p in (d.get("peak") or {}).items():
-            if p.get("tflops") is None:
-                continue
-            cur = best_wg.get(name)
-            if cur is None or p["tflops"] > cur[1]["tflops"]:
-                best_wg[name] = (g, p)
-    for name, (g, p) in best_wg.items():
-        pct = f", {p['pct_of_peak']:.1f}% of the clock-scaled datasheet peak" if p.get("pct_of_peak") else ""
-        lat = variants[name].get("latency_cycles") or {}
-        lat_s = f"; latency {min(lat.values()):.1f} cycles" if lat else ""
-        if name.startswith(MOVERS):
-            conc.append(f"{name}: {p['instr_per_cycle_sm']:.3f} instr/cycle/SM = {p['flop_per_cycle_sm']:.0f} "
-                        f"bytes/cycle/SM ({p['tflops']:.1f} TB/s over all SMs at {p['observed_sm_mhz']:.0f} MHz)"
-                        + (f"; latency {min(lat.values()):.1f} cycles incl. the address add tree" if
-                           (lat := variants[name].get("latency_cycles") or {}) else "")
-                        + f" ({variants[name].get('sass')})")
-            continue
-        conc.append(f"{name} [{g}]: {p['flop_per_cycle_sm']:.0f} FLOP/cycle/SM, {p['tflops']:.1f} TFLOP/s at "
-                    f"{p['observed_sm_mhz']:.0f} MHz{pct}{lat_s} ({variants[name].get('sass')})")
-    native = {n: d.get("sass") or [] for n, d in variants.items()
-              if d.get("status") == "native" and not n.startswith(MOVERS)}
-    single = [n for n, sl in native.items() if len(sl) == 1 and sl[0].startswith("1*")]
-    multi = [n for n in native if n not in single]
-    timed = [n for n in multi if variants[n].get("per_sass")]
-    if native:
-        conc.append(f"{len(single)} of {len(native)} native variants map to exactly one SASS instruction per PTX "
-                    "instruction (per-SASS timing then equals the instruction's latency and throughput)"
-                    + (f"; {len(multi)} map to several ({len(timed)} timed per SASS below)"
-                       + (f"; not timed per SASS: {', '.join(n for n in multi if n not in timed)}"
-                          if len(timed) < len(multi) else "") if multi else ""))
-    conc += [_per_sass_line(n, variants[n]) for n in timed]
-    for name in ("wgmma.f32.f16", "wgmma.f32.bf16", "wgmma.f16.f16"):
-        pk = {g: p for g, p in (variants.get(name, {}).get("peak") or {}).items() if p.get("pct_of_peak")}
-        if not pk:
-            continue
-        g, p = max(pk.items(), key=lambda x: x[1]["pct_of_peak"])
-        verdict = "reaches" if p["pct_of_peak"] >= 90 else "falls short of"
-        per_n = ", ".join(f"{gg.split('_', 1)[1]}: {pp['pct_of_peak']:.0f}%" for gg, pp in sorted(pk.items()))
-        conc.append(f"{name} {verdict} 90% of the clock-scaled dense peak: best {p['pct_of_peak']:.1f}% "
-                    f"({g}, {p['config']}); per N and A source: {per_n}")
-    for name, d in variants.items():
-        if d.get("numerics"):
-            conc.append(f"{name} numerics (D[0][0] of designed inputs): "
-                        + "; ".join(f"{k}: {o}" for k, o in d["numerics"].items()))
-    if layouts:
-        ok = [n for n, d in layouts.items() if d["matches_reference"]]
-        bad = [n for n, d in layouts.items() if d["matches_reference"] is False]
-        conc.append(f"fragment layouts: {len(ok)} mma variants match the PTX reference layout "
-                    f"(up to the unobservable relabelling of rows/cols/k), {len(bad)} differ"
-                    + (f": {', '.join(bad)}" if bad else ""))
-    conc += wmma_fragment_conclusions(wmma_frags)
-    layouts.update({n: {"matches_reference": None, "matches_tiled_mma": p.get("value") == 1.0,
-                        "tiling": p.get("tiling_text"), "coverage": p.get("coverage"), "flags": p["flags"]}
-                    for n, p in wmma_frags.items()})
-    return {"conclusions": conc, "variants": variants, "layouts": layouts}
-
-
-def wmma_fragment_conclusions(frags: dict[str, dict]) -> list[str]:
-    """What the wmma fragment experiments show, from their stored parameters."""
-    if not frags:
-        return []
-    done = {n: p for n, p in frags.items() if p.get("slots") and not p["flags"]}
-    tiled = [n for n, p in done.items() if p.get("value") == 1.0]
-    flipped = [n for n in tiled if (done[n].get("tiling") or {}).get("transposed")]
-    out = [f"wmma fragment layouts (unspecified by the PTX ISA) observed for {len(done)} of {len(frags)} "
-           f"wmma.load/store variants; {len(tiled) - len(flipped)} equal the stated mma.sync layouts tiled"
-           + (f", {len(flipped)} equal them tiled and transposed (element (row, col) where the mma "
-              f"layout puts (col, row)): {', '.join(flipped)}" if flipped else "")
-           + (f"; not tiled: {', '.join(n for n in done if n not in tiled)}" if len(tiled) < len(done) else "")]
-    dup = sorted({f"{p['frag'].upper()} {p['elem']} ({p['coverage']['copies_max']}x)"
-                  for p in done.values() if p["coverage"]["copies_max"] > 1})
-    if dup:
-        out.append("wmma fragments holding every element more than once: " + ", ".join(dup))
-    same, pairs = _same_slots(done, lambda n, p: p["op"] == "wmma.load" and p["frag"] == "c",
-                              lambda n: n.replace("wmma.load.c.", "wmma.store.d."))
-    if pairs:
-        out.append(f"wmma.load.c and wmma.store.d use the same fragment layout in {same} of "
-                   f"{pairs} (shape, type, memory layout) cases")
-    same, pairs = _same_slots(done, lambda n, p: p["layout"] == "row", lambda n: n.replace(".row.", ".col."))
-    if pairs:
-        out.append(f"the memory layout (row/col) leaves the fragment unchanged in {same} of "
-                   f"{pairs} fragment kinds")
-    return out
-
-
-def _same_slots(done: dict[str, dict], pick: Callable[[str, dict], bool],
-                partner: Callable[[str], str]) -> tuple[int, int]:
-    """Of the fragments ``pick`` selects that have a ``partner`` observed too: how many hold
-    the same layout as it, and how many pairs there are."""
-    pairs = [(p, done[partner(n)]) for n, p in done.items() if pick(n, p) and partner(n) in done]
-    return sum(p["slots"] == q["slots"] for p, q in pairs), len(pairs)
+SUITE = TensorSuite()

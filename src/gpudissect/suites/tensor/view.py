@@ -4,6 +4,8 @@ clock-scaled datasheet peak, as the suite stored them (None where it stored none
 
 from __future__ import annotations
 
+from gpudissect.report.fmt import fmt_num
+
 
 def tensor_rows(records: list[dict]) -> list[dict]:
     lat: dict[str, float] = {}
@@ -38,3 +40,10 @@ def tensor_rows(records: list[dict]) -> list[dict]:
                          "unit": None, "flop_per_cycle_sm": None, "tflops": None, "pct_of_peak": None,
                          "flags": ""})
     return rows
+
+
+def report_section(doc: dict, rs) -> dict:
+    """The tensor suite's part of the HTML report: one row per variant and throughput group."""
+    return {"tensor": [{**r, **{f"{k}_s": fmt_num(r[k]) for k in (
+        "latency", "rate", "flop_per_cycle_sm", "tflops", "pct_of_peak")}}
+        for r in tensor_rows(doc.get("records") or [])]}

@@ -1,0 +1,110 @@
+"""The suite contract: what a suite declares, and what the one runner (``bench/runner.py``)
+does with it (the shape of nvbench's benchmark = function + axes, and of pytest's hooks).
+
+A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an object with:
+
+* ``name``, ``description``; ``options``: the ``gpudissect run`` options it reads, by name;
+* ``validate(patterns, options)``: refuse bad input before any device work (raise
+  :class:`SuiteInputError` with one clear line);
+* ``plan(ctx, patterns) -> Plan``: its work items (one stored transaction each) and the plan's
+  parameters (stored with the run);
+* ``prepare(ctx, items)``: generate, compile and check the kernels of the items to run (no GPU);
+* ``measure(ctx, item, redo) -> Outcome``: run one item on the GPU and analyse it. ``redo``
+  (:class:`Redo`) is given when the runner measures the item again: the earlier outcome and
+  why (the SM clock moved, or, for a suite with ``retry_noisy``, results were flagged noisy);
+  the suite may measure only what needs it and keep the rest;
+* ``error_results(item, flag)``: what is stored for an item whose measurement raised;
+* ``summarize(ctx) -> dict``: conclusions from the stored results (``{"conclusions": [...]}``);
+* ``finish(ctx) -> list[str]``: optional work after the items (a self-check), lines to print.
+
+:class:`SuiteBase` gives the defaults. Registering a suite is one line in ``suites/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpudissect.store.db import Result
+
+if TYPE_CHECKING:
+    from gpudissect.device.device import Device
+    from gpudissect.store.db import Store
+    from gpudissect.target import Target
+
+
+class SuiteInputError(ValueError):
+    """Bad input for a suite (unknown pattern, bad option): one line, before any work."""
+
+
+@dataclass
+class Item:
+    name: str  # unique within the suite; the store's resume key
+    data: Any = None  # the suite's own description of the work
+
+
+@dataclass
+class Plan:
+    items: list[Item]
+    params: dict = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    results: list[Result]
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # hash -> (kind, PTX/SASS)
+
+
+@dataclass
+class Redo:
+    """A second measurement of an item: what the first gave, and why it is measured again."""
+
+    previous: Outcome
+    clock_changed: bool  # False: only noisy results are the reason
+
+
+@dataclass
+class Context:
+    """What every phase of a suite sees; ``state`` is the suite's own scratch space between its
+    phases (compiled kernels, plan objects)."""
+
+    dev: Device
+    store: Store | None  # None: measure without storing (``gpudissect time``)
+    target: Target
+    quick: bool = False
+    jobs: int = 1
+    options: dict = field(default_factory=dict)
+    run_id: int = 0
+    state: dict = field(default_factory=dict)
+
+    @property
+    def sm_count(self) -> int:
+        return self.dev.info.sm_count
+
+
+class SuiteBase:
+    name = ""
+    description = ""
+    options: dict[str, str] = {}
+    retry_noisy = False
+
+    def validate(self, patterns: list[str] | None, options: dict) -> None:
+        return None
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
+        raise NotImplementedError
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        return None
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        raise NotImplementedError
+
+    def error_results(self, item: Item, flag: str) -> list[Result]:
+        return [Result(item.name, "error", None, "-", "none", flags=[flag[:400]], cls=self.name)]
+
+    def summarize(self, ctx: Context) -> dict:
+        return {}
+
+    def finish(self, ctx: Context) -> list[str]:
+        return []

@@ -1,0 +1,121 @@
+"""The one run loop of every suite: resume, progress, per-item isolation and error records,
+the clock and noise guard, saving (one transaction per item), the summary and the timing
+split. Suites declare their work through the contract in ``bench/contract.py``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpudissect import __version__
+from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
+from gpudissect.kernel.toolchain import tool_version
+
+CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
+RETRIES = 1  # re-measurements of an item whose clock changed or whose repeats disagree
+WORKER_FAILED = "WorkerFailed"
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    timing: dict
+    lines: list[str]  # what the suite's finish step has to say
+
+
+def sm_mhz(dev) -> float | None:
+    """The current SM clock (NVML), or None where it cannot be read."""
+    try:
+        mhz = dev.clocks().get("sm_mhz")
+    except Exception:
+        return None
+    return float(mhz) if isinstance(mhz, (int, float)) and mhz > 0 else None
+
+
+def clock_changed(c0: float | None, c1: float | None) -> bool:
+    return c0 is not None and c1 is not None and abs(c1 - c0) > CLOCK_TOL * max(c0, c1)
+
+
+def _noisy(o: Outcome) -> bool:
+    return any(f.startswith("noisy") for r in o.results for f in r.flags)
+
+
+def _worker_failed(o: Outcome) -> bool:
+    return any(WORKER_FAILED in f for r in o.results for f in r.flags)
+
+
+def _measure_once(suite: SuiteBase, ctx: Context, item: Item, redo: Redo | None) -> Outcome:
+    try:
+        return suite.measure(ctx, item, redo)
+    except Exception as e:  # one failing benchmark never takes the sweep down
+        return Outcome(suite.error_results(item, f"error: {type(e).__name__}: {e}"))
+
+
+def measure_guarded(suite: SuiteBase, ctx: Context, item: Item, retries: int = RETRIES) -> Outcome:
+    """Measure ``item`` between two SM-clock readings; measure it again (at most ``retries``
+    times) when the clock moved by more than CLOCK_TOL or, for a suite with ``retry_noisy``,
+    when results were flagged noisy. Results measured while the clock moved are flagged
+    (``clock-changed: a->b MHz``), results of a second measurement ``remeasured: n``; results a
+    suite keeps from the earlier measurement (the same objects) keep their own flags."""
+    out: Outcome | None = None
+    redo: Redo | None = None
+    for attempt in range(retries + 1):
+        c0 = sm_mhz(ctx.dev)
+        out = _measure_once(suite, ctx, item, redo)
+        c1 = sm_mhz(ctx.dev)
+        kept = {id(r) for r in redo.previous.results} if redo else set()
+        for r in out.results:
+            if id(r) in kept or (r.value is None and r.fit is None):
+                continue
+            if clock_changed(c0, c1):
+                r.flags.append(f"clock-changed: {c0:.0f}->{c1:.0f} MHz")
+            if attempt:
+                r.flags.append(f"remeasured: {attempt}")
+        if attempt == retries or _worker_failed(out):
+            break
+        if not (clock_changed(c0, c1) or (suite.retry_noisy and _noisy(out))):
+            break
+        redo = Redo(out, clock_changed(c0, c1))
+    assert out is not None
+    return out
+
+
+def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
+        progress: Callable[[str, int, int], None] | None = None) -> RunOutcome:
+    """Run ``suite`` on ``ctx.dev`` into ``ctx.store``; an unfinished run of the same suite and
+    GPU is resumed (``resume``), its stored items skipped."""
+    suite.validate(patterns, ctx.options)
+    plan = suite.plan(ctx, patterns)
+    store, dev = ctx.store, ctx.dev
+    run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
+    if run_id is None:
+        run_id = store.start_run(suite.name, dev.info, f"ptxas {tool_version('ptxas')}",
+                                 ctx.target.arch, dev.clocks(), plan.params, __version__)
+    ctx.run_id = run_id
+    done = store.done_items(run_id)
+    todo = [i for i in plan.items if i.name not in done]
+    timing = {"compile_s": 0.0, "gpu_s": 0.0, "store_s": 0.0, "analysis_s": 0.0}
+    t = time.perf_counter()
+    if todo:
+        suite.prepare(ctx, todo)
+    timing["compile_s"] = time.perf_counter() - t
+    for n, item in enumerate(todo):
+        if progress:
+            progress(item.name, n, len(todo))
+        t = time.perf_counter()
+        out = measure_guarded(suite, ctx, item)
+        timing["gpu_s"] += time.perf_counter() - t
+        t = time.perf_counter()
+        store.save(run_id, item.name, out.results, out.texts)
+        timing["store_s"] += time.perf_counter() - t
+    if progress:
+        progress("summary", len(todo), len(todo))
+    t = time.perf_counter()
+    summary = suite.summarize(ctx)
+    if summary:
+        store.set_meta(f"summary:{run_id}", summary)
+    lines = suite.finish(ctx)
+    timing["analysis_s"] = time.perf_counter() - t
+    store.finish_run(run_id, dev.clocks(), timing)
+    return RunOutcome(run_id, timing, lines)
