@@ -87,8 +87,11 @@ def test_generated_kernels_assemble(catalog, target, name, strat, chains):
     funcs = parse_sass(disassemble(cub.cubin))
     region = find_region(funcs[k.name].instrs)
     assert region, "the timed region is empty"
-    # (start, end) per repetition, then %smid: 5 u64 timestamps per thread
-    assert k.reps == 2 and "  mul.wide.u32 %toff, %gt, 40;" in k.entry
+    # (start, end) per repetition, then %smid: 5 u64 timestamps per warp, written by lane 0
+    assert k.reps == 2 and "  shr.u32 %gw, %gt, 5;" in k.entry
+    assert "  mul.wide.u32 %toff, %gw, 40;" in k.entry
+    stores = [ln for ln in k.entry.splitlines() if "[%tp+" in ln]
+    assert len(stores) == 5 and all(ln.startswith("  @%tlead st.global.u64") for ln in stores)
     assert k.units == 4 * chains
     if chains > 1 and v.chain_operand is not None:
         # every chain has its own sink slot, so no chain is dead code
@@ -223,7 +226,7 @@ def test_glue_for_mixed_register_classes(catalog, target):
     assert k.meta["glue"] == glue_ptx("rd", "r")
     body = timed_body(k.ptx)
     assert body[0].startswith("mul.wide.u32") and body[1].startswith("mov.b64")
-    compile_ptx(k.ptx)
+    compile_ptx(k.ptx, "sm_90")
 
 
 def test_generation_errors(catalog, target):
@@ -255,7 +258,14 @@ def test_strategies():
     assert order[0] == "reg" and "imm" not in order
     assert len(set(order)) == len(order)
     assert strategy("imm").operands == "imm"
-    assert strategy("reg-O0").opt == 0
+    # every strategy compiles at -O3 (an -O0/-O1 schedule is the compiler's, not the GPU's)
+    assert order == ["reg", "fib", "companion", "companion-add"]
+    assert all(s.opt == 3 for s in all_strategies().values())
+    assert strategy("companion").companion == "xor"
+    assert strategy("companion-add").companion == "add"
+    for gone in ("reg-O0", "reg-O1", "fib-O1"):
+        with pytest.raises(KeyError):
+            strategy(gone)
     with pytest.raises(KeyError, match="unknown strategy 'nope'"):
         strategy("nope")
 

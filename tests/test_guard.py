@@ -21,9 +21,34 @@ class Alternating(ScriptedDevice):
         return {"sm_mhz": 1980 if self.clock_calls % 2 else 1500}
 
 
-# three kept repeats per kernel (the first of four is dropped), so that repeats can disagree
-PLAN = Plan(latency_lengths=(8, 16, 32), tp_chains=(4,), tp_lengths=(4, 8), tp_warps=(16,),
-            distances=(2,), distance_lengths=(8, 16), reps=4)
+class Counting(ScriptedDevice):
+    """Records the kernels it runs; the first ``noisy_runs`` runs of add.f32's kernels (variant
+    0 of the run: ``v0_...``) are noisy. The plan also measures the companion reference
+    variants (lop3.b32, add.u16/u32/u64), so runs are counted per variant."""
+
+    def __init__(self, *a, noisy_runs: int = 0, **k):
+        super().__init__(*a, **k)
+        self.runs: list[str] = []
+        self.noisy_runs = noisy_runs
+
+    def run(self, cubin, kernel, *a, **k):
+        self.runs.append(kernel)
+        own = [r for r in self.runs if r.startswith(F32)]
+        noisy = kernel.startswith(F32) and len(own) <= self.noisy_runs
+        self.noisy_calls = self.calls + 1 if noisy else 0  # ScriptedDevice: noisy while calls < it
+        return super().run(cubin, kernel, *a, **k)
+
+    def f32_runs(self) -> int:
+        return sum(r.startswith(F32) for r in self.runs)
+
+
+F32 = "v0_"  # the kernels of add.f32, the first variant of the run
+
+# three kept repeats per launch (the first of four is dropped), two launches per point, so
+# that repeats can disagree; chain lengths: latency 8, 16, 32; throughput 4, 8 (4 chains);
+# distance 8, 16 (2 chains)
+PLAN = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
+            distances=(2,), distance_units=(16, 32), reps=4, launches=2)
 
 
 # kernel runs of one measurement of add.f32: latency 3, throughput 1 x 2 lengths x 1 warps
@@ -43,18 +68,18 @@ def flags(res: dict) -> set[str]:
 
 
 def test_a_steady_clock_and_quiet_repeats_are_measured_once(tmp_path, sweep):
-    dev = ScriptedDevice()
+    dev = Counting()
     res = measured(dev, tmp_path, sweep)
     assert flags(res) == set()
-    assert dev.calls == RUNS
+    assert dev.f32_runs() == RUNS
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
 
 
 def test_a_clock_change_during_an_item_is_remeasured(tmp_path, sweep):
     # start_run reads the clock once; then the item: 1980 before, 1500 after -> again at 1500
-    dev = ScriptedDevice(clock_seq=[1980, 1980, 1500])
+    dev = Counting(clock_seq=[1980, 1980, 1500])
     res = measured(dev, tmp_path, sweep)
-    assert dev.calls == 2 * RUNS  # every family measured again
+    assert dev.f32_runs() == 2 * RUNS  # every family measured again
     f = flags(res)
     assert "remeasured: 1" in f
     assert not any(x.startswith("clock-changed") for x in f)
@@ -71,14 +96,15 @@ def test_a_clock_that_never_settles_is_flagged(tmp_path, sweep):
 
 def test_noisy_repeats_are_remeasured_and_a_clean_repeat_wins(tmp_path, sweep):
     # the first 3 kernel runs (the latency family of the first attempt) are noisy
-    dev = ScriptedDevice(noisy_calls=3, noise=0.5)
+    dev = Counting(noisy_runs=3, noise=0.5)
     res = measured(dev, tmp_path, sweep)
     f = flags(res)
     assert not any(x.startswith("noisy") for x in f)
     assert "remeasured: 1" in f
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
     # only the noisy family (latency: 3 kernels) was measured again; the others were kept
-    assert dev.calls == RUNS + 3
+    assert dev.f32_runs() == RUNS + 3
+    assert dev.runs[RUNS : RUNS + 3] == [r for r in dev.runs[:3]]  # the same latency kernels
 
 
 def test_repeats_that_stay_noisy_are_flagged_after_the_retries(tmp_path, sweep):

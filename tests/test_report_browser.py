@@ -67,7 +67,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert int(attrs["images"]) >= 1 and attrs["images-ok"] == attrs["images"], attrs
 
 
-@pytest.mark.skipif(not (H100 / "instructions.json").exists(), reason="no committed H100 data")
+@pytest.mark.skipif(not (H100 / "instructions.json.gz").exists(), reason="no committed H100 data")
 def test_committed_h100_report_renders_in_headless_chromium(tmp_path):
     browser = _chromium()
     ARTIFACTS.mkdir(exist_ok=True)

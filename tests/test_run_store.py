@@ -13,7 +13,8 @@ from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store, StoreError
 from gpudissect.store.export import JSON_KEYS, records, table_v, write_json
 from gpudissect.suites.instructions import SUITE
-from gpudissect.suites.instructions.suite import QUICK_PLAN
+from gpudissect.suites.instructions.suite import QUICK_PLAN, lengths_for
+from gpudissect.suites.instructions.template import companion_references
 
 
 # --- statistics -----------------------------------------------------------------------------
@@ -44,13 +45,13 @@ def test_summarize_median_and_spread():
 
 
 def _times(rows: list[tuple[int, int, int]], reps: int = 2) -> np.ndarray:
-    """One warp per row: (smid, t0, t1) for every repetition; 32 identical thread rows each."""
-    t = np.zeros((32 * len(rows), 2 * reps + 1), dtype=np.uint64)
+    """One row per warp (lane 0 writes it): (smid, t0, t1) for every repetition."""
+    t = np.zeros((len(rows), 2 * reps + 1), dtype=np.uint64)
     for i, (sm, a, b) in enumerate(rows):
         for r in range(reps):
-            t[32 * i : 32 * (i + 1), 2 * r] = a
-            t[32 * i : 32 * (i + 1), 2 * r + 1] = b
-        t[32 * i : 32 * (i + 1), -1] = sm
+            t[i, 2 * r] = a
+            t[i, 2 * r + 1] = b
+        t[i, -1] = sm
     return t
 
 
@@ -63,6 +64,22 @@ def test_per_sm_span_warps_and_overlap():
     # SM 0: both warps inside [110, 200]; SM 3: the second warp starts after the first ended
     assert st.overlap.tolist() == [True, False]
     assert sm_windows(t, 1) == [(0, 100), (10, 150)]
+    # one row per warp: 32 rows of one SM are 32 warps, not one warp's threads
+    many = _times([(5, 0, 40)] * 32)
+    assert per_sm(many, rep=0).warps.tolist() == [32]
+
+
+def test_per_sm_idle_is_the_share_of_the_span_no_warp_covers():
+    t = _times([(0, 250, 300), (0, 0, 100), (0, 100, 250),  # SM 0: one after another, no gap
+                (3, 80, 100), (3, 0, 50),  # SM 3: nothing runs in [50, 80] of a span of 100
+                (7, 150, 200), (7, 20, 60), (7, 0, 100)])  # SM 7: [100, 150] of 200 uncovered
+    st = per_sm(t, rep=1)
+    assert st.sm.tolist() == [0, 3, 7]
+    assert st.span.tolist() == [300.0, 100.0, 200.0]
+    assert st.idle.tolist() == pytest.approx([0.0, 0.3, 0.25])
+    assert st.overlap.tolist() == [False, False, False]
+    # all warps inside at once: no idle time either
+    assert per_sm(_times([(2, 0, 90), (2, 10, 100), (2, 5, 95)]), rep=0).idle.tolist() == [0.0]
 
 
 # --- the suite on a fake device -------------------------------------------------------------
@@ -102,45 +119,111 @@ def test_suite_measures_what_the_device_shows(tmp_path, sweep):
     assert set(timing) == {"compile_s", "gpu_s", "store_s", "analysis_s"}
 
 
-class Serialized(FakeDevice):
-    """Warps of a block run their regions one after another (as seen on the H100 with many
-    warps per scheduler)."""
+def _each_sm(times: np.ndarray, grid: int, wpb: int, sm_count: int):
+    """The rows of each SM's warps, in launch order (block g runs on SM g % sm_count)."""
+    for sm in range(sm_count):
+        yield [g * wpb + w for g in range(sm, grid, sm_count) for w in range(wpb)]
+
+
+class LateStart(FakeDevice):
+    """Each warp of an SM enters its region 10,000 cycles after the previous one: long after
+    that one ended, so the SM is idle most of its span."""
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
         res = super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
         for r in res:
-            for w in range(block // 32):
-                for g in range(grid):
-                    rows = slice(g * block + 32 * w, g * block + 32 * (w + 1))
-                    for rep in range(reps):
-                        r.times[rows, 2 * rep] += np.uint64(10_000 * w)
-                        r.times[rows, 2 * rep + 1] += np.uint64(10_000 * w)
+            assert r.times.shape == (grid * (block // 32), 2 * reps + 1)  # one row per warp
+            for rows in _each_sm(r.times, grid, block // 32, self.info.sm_count):
+                for k, row in enumerate(rows):
+                    r.times[row, : 2 * reps] += np.uint64(10_000 * k)
         return res
 
 
-def test_non_overlapping_warps_are_flagged_and_not_a_peak(tmp_path, sweep):
-    dev = Serialized(model, sm_count=4)
+class BackToBack(FakeDevice):
+    """The warps of an SM run their throughput regions one after another, each starting as the
+    previous ends (a greedy scheduler), in the SM span the model gives: the same rate."""
+
+    def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+        res = super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+        if "_t" not in kernel:
+            return res
+        for r in res:
+            for rows in _each_sm(r.times, grid, block // 32, self.info.sm_count):
+                for rep in range(reps):
+                    t0 = r.times[rows[0], 2 * rep]
+                    d = (r.times[rows[0], 2 * rep + 1] - t0) // np.uint64(len(rows))
+                    for k, row in enumerate(rows):
+                        r.times[row, 2 * rep] = t0 + np.uint64(k) * d
+                        r.times[row, 2 * rep + 1] = t0 + np.uint64(k + 1) * d
+        return res
+
+
+def test_warps_that_start_late_leave_the_sm_idle_and_are_not_a_peak(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
+    run_id = sweep(LateStart(model, sm_count=4), store, VARIANTS[:1]).run_id
+    rows = [r for r in store.results(run_id) if r["variant"] == "add.f32"]
+    tps = [r for r in rows if r["measure"] == "throughput"]
+    assert tps and all(any(f.startswith("sm-idle: the SMs were idle") for f in r["flags"]) for r in tps)
+    assert all(r["samples"]["sm_idle_fraction"] > 0.25 for r in tps)
+    # no clean configuration: the peak has no value, and says why
+    (peak,) = [r for r in rows if r["measure"] == "throughput_peak"]
+    assert peak["value"] is None
+    assert peak["flags"] == ["no clean configuration: sm-idle"]
+
+
+def test_warps_that_run_one_after_another_without_gaps_are_not_flagged(tmp_path, sweep):
+    store = Store(tmp_path / "r.db")
+    dev = BackToBack(model, sm_count=4)
     run_id = sweep(dev, store, VARIANTS[:1]).run_id
-    tps = [r for r in store.results(run_id) if r["measure"] == "throughput"]
-    assert tps and all(any(f.startswith("warps-not-overlapping") for f in r["flags"]) for r in tps)
-    assert not [r for r in store.results(run_id) if r["measure"] == "throughput_peak"]
+    rows = [r for r in store.results(run_id) if r["variant"] == "add.f32"]
+    tps = [r for r in rows if r["measure"] == "throughput"]
+    assert len(tps) == len(QUICK_PLAN.tp_chains) * len(QUICK_PLAN.tp_warps)
+    for r in tps:
+        assert r["flags"] == [], r["flags"]
+        assert r["samples"]["sm_idle_fraction"] == 0.0
+        windows = r["samples"]["warp_windows_one_sm"]
+        # the evidence: no two windows of the SM overlap, each starts where the previous ended
+        for w in windows.values():
+            assert len(w) == r["params"]["warps"]
+            assert all(a[1] == b[0] for a, b in zip(w, w[1:], strict=False))
+    (peak,) = [r for r in rows if r["measure"] == "throughput_peak"]
+    assert peak["value"] == pytest.approx(2.0, rel=1e-2) and not peak["flags"]
 
 
-class Dies(FakeDevice):
+class Recording(FakeDevice):
+    """Records the kernels it runs (``v<i>_...``: variant i of the items prepared)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.runs: list[str] = []
+
+    def run(self, cubin, kernel, *a, **k):
+        self.runs.append(kernel)
+        return super().run(cubin, kernel, *a, **k)
+
+
+class Dies(Recording):
     def __init__(self, *a, die_after: int, **k):
         super().__init__(*a, **k)
         self.die_after = die_after
 
     def run(self, cubin, kernel, *a, **k):
-        if self.calls >= self.die_after:
+        if len(self.runs) >= self.die_after:
             raise KeyboardInterrupt  # the sweep is interrupted halfway
         return super().run(cubin, kernel, *a, **k)
 
 
+def kernel_runs(p=QUICK_PLAN) -> int:
+    """Kernel runs of one variant (one SASS per instance) whose rate saturates at once: a
+    latency family, every throughput family at every warps count, every distance family."""
+    return (len(lengths_for(p.latency_units, 1, 1.0, p))
+            + sum(len(lengths_for(p.tp_units, k, 1.0, p)) for k in p.tp_chains) * len(p.tp_warps)
+            + sum(len(lengths_for(p.distance_units, d, 1.0, p)) for d in p.distances))
+
+
 def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     path = tmp_path / "r.db"
-    first = Dies(model, sm_count=4, die_after=12)  # dies inside the second variant
+    first = Dies(model, sm_count=4, die_after=kernel_runs() + 3)  # dies inside the second variant
     with pytest.raises(KeyboardInterrupt):
         sweep(first, Store(path), VARIANTS)
     store = Store(path)
@@ -148,17 +231,22 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     assert run_id is not None
     done_before = store.done_items(run_id)
     assert done_before == {"add.f32"}  # nothing half-written for the interrupted variant
-    second = FakeDevice(model, sm_count=4)
+    assert {k.split("_")[0] for k in first.runs} == {"v0", "v1"}
+    second = Recording(model, sm_count=4)
     rid = sweep(second, store, VARIANTS).run_id
     assert rid == run_id
-    assert store.done_items(run_id) == set(VARIANTS)
+    # the plan adds the companion reference variants (lop3.b32, add.u16/u32/u64)
+    assert store.done_items(run_id) == set(VARIANTS) | set(companion_references())
     # only the missing work ran the second time: add.f32 was not launched again
     per_variant = len([r for r in store.results(run_id) if r["variant"] == "add.f32"])
     assert per_variant == len([r for r in store.results(run_id) if r["variant"] == "mul.lo.u32"])
-    p = QUICK_PLAN
-    per_variant_launches = (len(p.latency_lengths) + len(p.tp_chains) * len(p.tp_warps) * len(p.tp_lengths)
-                            + len(p.distances) * len(p.distance_lengths))
-    assert second.calls == per_variant_launches  # mul.lo.u32 only (cvt.u32.u64 is unverified)
+    # prepared again: mul.lo.u32 (v0), cvt.u32.u64 (v1, unverified: never launched), the four
+    # references (v2..v5); add.f32 is not among them
+    by_variant: dict[str, int] = {}
+    for k in second.runs:
+        by_variant[k.split("_")[0]] = by_variant.get(k.split("_")[0], 0) + 1
+    assert set(by_variant) == {"v0", "v2", "v3", "v4", "v5"}
+    assert by_variant["v0"] == kernel_runs()  # mul.lo.u32 measured once, in full
     assert store.runs()[0]["finished"] is not None
 
 

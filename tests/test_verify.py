@@ -366,7 +366,7 @@ def test_variant_above_arch_is_unsupported(catalog, sm80):
 def test_ptxas_error_carries_message(fresh_cache):
     bad = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n  bogus.op %r1;\n  ret;\n}\n"
     with pytest.raises(PtxasError) as ei:
-        compile_ptx(bad)
+        compile_ptx(bad, "sm_90")
     e = ei.value
     assert str(e).startswith("ptxas failed:")
     assert "error" in e.message and "line 6" in e.message
@@ -387,17 +387,17 @@ def test_unsupported_ptxas_error(fresh_cache):
 
 def test_compile_cache(fresh_cache, catalog, sm90, sm80):
     k = generate(catalog.get("add.f32"), strategy("reg"), sm90, length=4)
-    first = compile_ptx(k.ptx)
+    first = compile_ptx(k.ptx, "sm_90")
     assert not first.cached
     assert list(fresh_cache.rglob("*.cubin"))
-    second = compile_ptx(k.ptx)
+    second = compile_ptx(k.ptx, "sm_90")
     assert second.cached and second.cubin == first.cubin and second.key == first.key
     # a different optimisation level or architecture is a different entry
-    assert not compile_ptx(k.ptx, opt=1).cached
+    assert not compile_ptx(k.ptx, "sm_90", opt=1).cached
     k80 = generate(catalog.get("add.f32"), strategy("reg"), sm80, length=4)
     assert not compile_ptx(k80.ptx, arch="sm_80").cached
     assert compile_ptx(k80.ptx, arch="sm_80").cached
-    assert not compile_ptx(k.ptx, use_cache=False).cached
+    assert not compile_ptx(k.ptx, "sm_90", use_cache=False).cached
     # disassembly is cached by content as well, and stable
     text = disassemble(first.cubin)
     assert "CS2R" in text and list(fresh_cache.rglob("*.sass"))

@@ -32,7 +32,7 @@ def worker():
 
 def test_calls_are_forwarded(worker):
     res = run_kernel(worker, "fine")
-    assert len(res) == 1 and res[0].times.shape == (32, 5)
+    assert len(res) == 1 and res[0].times.shape == (1, 5)  # one row per warp
     assert worker.info.name == "FakeGPU" and worker.info.uuid == "GPU-fake-0"
     assert worker.clocks()["sm_mhz"] == 1000
     assert worker.free_memory() == 8 << 30
@@ -43,7 +43,7 @@ def test_a_fault_kills_the_worker_and_the_next_call_is_clean(worker):
     with pytest.raises(WorkerFailed, match="faulted: .*CUDA_ERROR_ILLEGAL_ADDRESS"):
         run_kernel(worker, "faults")
     # the fake stays poisoned (as a CUDA context would): only a fresh worker runs again
-    assert run_kernel(worker, "fine")[0].times.shape == (32, 5)
+    assert run_kernel(worker, "fine")[0].times.shape == (1, 5)
     assert worker._proc.pid != pid
 
 
@@ -78,22 +78,26 @@ def test_a_launch_refused_for_resources_does_not_restart_the_worker(worker):
 
 
 def test_large_results_travel_through_shared_memory_unchanged(worker):
-    """A throughput launch's timings (132 blocks x 1024 threads: ~10 MB) arrive exactly as the
-    device produced them, after the first one through shared memory."""
+    """The timings of a 64-warp throughput point (132 SMs x 2 blocks of 32 warps, one row per
+    warp, 3 launches: ~1.8 MB) arrive exactly as the device produced them, after the first one
+    through shared memory."""
     direct = ScriptedDevice()
     args = (b"cubin", "big_t4_n8", [], 1, 4)
-    want = direct.run(*args, grid=132, block=1024)[0].times
+    kw = dict(grid=264, block=1024, launches=3)
+    want = [r.times for r in direct.run(*args, **kw)]
+    assert want[0].shape == (264 * 32, 9)
     for _ in range(3):
-        got = worker.run(*args, grid=132, block=1024)[0].times
-        assert got.dtype == want.dtype and np.array_equal(got, want)
-    assert worker._shm is not None and worker._shm.size >= want.nbytes
-    got[0, 0] = 1  # a private, writable copy
+        got = [r.times for r in worker.run(*args, **kw)]
+        assert len(got) == 3
+        assert all(g.dtype == w.dtype and np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    assert worker._shm is not None and worker._shm.size >= sum(w.nbytes for w in want)
+    got[0][0, 0] = 1  # a private, writable copy
     with pytest.raises(WorkerFailed):  # a fresh worker attaches to the same shared memory
         run_kernel(worker, "faults")
-    assert np.array_equal(worker.run(*args, grid=132, block=1024)[0].times, want)
+    assert np.array_equal(worker.run(*args, **kw)[0].times, want[0])
     t = time.monotonic()
     for _ in range(5):
-        worker.run(*args, grid=132, block=1024)
+        worker.run(*args, **kw)
     assert (time.monotonic() - t) / 5 < 0.5
 
 
@@ -119,10 +123,14 @@ def test_the_suite_records_the_reason_and_continues(tmp_path, sweep):
     # after the hang, that variant's other kernels are not run again (each would hang too)
     later = [r for (v, m), r in res.items() if v == "mul.lo.u32" and m != "latency"]
     assert later and all(r["value"] is None for r in later)
-    assert all(any("skipped" in f for f in r["flags"]) for r in later)
+    peak = res[("mul.lo.u32", "throughput_peak")]
+    assert peak["flags"] == ["no clean configuration: error"]
+    assert all(any("skipped" in f for f in r["flags"]) for r in later if r is not peak)
     # sub.f32: latency measured before its throughput kernels faulted
     assert res[("sub.f32", "latency")]["value"] == pytest.approx(4.0, rel=1e-3)
     tp = [r for (v, m), r in res.items() if v == "sub.f32" and m == "throughput"]
     assert tp and any("faulted" in f for r in tp for f in r["flags"])
-    assert store.done_items(run_id) == {"add.f32", "mul.lo.u32", "sub.f32"}
+    # and the variants that measure a companion alone, which the plan adds
+    assert store.done_items(run_id) == {"add.f32", "mul.lo.u32", "sub.f32", "add.u16", "add.u32",
+                                        "add.u64", "lop3.b32"}
     assert store.runs()[0]["finished"] is not None

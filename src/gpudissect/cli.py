@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -325,8 +324,8 @@ def show_cmd(
         if cls and not (r["cls"] or "").startswith(cls):
             continue
         e = by.setdefault(name, {"flags": set(), "sass": r["sass"], "gpu": r["gpu_name"]})
-        if r["measure"] in ("latency", "throughput_peak"):
-            e[r["measure"]] = r["value"]
+        if r["measure"] in ("latency", "issue_interval", "throughput_peak"):
+            e["latency" if r["measure"] == "issue_interval" else r["measure"]] = r["value"]
             e["flags"].update(f.split(":")[0] for f in r["flags"])
     t = Table("variant", "SASS", "latency (cyc)", "throughput (warp-instr/clk/SM)", "flags")
     for name, e in by.items():
@@ -353,6 +352,7 @@ def export_cmd(
         records,
         table_v,
         write_csv,
+        write_document,
         write_json,
         write_suite_json,
     )
@@ -386,8 +386,7 @@ def export_cmd(
         if run_id is None:
             fail("--format layouts needs --run N or --suite tensor")
         doc = layouts_document(store, run_id)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1) + "\n")
+        write_document(doc, out)
         n = len(doc["layouts"])
     elif fmt == "markdown":
         recs = records(store, run_id)
@@ -460,6 +459,18 @@ def time_cmd(
         t.add_row(r.measure, str({k: v for k, v in r.params.items() if k != "lengths"}),
                   "-" if r.value is None else f"{r.value:.3f}", r.unit, "; ".join(r.flags))
     console.print(t)
+
+
+@app.command("audit")
+def audit_cmd(path: Path = typer.Argument(..., help="a data directory, suite JSON file or results database")) -> None:
+    """Check a data set: every clean throughput within its physical limit, nothing timed from a
+    kernel below -O3, provenance complete, one GPU, flags consistent with values. One line per
+    problem; exit 1 when there is any."""
+    from gpudissect.audit import main as audit_main
+
+    code = audit_main(path)
+    if code:
+        raise typer.Exit(code)
 
 
 from gpudissect.report.cli import register as _register_report  # noqa: E402  (report, simexport, compare)

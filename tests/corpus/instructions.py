@@ -10,6 +10,7 @@ def collect(out: dict[str, str]) -> None:
     from gpudissect.suites.instructions.strategies import default_order
     from gpudissect.suites.instructions.suite import QUICK_PLAN, Plan, timing_families
     from gpudissect.suites.instructions.template import GenerationError
+    from gpudissect.suites.instructions.verify import MapRecord
     from gpudissect.target import make_target
 
     target = make_target("sm_90", PTXAS)
@@ -17,7 +18,8 @@ def collect(out: dict[str, str]) -> None:
         for s in ["imm", *[x.name for x in default_order()]]:
             for tag, plan in (("full", Plan()), ("quick", QUICK_PLAN)):
                 try:
-                    fams = timing_families(v, s, target, plan, i)
+                    rec = MapRecord(v.name, target.arch, True, [], s)
+                    fams = timing_families(v, rec, target, plan, i)
                 except GenerationError:
                     continue
                 for f in fams:

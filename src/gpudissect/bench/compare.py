@@ -16,6 +16,10 @@ from pathlib import Path
 
 SCHEMA = "gpudissect.compare-gpus/1"
 EXCLUDE = ("error", "noisy", "clock-changed", "not timed", "skipped")
+# parameters that describe how a value was measured or what came out (a failed measurement has
+# none of them), not what is measured: left out of the grouping key
+DETAILS = ("lengths", "launches", "repeats_per_launch", "ptxas_stall_cycles", "blocks_per_sm",
+           "best", "smallest_within_2pct", "bound", "configurations", "clean")
 
 
 def comparison_runs(store, suite: str, run_ids: list[int] | None = None) -> list[dict]:
@@ -38,9 +42,9 @@ def compare_gpus(store, suite: str = "instructions", run_ids: list[int] | None =
     groups: dict[tuple, dict] = {}
     for run in runs:
         for r in store.results(run["id"]):
-            # the lengths swept are a detail of the measurement, not what is measured (a failed
-            # measurement has none)
-            params = {k: v for k, v in r["params"].items() if k != "lengths"}
+            # the lengths swept (and the other DETAILS) are details of the measurement, not what
+            # is measured (a failed measurement has none)
+            params = {k: v for k, v in r["params"].items() if k not in DETAILS}
             key = (r["variant"], r["measure"], json.dumps(params, sort_keys=True))
             g = groups.setdefault(key, {"unit": r["unit"], "values": {}, "left_out": {}})
             bad = [f for f in r["flags"] if f.startswith(EXCLUDE)]

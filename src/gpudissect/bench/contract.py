@@ -11,7 +11,8 @@ A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an objec
 * ``prepare(ctx, items)``: generate, compile and check the kernels of the items to run (no GPU);
 * ``measure(ctx, item, redo) -> Outcome``: run one item on the GPU and analyse it. ``redo``
   (:class:`Redo`) is given when the runner measures the item again: the earlier outcome and
-  why (the SM clock moved, or, for a suite with ``retry_noisy``, results were flagged noisy);
+  why (the SM clock moved, or results carry one of the suite's ``retry_flags``: noisy, above
+  a physical limit);
   the suite may measure only what needs it and keep the rest;
 * ``error_results(item, flag)``: what is stored for an item whose measurement raised;
 * ``summarize(ctx) -> dict``: conclusions from the stored results (``{"conclusions": [...]}``);
@@ -86,10 +87,16 @@ class SuiteBase:
     name = ""
     description = ""
     options: dict[str, str] = {}
-    retry_noisy = False
+    retry_flags: tuple[str, ...] = ()  # result flags the runner measures again (once)
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         return None
+
+    def wants_retry(self, out: Outcome) -> bool:
+        """Whether the runner should measure this outcome's item again (once): by default, when
+        a result carries one of ``retry_flags``."""
+        return bool(self.retry_flags) and any(
+            f.startswith(self.retry_flags) for r in out.results for f in r.flags)
 
     def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
         raise NotImplementedError

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpudissect import __version__
+from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
 from gpudissect.kernel.toolchain import tool_version
 
@@ -37,10 +38,6 @@ def clock_changed(c0: float | None, c1: float | None) -> bool:
     return c0 is not None and c1 is not None and abs(c1 - c0) > CLOCK_TOL * max(c0, c1)
 
 
-def _noisy(o: Outcome) -> bool:
-    return any(f.startswith("noisy") for r in o.results for f in r.flags)
-
-
 def _worker_failed(o: Outcome) -> bool:
     return any(WORKER_FAILED in f for r in o.results for f in r.flags)
 
@@ -54,8 +51,8 @@ def _measure_once(suite: SuiteBase, ctx: Context, item: Item, redo: Redo | None)
 
 def measure_guarded(suite: SuiteBase, ctx: Context, item: Item, retries: int = RETRIES) -> Outcome:
     """Measure ``item`` between two SM-clock readings; measure it again (at most ``retries``
-    times) when the clock moved by more than CLOCK_TOL or, for a suite with ``retry_noisy``,
-    when results were flagged noisy. Results measured while the clock moved are flagged
+    times) when the clock moved by more than CLOCK_TOL or results carry one of the suite's
+    ``retry_flags`` (noisy, above a physical limit). Results measured while the clock moved are flagged
     (``clock-changed: a->b MHz``), results of a second measurement ``remeasured: n``; results a
     suite keeps from the earlier measurement (the same objects) keep their own flags."""
     out: Outcome | None = None
@@ -74,11 +71,17 @@ def measure_guarded(suite: SuiteBase, ctx: Context, item: Item, retries: int = R
                 r.flags.append(f"remeasured: {attempt}")
         if attempt == retries or _worker_failed(out):
             break
-        if not (clock_changed(c0, c1) or (suite.retry_noisy and _noisy(out))):
+        if not (clock_changed(c0, c1) or suite.wants_retry(out)):
             break
         redo = Redo(out, clock_changed(c0, c1))
     assert out is not None
     return out
+
+
+def clocks(ctx: Context) -> dict:
+    """NVML's clocks and the SM clock measured inside a kernel (bench/clock.py), for the run's
+    provenance before and after its items."""
+    return {**ctx.dev.clocks(), **measure_sm_clock(ctx.dev, ctx.target)}
 
 
 def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
@@ -91,7 +94,7 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
     if run_id is None:
         run_id = store.start_run(suite.name, dev.info, f"ptxas {tool_version('ptxas')}",
-                                 ctx.target.arch, dev.clocks(), plan.params, __version__)
+                                 ctx.target.arch, clocks(ctx), plan.params, __version__)
     ctx.run_id = run_id
     done = store.done_items(run_id)
     todo = [i for i in plan.items if i.name not in done]
@@ -117,5 +120,5 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
         store.set_meta(f"summary:{run_id}", summary)
     lines = suite.finish(ctx)
     timing["analysis_s"] = time.perf_counter() - t
-    store.finish_run(run_id, dev.clocks(), timing)
+    store.finish_run(run_id, clocks(ctx), timing)
     return RunOutcome(run_id, timing, lines)

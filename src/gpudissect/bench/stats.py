@@ -61,7 +61,7 @@ def fit_line(xs, ys) -> Fit:
 
 
 def rep_cycles(times: np.ndarray, rep: int) -> np.ndarray:
-    """Cycles of repetition ``rep`` for every thread: t1 - t0."""
+    """Cycles of repetition ``rep`` for every warp (one row per warp): t1 - t0."""
     return (times[:, 2 * rep + 1].astype(np.int64) - times[:, 2 * rep].astype(np.int64))
 
 
@@ -73,12 +73,14 @@ class SmStats:
     warps: np.ndarray  # warps that ran on each SM
     span: np.ndarray  # cycles from the SM's first start to its last end
     overlap: np.ndarray  # True where all of the SM's warps were inside the region at one instant
+    idle: np.ndarray  # share of the span in which no warp of the SM was inside its region
 
 
 def per_sm(times: np.ndarray, rep: int) -> SmStats:
-    """%clock64 is a per-SM counter, so spans are only formed within one SM. One row per warp
-    (lane 0) is enough: the threads of a warp share the SM and run the region together."""
-    w = times[::32]
+    """%clock64 is a per-SM counter, so spans are only formed within one SM. ``times`` has one
+    row per warp (lane 0 writes it: the threads of a warp share the SM and run the region
+    together)."""
+    w = times
     smid = w[:, -1].astype(np.int64)
     t0 = w[:, 2 * rep].astype(np.int64)
     t1 = w[:, 2 * rep + 1].astype(np.int64)
@@ -91,16 +93,83 @@ def per_sm(times: np.ndarray, rep: int) -> SmStats:
     np.maximum.at(last0, inv, t0)
     np.minimum.at(first1, inv, t1)
     np.maximum.at(last1, inv, t1)
-    return SmStats(sms, np.bincount(inv, minlength=n), (last1 - first0).astype(float), first1 > last0)
+    span = (last1 - first0).astype(float)
+    return SmStats(sms, np.bincount(inv, minlength=n), span, first1 > last0,
+                   _idle(inv, t0, t1, n) / np.maximum(span, 1.0))
+
+
+def _idle(inv: np.ndarray, t0: np.ndarray, t1: np.ndarray, n: int) -> np.ndarray:
+    """Cycles of each SM's span covered by no warp's window (the union of the windows has
+    gaps): sort the warps by (SM, start); a start after every earlier end of its SM is a gap.
+    Warps that run one after another (a greedy scheduler) leave no gap; a late start does."""
+    order = np.lexsort((t0, inv))
+    g, a, b = inv[order], t0[order] - t0.min(), t1[order] - t0.min()
+    big = int(max(b.max(), 1)) + 1
+    reach = np.maximum.accumulate(b + g * big)  # running end per SM (SM blocks never mix)
+    gap = np.zeros(len(order), dtype=np.int64)
+    same = g[1:] == g[:-1]
+    gap[1:] = np.where(same, np.maximum(a[1:] + g[1:] * big - reach[:-1], 0), 0)
+    return np.bincount(g, weights=gap, minlength=n).astype(float)
 
 
 def sm_windows(times: np.ndarray, rep: int) -> list[tuple[int, int]]:
     """Per-warp (start, end) of repetition ``rep`` on the lowest-numbered SM, relative to its
     first start: the evidence kept beside a throughput figure."""
-    w = times[::32]
+    w = times
     smid = w[:, -1].astype(np.int64)
     m = smid == smid.min()
     t0 = w[m, 2 * rep].astype(np.int64)
     t1 = w[m, 2 * rep + 1].astype(np.int64)
     base = int(t0.min())
     return [(int(a - base), int(b - base)) for a, b in zip(t0, t1, strict=True)]
+
+
+# --- noise and fit checks derived from the repeats themselves ------------------------------
+NOISE_TOL = 0.02  # a value whose 95% interval is wider than +-2% of it is flagged noisy
+RESID_CYCLES = 2.0  # a fit point may miss the line by this many cycles ...
+RESID_REL = 0.01  # ... or by this share of the largest measured value, whichever is larger
+
+
+def robust_halfwidth(values) -> float:
+    """Half-width of an approximate 95% interval of the median of ``values``: 1.96 x the
+    median's standard error (1.2533 sigma / sqrt(n)) with sigma from the median absolute
+    deviation, so one outlying repeat does not make a value noisy. 0 for a constant series."""
+    a = np.asarray(values, dtype=float)
+    if a.size < 2:
+        return 0.0
+    sigma = 1.4826 * float(np.median(np.abs(a - np.median(a))))
+    return 1.96 * 1.2533 * sigma / np.sqrt(a.size)
+
+
+def noise_flag(values, tol: float = NOISE_TOL) -> str | None:
+    """``noisy: ...`` when the repeats of one value (e.g. the slope of each launch) leave it
+    uncertain by more than ``tol`` of itself; None for a constant or tight series."""
+    a = np.asarray(values, dtype=float)
+    if a.size < 2:
+        return None
+    med = float(np.median(a))
+    hw = robust_halfwidth(a)
+    if hw == 0.0:
+        return None
+    rel = hw / abs(med) if med else float("inf")
+    if rel <= tol:
+        return None
+    return f"noisy: +-{rel:.1%} (95% interval of the median of {a.size} repeats)"
+
+
+def fit_flag(fit: Fit) -> str | None:
+    """``poor-fit: ...`` when a point misses the fitted line by more than RESID_CYCLES or
+    RESID_REL of the largest value (the cost is not linear in the instances: another effect
+    grows with them)."""
+    x, y = np.asarray(fit.xs, dtype=float), np.asarray(fit.ys, dtype=float)
+    resid = np.abs(y - (fit.intercept + fit.slope * x))
+    bound = max(RESID_CYCLES, RESID_REL * float(np.max(np.abs(y))))
+    worst = float(resid.max()) if resid.size else 0.0
+    if worst <= bound:
+        return None
+    return f"poor-fit: a point misses the line by {worst:.1f} cycles (> {bound:.1f}); r2={fit.r2:.4f}"
+
+
+def slopes_per_repeat(xs, series: list[list[float]]) -> list[float]:
+    """The slope of each repeat: ``series[i][j]`` is repeat i's value at ``xs[j]``."""
+    return [fit_line(xs, ys).slope for ys in series if len(ys) == len(xs)]

@@ -35,7 +35,7 @@ class DeviceInfo:
 
 @dataclass
 class LaunchResult:
-    times: np.ndarray  # (threads, 2*reps+1) uint64: (t0, t1) per rep, then smid
+    times: np.ndarray  # (warps, 2*reps+1) uint64: (t0, t1) per rep, then smid (kernel/timing.py)
     out: np.ndarray  # sink values
     wall_s: float
 
@@ -280,11 +280,12 @@ class CudaDevice:
 
         k = self._kernel(cubin, kernel)
         threads = grid * block
+        warps = grid * -(-block // 32)
         tpt = 2 * reps + 1
         host_in = np.array(inputs or [0], dtype=np.uint64)
         b_in = self._buf("in", host_in.nbytes)
         b_out = self._buf("out", threads * max(n_sink, 1) * 8)
-        b_t = self._buf("times", threads * tpt * 8)
+        b_t = self._buf("times", warps * tpt * 8)
         self.stream.sync()
         self._check(self._cu.cuMemcpyHtoD(int(b_in.handle), host_in.ctypes.data, host_in.nbytes))
         cfg = LaunchConfig(grid=(grid, 1, 1), block=(block, 1, 1))
@@ -294,11 +295,11 @@ class CudaDevice:
             launch(self.stream, cfg, k, b_in, b_out, b_t)
             self.stream.sync()
             wall = time.perf_counter() - t
-            times = np.empty(threads * tpt, dtype=np.uint64)
+            times = np.empty(warps * tpt, dtype=np.uint64)
             self._check(self._cu.cuMemcpyDtoH(times.ctypes.data, int(b_t.handle), times.nbytes))
             out = np.empty(min(threads, 32) * max(n_sink, 1), dtype=np.uint64)
             self._check(self._cu.cuMemcpyDtoH(out.ctypes.data, int(b_out.handle), out.nbytes))
-            results.append(LaunchResult(times.reshape(threads, tpt), out, wall))
+            results.append(LaunchResult(times.reshape(warps, tpt), out, wall))
         return results
 
     def _set_smem(self, k, smem: int) -> None:
@@ -411,18 +412,17 @@ class FakeDevice:
         if m is None:
             raise ValueError(f"FakeDevice cannot model kernel '{kernel}'")
         chains, length = int(m["chains"]), int(m["length"])
-        threads = grid * block
+        warps_per_block = max(1, -(-block // 32))
         tpt = 2 * reps + 1
         res = []
         for _ in range(launches):
-            times = np.zeros((threads, tpt), dtype=np.uint64)
-            warps_per_block = max(1, block // 32)
+            times = np.zeros((grid * warps_per_block, tpt), dtype=np.uint64)
             for r in range(reps):
                 c = self.model(kernel, chains, length, warps_per_block)
                 c = c * (1 + self.noise * self.rng.standard_normal())
                 times[:, 2 * r] = 1000 * (r + 1)
                 times[:, 2 * r + 1] = 1000 * (r + 1) + max(1, int(round(c)))
-            times[:, -1] = np.repeat(np.arange(grid) % self.info.sm_count, block)
+            times[:, -1] = np.repeat(np.arange(grid) % self.info.sm_count, warps_per_block)
             res.append(LaunchResult(times, np.zeros(32 * n_sink, dtype=np.uint64), 1e-5))
         return res
 

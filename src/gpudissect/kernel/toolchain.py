@@ -135,7 +135,7 @@ class CompileResult:
     key: str
 
 
-def compile_ptx(ptx: str, arch: str = "sm_90", opt: int = 3, use_cache: bool = True) -> CompileResult:
+def compile_ptx(ptx: str, arch: str, opt: int = 3, use_cache: bool = True) -> CompileResult:
     """Assemble PTX into a cubin with ptxas (cached by content hash)."""
     if not re.fullmatch(r"sm_\d+[a-z]?", arch):
         raise ValueError(f"architecture '{arch}' is not of the form sm_XX")

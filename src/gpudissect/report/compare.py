@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import all_metrics
-from gpudissect.suites.instructions.view import instruction_rows
+from gpudissect.suites import suite_module
 
 SCHEMA = "gpudissect.compare/1"
 
@@ -77,14 +77,14 @@ def _flags(flags) -> str:
 
 def measured_values(rs: ResultSet) -> dict[str, Value]:
     out: dict[str, Value] = {}
-    for r in instruction_rows(rs.records("instructions")):
-        out[f"instr/{r.variant}/latency"] = Value(r.latency, "cycles", _flags(r.latency_flags))
-        out[f"instr/{r.variant}/throughput"] = Value(r.throughput, "warp-instr/clk/SM", _flags(r.throughput_flags))
     for name, f in all_metrics(rs).items():
         if f is not None:
             out[f"quantity/{name}"] = Value(f.value, f.unit, f.source)
     for s in rs.suites():
-        if s == "instructions":
+        # a suite's own comparable values (its view, through the registry), else every record
+        own = getattr(suite_module(s, "view"), "compare_values", None)
+        if own is not None:
+            out.update({k: Value(*v) for k, v in own(rs.records(s)).items()})
             continue
         for r in rs.records(s):
             p = {k: v for k, v in (r.get("params") or {}).items() if not isinstance(v, (list, dict))}

@@ -130,7 +130,7 @@ def _doc_from_json(obj, path: Path) -> dict | None:
     if isinstance(obj, dict) and obj.get("schema") == SUITE_SCHEMA:
         return obj
     if _is_record_list(obj):
-        suite = path.stem
+        suite = _json_stem(path)
         return {"schema": SUITE_SCHEMA, "suite": suite,
                 "provenance": _legacy_provenance(obj, path.parent, suite),
                 "summary": {}, "records": obj}
@@ -138,10 +138,16 @@ def _doc_from_json(obj, path: Path) -> dict | None:
 
 
 def _read_json(path: Path):
+    """A JSON file, plain or gzipped (``.json.gz``)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raw = path.read_bytes()
+        return json.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError, EOFError) as e:
         raise LoadError(f"{path}: not readable JSON ({e})") from None
+
+
+def _json_stem(path: Path) -> str:
+    return path.name.removesuffix(".gz").removesuffix(".json")
 
 
 def _from_db(path: Path, label: str) -> ResultSet:
@@ -186,21 +192,22 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
         raise LoadError(f"{s}: no such file or directory (nor a reference: {', '.join(REFERENCES)})")
     if p.is_dir():
         rs = ResultSet(label=label or p.name, source=str(p))
-        for f in sorted(p.glob("*.json")):
+        for f in sorted([*p.glob("*.json"), *p.glob("*.json.gz")]):
             obj = _read_json(f)
             doc = _doc_from_json(obj, f)
             if doc is not None:
-                rs.docs[doc.get("suite") or f.stem] = doc
+                rs.docs[doc.get("suite") or _json_stem(f)] = doc
             elif not (isinstance(obj, dict) and str(obj.get("schema", "")).startswith("gpudissect.")):
                 rs.extras[f.name] = obj  # e.g. selfcheck.json; our own outputs (simexport, ...) are skipped
         if not rs.docs:
             raise LoadError(f"{p}: no suite documents (<suite>.json) in this directory")
         return rs
-    if p.suffix == ".json":
+    if p.name.endswith((".json", ".json.gz")):
         doc = _doc_from_json(_read_json(p), p)
         if doc is None:
             raise LoadError(f"{p}: neither a {SUITE_SCHEMA} document nor a list of records")
-        return ResultSet(label=label or p.stem, source=str(p), docs={doc.get("suite") or p.stem: doc})
+        stem = _json_stem(p)
+        return ResultSet(label=label or stem, source=str(p), docs={doc.get("suite") or stem: doc})
     if p.suffix in (".db", ".gz", ".sqlite"):
         return _from_db(p, label or p.name.split(".")[0])
     raise LoadError(f"{p}: expected a data directory, a .json document or a .db results database")

@@ -11,7 +11,7 @@ import statistics
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import lookup
-from gpudissect.suites.instructions.view import by_class, instruction_rows
+from gpudissect.suites.instructions.view import by_class, instruction_rows, stall_comparison
 from gpudissect.suites.tensor.view import tensor_rows
 
 NOT_MEASURED = "_not measured_"
@@ -103,13 +103,19 @@ def timing_reference(rs: ResultSet) -> str:
     cb, ca = prov.get("clocks_before") or {}, prov.get("clocks_after") or {}
     if cb or ca:
         L += [f"Observed clocks (NVML): SM {cb.get('sm_mhz', '?')} MHz before, {ca.get('sm_mhz', '?')} MHz "
-              f"after; memory {cb.get('mem_mhz', '?')} MHz.", ""]
+              f"after; memory {cb.get('mem_mhz', '?')} MHz. Measured in a kernel (clock64 against "
+              f"globaltimer): {cb.get('sm_mhz_kernel', '?')} MHz before, "
+              f"{ca.get('sm_mhz_kernel', '?')} MHz after.", ""]
 
     L += ["## Preliminary explanations", "",
           "* **Cycles** are SM clock cycles (`%clock64`) between two clock reads around generated PTX; "
           "every kernel's SASS was checked to hold the intended instructions.",
           "* **Latency** is the cost of one instruction in a dependent chain: the slope of cycles "
-          "against chain length (a fit, not one reading).",
+          "against chain length (a fit, not one reading). Instructions without a dependence chain "
+          "(special-register reads) show an *issue interval* instead, so labelled. Where a chain "
+          "needed a companion instruction (an XOR or ADD of a run-time value, against folding), "
+          "the companion's own latency, measured in the same run, is removed; SASS that stays in "
+          "a number is named in the SASS column (`includes ...`).",
           "* **Throughput** is warp-instructions per cycle per SM at saturation (maximum over "
           "independent chains x warps). As in the GCN reference, throughput and issue cost are two "
           f"views of one number: **issue interval = {nsched} / throughput** cycles between two such "
@@ -163,6 +169,23 @@ def timing_reference(rs: ResultSet) -> str:
                      f"{fmt_num(statistics.median(ii)) if ii else '-'} |")
         L.append("")
 
+    L += ["## ptxas's latency model against the measurement", ""]
+    both, differ = stall_comparison(rows)
+    if both:
+        L += ["For fixed-latency instructions ptxas writes its own latency model into the SASS: the "
+              "stall cycles of each instruction's control code before a dependent one may issue "
+              "(decoded from the cubin, kernel/control.py). Below, the measured dependent-chain "
+              f"latency beside it: {len(both) - len(differ)} of {len(both)} single-SASS variants agree "
+              f"within half a cycle; the {len(differ)} that differ:", "",
+              "| PTX | SASS | measured latency (cycles) | ptxas stall (cycles) | difference |",
+              "|---|---|---:|---:|---:|"]
+        for r in sorted(differ, key=lambda r: -abs((r.latency or 0) - (r.ptxas_stall or 0))):
+            L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | "
+                     f"{fmt_num(r.ptxas_stall, 3)} | {fmt_num((r.latency or 0) - (r.ptxas_stall or 0), 3)} |")
+        L.append("")
+    else:
+        L += [f"{NOT_MEASURED} (no single-SASS latency with ptxas's stall count in the results).", ""]
+
     L += ["## Memory", ""]
     L += _quantity_rows(rs, [("l1_latency", "L1 hit latency"), ("l2_latency", "L2 hit latency"),
                              ("dram_latency", "device memory latency"),
@@ -210,7 +233,7 @@ def timing_reference(rs: ResultSet) -> str:
               + "".join(f"d={d} | " for d in dists) + "flags |",
               "|---|---|---:|---:|---:|" + "---:|" * len(dists) + "---|"]
         for r in rs_:
-            L.append(f"| `{r.variant}` | {' + '.join(r.sass) or '-'} | {fmt_num(r.latency, 3)} | "
+            L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)}{r.latency_label} | "
                      f"{fmt_num(r.throughput, 3)} | {fmt_num(r.issue_interval(nsched), 3)} | "
                      + "".join(f"{fmt_num(r.distance.get(d), 3)} | " for d in dists)
                      + f"{', '.join(r.flags)} |")

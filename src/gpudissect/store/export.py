@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 from pathlib import Path
 
@@ -47,10 +48,20 @@ def suite_document(store: Store, run_id: int) -> dict:
     }
 
 
-def write_suite_json(store: Store, path: Path, run_id: int) -> int:
-    doc = suite_document(store, run_id)
+def write_document(doc: dict, path: Path) -> None:
+    """A JSON document, compact, gzipped when ``path`` ends in ``.gz``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    text = json.dumps(doc, separators=(",", ":")) + "\n"
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode(), mtime=0))
+    else:
+        path.write_text(text)
+
+
+def write_suite_json(store: Store, path: Path, run_id: int) -> int:
+    """The run as a suite document (``gpudissect.suite/1``)."""
+    doc = suite_document(store, run_id)
+    write_document(doc, path)
     return len(doc["records"])
 
 

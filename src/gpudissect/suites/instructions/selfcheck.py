@@ -29,7 +29,13 @@ REPS = 3
 
 
 def cuda_source() -> str:
+    """One kernel per case and length; a shift register keeps the timestamps of the repetitions
+    (no store between repetitions), lane 0 writes its warp's row after the loop."""
     parts = ['#include <cstdint>']
+    n = 2 * REPS
+    shift = "\n".join([f"    ts[{j}] = ts[{j + 2}];" for j in range(n - 2)]
+                      + [f"    ts[{n - 2}] = t0; ts[{n - 1}] = t1;"])
+    stores = "\n".join(f"    tp[{j}] = ts[{j}];" for j in range(n))
     for i, (_, ctype, con, asm) in enumerate(CASES):
         for n in LENGTHS:
             body = "\n".join(f'    asm volatile("{asm}" : "+{con}"(x) : "{con}"(y));' for _ in range(n))
@@ -39,16 +45,21 @@ extern "C" __global__ void sc{i}_n{n}(const uint64_t* in, uint64_t* out, uint64_
   x = *reinterpret_cast<const {ctype}*>(&in[0]);
   y = *reinterpret_cast<const {ctype}*>(&in[1]);
   unsigned tid = blockIdx.x * blockDim.x + threadIdx.x;
-  uint64_t* tp = times + tid * {2 * REPS + 1};
+  uint64_t* tp = times + (tid / 32) * {2 * REPS + 1};
+  uint64_t ts[{2 * REPS}] = {{0}};  // the timestamps stay in registers until after the loop
+#pragma unroll 1
   for (int rep = 0; rep < {REPS}; ++rep) {{
     __syncthreads();
     uint64_t t0 = clock64();
 {body}
     uint64_t t1 = clock64();
-    tp[2 * rep] = t0; tp[2 * rep + 1] = t1;
+{shift}
   }}
   unsigned sm; asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-  tp[{2 * REPS}] = sm;
+  if (tid % 32 == 0) {{
+{stores}
+    tp[{2 * REPS}] = sm;
+  }}
   *reinterpret_cast<{ctype}*>(&out[tid]) = x;
 }}''')
     return "\n".join(parts) + "\n"

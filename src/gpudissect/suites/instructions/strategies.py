@@ -20,6 +20,7 @@ class Strategy:
     chain: str = "reg"  # "reg": d = op(d, b, ...); "fib": x = op(x, y); y = op(y, x);
     # "companion": as reg, each instance followed by a non-foldable XOR with a run-time value
     operands: str = "reg"  # "reg": loaded at run time; "imm": PTX immediates (folds!)
+    companion: str = "xor"  # the companion's operation (catalog/glue.toml [companion.<op>])
     opt: int = 3  # ptxas -O level
     description: str = ""
 

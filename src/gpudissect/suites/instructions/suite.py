@@ -12,59 +12,85 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase, SuiteInputError
 from gpudissect.bench.contract import Plan as RunPlan
+from gpudissect.bench.limits import Limit, check, limit_for
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import (
-    MAX_REL_SPREAD,
-    MIN_R2,
     Fit,
+    fit_flag,
     fit_line,
+    noise_flag,
     per_sm,
     rep_cycles,
+    slopes_per_repeat,
     sm_windows,
-    summarize,
 )
 from gpudissect.catalog.model import CatalogError, UnknownVariant, Variant, load_catalog
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.control import attach, kernel_controls, ptxas_latency
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions.selfcheck import run_selfcheck, selfcheck_lines
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
-from gpudissect.suites.instructions.template import GenerationError, generate
+from gpudissect.suites.instructions.template import (
+    GenerationError,
+    companion_measured_by,
+    companion_references,
+    companion_sass,
+    generate,
+)
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many, check_built
 from gpudissect.target import Target
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The parameter axes of the suite (nvbench-style)."""
+    """The parameter axes of the suite (nvbench-style). Region sizes are instances of the PTX
+    instruction per thread (chains x length); variants of many SASS per instance get fewer
+    (``sass_budget``: at most so many SASS instructions in one timed region, so that the region
+    stays in the instruction cache), never fewer than ``min_length`` per chain."""
 
-    latency_lengths: tuple[int, ...] = (8, 16, 32, 64)
-    tp_chains: tuple[int, ...] = (4, 8)
-    tp_lengths: tuple[int, ...] = (8, 16, 32)
-    tp_warps: tuple[int, ...] = (4, 16, 32)
+    latency_units: tuple[int, ...] = (32, 64, 96, 128)
+    tp_chains: tuple[int, ...] = (1, 2, 4, 8)
+    tp_units: tuple[int, ...] = (64, 128)
+    tp_warps: tuple[int, ...] = (4, 8, 16, 32)  # warps per SM (more than 32: blocks of 32 warps)
     distances: tuple[int, ...] = (2, 4, 8)
-    distance_lengths: tuple[int, ...] = (8, 16)
+    distance_units: tuple[int, ...] = (32, 64)
     reps: int = 4  # repetitions in a launch; the first (cold instruction cache) is dropped
-    launches: int = 1
+    launches: int = 2  # whole launches per point: with the repetitions, the repeats of a spread
+    sass_budget: int = 384
+    min_length: int = 4
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-QUICK_PLAN = Plan(latency_lengths=(8, 16, 32), tp_chains=(4,), tp_lengths=(4, 8), tp_warps=(16,),
-                  distances=(2, 4), distance_lengths=(8, 16), reps=2, launches=1)
+QUICK_PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(4,), tp_units=(64, 128), tp_warps=(16, 32),
+                  distances=(2, 4), distance_units=(32, 64), reps=3, launches=2)
+
+MAX_WARPS_PER_BLOCK = 32
+REGS_PER_SM = 65536  # sm_90 register file per SM (32-bit registers): two 32-warp blocks fit
+PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak"
+RISE = 1.02  # more warps that raise the rate by less than this: saturated
+# flags of a configuration that keep it out of the peak (the measurement is not trustworthy)
+BAD = ("noisy", "poor-fit", "sm-idle", "non-positive", "exceeds-limit", "not timed", "error", "sass:",
+       "clock-changed", "refused")
+IDLE_TOL = 0.25  # an SM idle for more than this share of its span (late starts) is not saturated;
+# below it: the few cycles between one warp's end and the next one's clock read on a scheduler that
+# runs warps one after another (greedy issue), which the slope over lengths removes
+RETRY = ("noisy", "exceeds-limit")  # flags the runner measures again
 
 
 @dataclass
 class Family:
-    measure: str  # latency | throughput | distance
+    measure: str  # latency | issue_interval | throughput | distance
     chains: int
     kernels: list[Kernel]
     built: list[Built] = field(default_factory=list)
@@ -91,26 +117,44 @@ def select_variants(patterns: list[str] | None, catalog_paths=None) -> list[Vari
         raise SuiteInputError(str(e)) from None
 
 
-def timing_families(v: Variant, strat_name: str, target: Target, plan: Plan, idx: int) -> list[Family]:
-    """The timing kernels of variant number ``idx`` of a run: latency, throughput per chain
-    count, dependence distance per distance."""
-    strat = get_strategy(strat_name)
+def lengths_for(units: tuple[int, ...], chains: int, sass_per_instance: float, plan: Plan) -> tuple[int, ...]:
+    """Chain lengths for region sizes ``units`` (instances per thread) of ``chains`` chains,
+    scaled down for instructions of many SASS (at most ``plan.sass_budget`` SASS per region)."""
+    scale = min(1.0, plan.sass_budget / (max(units) * max(sass_per_instance, 1.0)))
+    out = sorted({max(plan.min_length, int(u * scale) // chains) for u in units})
+    if len(out) < 2:
+        out = [out[0], 2 * out[0]]
+    return tuple(out)
+
+
+def sass_per_instance(rec: MapRecord) -> float:
+    return sum(float(Fraction(c)) for c in rec.sass_counts.values()) or 1.0
+
+
+def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:
+    """The timing kernels of variant number ``idx`` of a run: latency (or issue interval),
+    throughput per chain count, dependence distance per distance."""
+    strat = get_strategy(rec.strategy or "reg")
+    spi = sass_per_instance(rec)
     fams = []
 
-    def fam(measure: str, chains: int, lengths: tuple[int, ...]) -> Family:
+    def fam(measure: str, chains: int, units: tuple[int, ...]) -> Family:
         ks = [generate(v, strat, target, chains=chains, length=n, reps=plan.reps, measure=measure,
-                       name=f"v{idx}_{measure[0]}{chains}_n{n}") for n in lengths]
+                       name=f"v{idx}_{measure[0]}{chains}_n{n}")
+              for n in lengths_for(units, chains, spi, plan)]
         return Family(measure, chains, ks)
 
-    fams.append(fam("latency", 1, plan.latency_lengths))
+    fams.append(fam("latency" if v.chain_operand is not None else "issue_interval", 1,
+                    plan.latency_units))
     for k in plan.tp_chains:
-        fams.append(fam("throughput", k, plan.tp_lengths))
-    for d in plan.distances:
-        fams.append(fam("distance", d, plan.distance_lengths))
+        fams.append(fam("throughput", k, plan.tp_units))
+    if v.chain_operand is not None:
+        for d in plan.distances:
+            fams.append(fam("distance", d, plan.distance_units))
     return fams
 
 
-def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 12) -> None:
+def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 4) -> None:
     """Build every family's kernels in batched modules; verify each family's SASS."""
 
     def one_chunk(chunk: list[VariantWork]) -> None:
@@ -155,7 +199,7 @@ def prepare_works(variants: list[Variant], records: list[MapRecord], target: Tar
         w = VariantWork(v, rec)
         if rec.verified:
             try:
-                w.families = timing_families(v, rec.strategy or "reg", target, plan, i)
+                w.families = timing_families(v, rec, target, plan, i)
             except GenerationError as e:
                 rec.verified = False
                 rec.reason = f"timing kernels: {e}"
@@ -175,17 +219,19 @@ def _base_flags(w: VariantWork) -> list[str]:
     return flags
 
 
-def _fit_flags(fit: Fit, spreads: list[float]) -> list[str]:
-    flags = []
-    if fit.r2 < MIN_R2:
-        flags.append(f"poor-fit: r2={fit.r2:.4f}")
-    if max(spreads) > MAX_REL_SPREAD:
-        flags.append(f"noisy: repeats spread {max(spreads):.1%}")
-    return flags
+def _matters(r: Result, results: list[Result]) -> bool:
+    """``r`` carries a retry flag and could change a reported number."""
+    if not any(fl.startswith(RETRY) for fl in r.flags):
+        return False
+    if r.measure.removesuffix(PAIR) != "throughput":
+        return True
+    best = max((x.value for x in results if x.measure == r.measure and x.value
+                and not any(f.startswith(BAD) for f in x.flags)), default=0.0)
+    return (r.value or 0.0) >= (1 - PEAK_TOL) * best
 
 
-def _noisy(results: list[Result]) -> bool:
-    return any(fl.startswith("noisy") for r in results for fl in r.flags)
+def _retry(results: list[Result]) -> bool:
+    return any(_matters(r, results) for r in results)
 
 
 def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
@@ -193,7 +239,8 @@ def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
                   flags=[flag], sass=w.record.sass, cls=w.variant.cls, strategy=w.record.strategy)
 
 
-def measure_work(dev: Device, w: VariantWork, plan: Plan, only: set[int] | None = None) -> Outcome:
+def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
+                 only: set[int] | None = None) -> Outcome:
     """Run one variant's families (``only``: those of these indices; the others keep their
     latest measurement) on the device and analyse them. A worker failure (fault, hang) flags
     the family and skips the variant's remaining kernels (they would fail alike)."""
@@ -210,15 +257,29 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, only: set[int] | None 
                                                 f"failed ({failed})")]
             continue
         try:
-            w.results[i] = _measure_family(dev, w, f, plan, texts)
+            w.results[i] = _measure_family(dev, w, f, plan, target, texts)
         except Exception as e:  # a launch that fails (resources, fault) flags this family only
             w.results[i] = [_error_result(w, f, f"error: {type(e).__name__}: {e}")]
             if type(e).__name__ == WORKER_FAILED:
                 failed = e
-    return Outcome(_with_peak(w.variant, [r for rs in w.results for r in rs]), texts)
+    measured = [r for rs in w.results for r in rs]
+    out = measured + peak_results(w.variant, measured, target)
+    if w.record.companion:  # the pair's numbers; finish() derives the variant's own
+        out = [_as_pair(r) for r in out]
+    return Outcome(out, texts)
 
 
-def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
+PAIR = "_with_companion"
+
+
+def _as_pair(r: Result) -> Result:
+    if not r.measure.endswith(PAIR):
+        r.measure += PAIR
+    return r
+
+
+def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, target: Target,
+                    texts: dict) -> list[Result]:
     v = w.variant
     if f.error and not f.built:
         return [Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
@@ -229,44 +290,102 @@ def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, texts: d
     cited = f.built[-1]
     cite = dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
                 ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
-    if f.measure == "throughput":
-        return [_throughput(dev, v, f, plan, W, flags, cite) for W in plan.tp_warps]
-    return [_chain(dev, v, f, plan, flags, cite)]
+    if f.measure != "throughput":
+        return [_chain(dev, w, f, plan, flags, cite)]
+    limit = limit_for(w.record.sass, target.base)
+    regs = max((b.regs for b in f.built), default=0)
+    out: list[Result] = []
+    best = 0.0
+    for W in plan.tp_warps:
+        if W > MAX_WARPS_PER_BLOCK and regs * 32 * W > REGS_PER_SM:
+            out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
+                              params={"chains": f.chains, "warps": W},
+                              flags=flags + [f"refused: {W} warps need {regs * 32 * W} registers "
+                                             f"({regs} per thread); the SM holds {REGS_PER_SM}"],
+                              **cite))
+            continue
+        r = _throughput(dev, v, f, plan, W, flags, cite, limit)
+        out.append(r)
+        clean = r.value is not None and not any(fl.startswith(BAD) for fl in r.flags)
+        if clean and best and r.value < RISE * best:
+            break  # saturated: more warps no longer raise the rate
+        if clean:
+            best = max(best, r.value)
+    return out
 
 
-def _chain(dev: Device, v: Variant, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
-    """Latency (one chain) or dependence distance (d interleaved chains), one warp."""
-    xs, ys, raw, spreads = [], [], {}, []
+def _launch_series(dev: Device, b: Built, plan: Plan, grid: int, block: int) -> list:
+    return dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
+                   grid=grid, block=block, launches=plan.launches)
+
+
+def _flags_of(fit: Fit, per_repeat: list[float]) -> list[str]:
+    return [f for f in (fit_flag(fit), noise_flag(per_repeat)) if f]
+
+
+def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
+    """Latency (one chain), issue interval (no chain: independent instances) or dependence
+    distance (d interleaved chains), one warp. Value: slope of the median cycles against the
+    length; noise: the slope of each (launch, repetition) repeat."""
+    v = w.variant
+    xs, ys, raw = [], [], {}
+    series: list[list[float]] = []
     for b in f.built:
-        res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
-                      grid=1, block=32, launches=plan.launches)
+        res = _launch_series(dev, b, plan, 1, 32)
         cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
-        s = summarize(cyc)
         xs.append(b.kernel.length)
-        ys.append(s.median)
+        ys.append(float(np.median(cyc)))
         raw[str(b.kernel.length)] = cyc
-        spreads.append(s.rel_spread)
+        series.append(cyc)
     fit = fit_line(xs, ys)
-    flags = flags + _fit_flags(fit, spreads)
-    if f.measure == "latency":
-        return Result(v.name, "latency", fit.slope, "cycles", "slope of median cycles vs chain length",
-                      params={"chains": 1, "lengths": xs}, fit=fit.to_json(), samples=raw,
+    per_repeat = slopes_per_repeat(xs, [list(col) for col in zip(*series, strict=True)])
+    flags = flags + _flags_of(fit, per_repeat)
+    params = {"chains": f.chains, "lengths": xs, "launches": plan.launches,
+              "repeats_per_launch": plan.reps - 1}
+    stall = ptxas_stall(f.built[-1], w.record)
+    if stall is not None:
+        params["ptxas_stall_cycles"] = stall
+    samples = {"cycles_per_repeat": raw, "slope_per_repeat": per_repeat}
+    if f.measure == "distance":
+        return Result(v.name, "distance", fit.slope / f.chains, "cycles/instr",
+                      "slope of median cycles vs length / interleaved chains",
+                      params={**params, "distance": f.chains}, fit=fit.to_json(), samples=samples,
                       flags=flags, **cite)
-    return Result(v.name, "distance", fit.slope / f.chains, "cycles/instr",
-                  "slope of median cycles vs length / interleaved chains",
-                  params={"distance": f.chains, "lengths": xs}, fit=fit.to_json(), samples=raw,
-                  flags=flags, **cite)
+    if f.measure == "issue_interval":
+        return Result(v.name, "issue_interval", fit.slope, "cycles",
+                      "slope of median cycles vs instances, no dependence between instances "
+                      "(an issue interval of one warp, not a latency)",
+                      params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
+    return Result(v.name, "latency", fit.slope, "cycles", "slope of median cycles vs chain length",
+                  params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
 
 
-def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: list[str], cite: dict) -> Result:
-    """K chains per thread, W warps per block, one block per SM; SMs that ran exactly one
-    block are used."""
-    xs, ys, raw, spreads = [], [], {}, []
-    overlaps: list[bool] = []
+def ptxas_stall(b: Built, rec: MapRecord) -> float | None:
+    """ptxas's own latency model for a single-SASS instruction: the stall cycles it makes the
+    next instance of the chain wait (kernel/control.py); None for variable-latency SASS."""
+    ops = [op for op in rec.sass_counts if rec.sass_counts[op] == "1"]
+    if len(rec.sass_counts) != 1 or len(ops) != 1:
+        return None
+    try:
+        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+    except (KeyError, ValueError):
+        return None
+    return ptxas_latency(pairs, ops[0])
+
+
+def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: list[str],
+                cite: dict, limit: Limit | None) -> Result:
+    """K chains per thread, W warps per SM (one block, or two blocks of 32 warps for 64); the
+    SMs that held exactly W warps are used. Value: W x K / slope of the median SM span against
+    the length; noise: the slope of each (launch, repetition) repeat."""
+    blocks = -(-W // MAX_WARPS_PER_BLOCK)
+    block = 32 * W // blocks
+    xs, ys, raw = [], [], {}
+    series: list[list[float]] = []
+    idle: list[float] = []
     windows: dict[str, list] = {}
     for b in f.built:
-        res = dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
-                      grid=dev.info.sm_count, block=32 * W, launches=plan.launches)
+        res = _launch_series(dev, b, plan, dev.info.sm_count * blocks, block)
         spans = []
         for r in res:
             for rep in range(1, plan.reps):
@@ -274,49 +393,155 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
                 full = st.warps == W
                 if full.any():
                     spans.append(float(np.median(st.span[full])))
-                    overlaps.extend(st.overlap[full].tolist())
+                    idle.append(float(np.median(st.idle[full])))
                 windows[str(b.kernel.length)] = sm_windows(r.times, rep)
         if spans:
-            s = summarize(spans)
             xs.append(b.kernel.length)
-            ys.append(s.median)
+            ys.append(float(np.median(spans)))
             raw[str(b.kernel.length)] = spans
-            spreads.append(s.rel_spread)
-    params = {"chains": f.chains, "warps": W, "lengths": xs}
+            series.append(spans)
+    params = {"chains": f.chains, "warps": W, "blocks_per_sm": blocks, "lengths": xs,
+              "launches": plan.launches, "repeats_per_launch": plan.reps - 1}
     if len(xs) < 2:
         return Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
-                      flags=flags + ["not timed: no SM ran exactly one block"], **cite)
+                      flags=flags + [f"not timed: no SM held exactly {W} warps"], **cite)
     fit = fit_line(xs, ys)
-    flags = flags + _fit_flags(fit, spreads)
+    n = min(len(s) for s in series)
+    per_repeat = [W * f.chains / s for s in
+                  slopes_per_repeat(xs, [list(col) for col in zip(*[s[:n] for s in series], strict=True)])
+                  if s > 0]
+    flags = flags + _flags_of(fit, per_repeat)
     rate = (W * f.chains) / fit.slope if fit.slope > 0 else None
     if rate is None:
         flags.append("non-positive slope")
-    if sum(overlaps) < len(overlaps) / 2:
-        # most SMs' warps were never all inside the timed region at one instant: the span then
-        # mixes barrier waits and serialized warps, and is not a throughput
-        flags.append("warps-not-overlapping: warps ran their timed regions one after another")
-    samples = {"per_sm_span": raw, "warp_windows_one_sm": windows,
-               "sm_overlap_fraction": sum(overlaps) / max(len(overlaps), 1)}
+    elif limit is not None:
+        over = check(rate, limit)
+        if over:
+            flags.append(over)
+    sm_idle = float(np.median(idle)) if idle else 0.0
+    if sm_idle > IDLE_TOL:
+        # no warp of the SM was inside its region for part of the span (late starts): the
+        # span is not all work. Warps that run one after another (greedy issue) leave no gap.
+        flags.append(f"sm-idle: the SMs were idle {sm_idle:.0%} of the span (median)")
+    samples = {"per_sm_span": raw, "rate_per_repeat": per_repeat, "warp_windows_one_sm": windows,
+               "sm_idle_fraction": sm_idle}
     return Result(v.name, "throughput", rate, "warp_instr/cycle/SM",
                   "warps*chains / slope of (median over SMs of the SM span) vs length",
                   params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
 
 
-def _with_peak(v: Variant, out: list[Result]) -> list[Result]:
-    """Add the saturated throughput: best configuration, and the smallest one within 5% of it."""
-    tps = [r for r in out if r.measure == "throughput" and r.value
-           and not any(f.startswith(("warps-not-overlapping", "poor-fit", "non-positive")) for f in r.flags)]
-    if tps:
-        best = max(tps, key=lambda r: r.value or 0)
-        ok = [r for r in tps if (r.value or 0) >= 0.95 * (best.value or 0)]
-        smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
-        out.append(Result(v.name, "throughput_peak", best.value, "warp_instr/cycle/SM",
-                          "max over (chains, warps) configurations",
-                          params={"best": {"chains": best.params["chains"], "warps": best.params["warps"]},
-                                  "smallest_within_5pct": {"chains": smallest.params["chains"],
-                                                           "warps": smallest.params["warps"]}},
-                          flags=sorted(set(best.flags)), sass=best.sass, strategy=best.strategy,
-                          cls=v.cls, ptx_hash=best.ptx_hash, sass_hash=best.sass_hash))
+def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
+    """The saturated throughput: the best configuration among those that passed every check,
+    the smallest one (warps x chains) within PEAK_TOL of it, and what bounds it."""
+    tps = [r for r in out if r.measure == "throughput"]
+    clean = [r for r in tps if r.value and not any(f.startswith(BAD) for f in r.flags)]
+    unit = "warp_instr/cycle/SM"
+    if not clean:
+        if not tps:
+            return []
+        why = sorted({f.split(":")[0] for r in tps for f in r.flags if f.startswith(BAD)})
+        first = tps[0]
+        return [Result(v.name, "throughput_peak", None, unit, "none",
+                       flags=[f"no clean configuration: {', '.join(why) or 'none measured'}"],
+                       sass=first.sass, strategy=first.strategy, cls=v.cls)]
+    best = max(clean, key=lambda r: r.value or 0)
+    ok = [r for r in clean if (r.value or 0) >= (1 - PEAK_TOL) * (best.value or 0)]
+    smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
+    limit = limit_for(best.sass, target.base)
+    bound = "unknown (no SASS)"
+    if limit is not None:
+        share = (best.value or 0) / limit.value
+        bound = (f"{limit.pipe} ({share:.0%} of {limit.value:.4g})" if share >= 0.9 else
+                 f"latency or another resource ({share:.0%} of the {limit.pipe} limit {limit.value:.4g})")
+    largest = max(clean, key=lambda r: r.params["warps"] * r.params["chains"])
+    flags = sorted({f for f in best.flags if not f.startswith(BAD)})
+    if largest is best and len(clean) > 1:
+        prev = sorted(clean, key=lambda r: r.params["warps"] * r.params["chains"])[-2]
+        if (best.value or 0) > RISE * (prev.value or 0):
+            flags.append("not-saturated: the rate still rose at the largest configuration")
+    return [Result(v.name, "throughput_peak", best.value, unit,
+                   "max over clean (chains, warps) configurations",
+                   params={"best": {"chains": best.params["chains"], "warps": best.params["warps"]},
+                           "smallest_within_2pct": {"chains": smallest.params["chains"],
+                                                    "warps": smallest.params["warps"]},
+                           "bound": bound, "configurations": len(tps), "clean": len(clean)},
+                   flags=flags, sass=best.sass, strategy=best.strategy, cls=v.cls,
+                   ptx_hash=best.ptx_hash, sass_hash=best.sass_hash)]
+
+
+def _clean(r) -> bool:
+    return r["value"] is not None and not any(f.startswith(BAD) for f in r["flags"])
+
+
+def own_sass(counts: dict[str, str], comp: tuple[str, ...], n: int) -> dict[str, float]:
+    """An instance's SASS with ``n`` of the companion's opcodes (``comp``) taken out."""
+    own = {op: float(Fraction(c)) for op, c in counts.items()}
+    for op in own:
+        if n > 0 and op in comp:
+            take = min(own[op], n)
+            own[op] -= take
+            n -= take
+    return {op: c for op, c in own.items() if c > 1e-9}
+
+
+def _clean_single(rows: dict[str, dict], op: str, exclude: set[str]) -> dict | None:
+    """A clean record of a variant whose one instance is exactly the SASS ``op``."""
+    return next((r for v, r in sorted(rows.items()) if v not in exclude and _clean(r)
+                 and r["sass"] == [op]), None)
+
+
+def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...],
+                      lat: dict[str, dict], peak: dict[str, dict], pair: dict[str, dict],
+                      paired: set[str]) -> list[Result]:
+    """The variant's own latency and throughput from the pair's (its chain with the companion)
+    and the companion's own, measured in the same run. Latencies add along the chain: the
+    companion's (``ref``) is subtracted. A throughput cannot be split that way (the two may
+    issue to one pipe or to two): where the variant's own SASS is one instruction, the clean
+    throughput of a variant of exactly that SASS stands for it (the same machine instruction);
+    otherwise the pair's rate is reported as including the companion."""
+    v = w.variant
+    comp = w.record.companion or ""
+    n = 2 if v.chain_operand is not None and v.chain_operand.reg_class == "rd" else 1
+    own = own_sass(w.record.sass_counts, comp_ops, n)
+    sass = [op if c == 1 else f"{c:g}*{op}" for op, c in own.items()]
+    base = dict(sass=sass, strategy=w.record.strategy, cls=v.cls)
+    out: list[Result] = []
+    why = None if ref else f"no variant measures the companion '{comp}' alone"
+    pl, rl = pair.get("latency"), lat.get(ref or "")
+    if why is None and not (pl and _clean(pl)):
+        why = "the pair's latency is not clean"
+    if why is None and not (rl and _clean(rl)):
+        why = f"{ref}'s latency is not clean in this run"
+    if why is None:
+        value = pl["value"] - rl["value"]
+        if value > 0:
+            out.append(Result(v.name, "latency", value, "cycles",
+                              f"latency of the pair minus {ref}'s (the companion '{comp}')",
+                              params={"pair": pl["value"], "companion": {"variant": ref,
+                                                                         "latency": rl["value"]}},
+                              flags=[f"companion removed: {comp} ({ref}, {rl['value']:.3g} cycles)"],
+                              **base))
+        else:
+            why = f"the pair ({pl['value']:.3g}) is not slower than {ref} ({rl['value']:.3g})"
+    if why is not None:
+        out.append(Result(v.name, "latency", None, "cycles", "none", params={"pair": pl and pl["value"]},
+                          flags=[f"includes companion: {comp}: {why}"], **base))
+    pt = pair.get("throughput_peak")
+    same = _clean_single(peak, sass[0], paired | {v.name}) if len(own) == 1 and sass == list(own) else None
+    if same is not None:
+        out.append(Result(v.name, "throughput_peak", same["value"], "warp_instr/cycle/SM",
+                          f"the clean throughput of {same['variant']}: the same single SASS "
+                          f"({sass[0]}) as this variant without its companion",
+                          params={"same_sass_as": same["variant"], "pair": pt and pt["value"],
+                                  **{k: same["params"][k] for k in ("best", "bound")
+                                     if k in (same["params"] or {})}},
+                          flags=[f"same SASS as {same['variant']}"], **base))
+    else:
+        why = (f"the pair's rate ({pt['value']:.3g})" if pt and pt["value"] else "the pair has no rate")
+        out.append(Result(v.name, "throughput_peak", None, "warp_instr/cycle/SM", "none",
+                          params={"pair": pt and pt["value"]},
+                          flags=[f"includes companion: {comp}: {why}; no clean variant of the same "
+                                 "single SASS to stand for it"], **base))
     return out
 
 
@@ -337,7 +562,7 @@ class InstructionsSuite(SuiteBase):
     description = "latency, throughput and dependence distance of every verified catalog variant"
     options = {"catalog": "catalog TOML file(s) instead of the built-in one",
                "selfcheck": "time a few instructions through nvcc too"}
-    retry_noisy = True
+    retry_flags = RETRY
 
     def __init__(self, full: Plan = Plan(), quick: Plan = QUICK_PLAN):
         self.full, self.quick = full, quick
@@ -350,6 +575,10 @@ class InstructionsSuite(SuiteBase):
 
     def plan(self, ctx: Context, patterns: list[str] | None) -> RunPlan:
         vs = select_variants(patterns, ctx.options.get("catalog"))
+        if patterns:  # the variants that measure a companion alone, for those that need one
+            have = {v.name for v in vs}
+            refs = [r for r in companion_references() if r not in have]
+            vs += [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in refs]
         return RunPlan([Item(v.name, v) for v in vs], self.axes(ctx).to_json())
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
@@ -367,19 +596,49 @@ class InstructionsSuite(SuiteBase):
             return Outcome(unverified_results(w))
         only = None
         if redo is not None and not redo.clock_changed:
-            only = {i for i, rs in enumerate(w.results) if _noisy(rs)}
-        out = measure_work(ctx.dev, w, self.axes(ctx), only)
+            only = {i for i, rs in enumerate(w.results) if _retry(rs)}
+        out = measure_work(ctx.dev, w, self.axes(ctx), ctx.target, only)
         if redo is not None:
             out.texts = {**redo.previous.texts, **out.texts}
         return out
+
+    def wants_retry(self, out: Outcome) -> bool:
+        """Measure again only what could change a reported number: a flagged chain measurement,
+        or a flagged throughput configuration at least as fast as the best clean one."""
+        return any(_matters(r, out.results) for r in out.results)
+
+    def derive(self, ctx: Context) -> None:
+        works: dict[str, VariantWork] = dict(ctx.state.get("works", {}))
+        rows = ctx.store.results(ctx.run_id)
+        lat = {r["variant"]: r for r in rows if r["measure"] == "latency"}
+        peak = {r["variant"]: r for r in rows if r["measure"] == "throughput_peak"}
+        pairs: dict[str, dict[str, dict]] = {}
+        for r in rows:
+            if r["measure"].endswith(PAIR):
+                pairs.setdefault(r["variant"], {})[r["measure"].removesuffix(PAIR)] = r
+        # a resumed run prepared only the items it measured: map the others again (no GPU)
+        need = (set(pairs) | set(companion_references())) - set(works) if pairs else set()
+        if need:
+            vs = [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in need]
+            recs = autoverify_many(vs, ctx.target, jobs=ctx.jobs)
+            works.update({v.name: VariantWork(v, r) for v, r in zip(vs, recs, strict=True)})
+        for name, w in works.items():
+            if not (w.record.verified and w.record.companion and name in pairs):
+                continue
+            op = get_strategy(w.record.strategy or "companion").companion
+            ref = companion_measured_by(op, w.variant.chain_operand.reg_class)
+            res = companion_removed(w, ref, companion_sass(op), lat, peak, pairs[name], set(pairs))
+            ctx.store.save(ctx.run_id, f"derived/{name}", res)
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         v: Variant = item.data
         return [Result(v.name, "latency", None, "cycles", "none", flags=[flag], cls=v.cls)]
 
     def finish(self, ctx: Context) -> list[str]:
-        """The nvcc self-check over the run's latencies (option ``selfcheck``), stored as
-        ``selfcheck:<run id>``."""
+        """The variants measured with a companion get their own numbers (the companion's, from
+        the same run, removed: item ``derived/<variant>``); then the nvcc self-check over the
+        run's latencies (option ``selfcheck``), stored as ``selfcheck:<run id>``."""
+        self.derive(ctx)
         if not ctx.options.get("selfcheck"):
             return []
         lat = {r["variant"]: r["value"] for r in ctx.store.results(ctx.run_id, measure="latency")

@@ -34,7 +34,7 @@ from gpudissect.catalog.model import (
 )
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
 from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.kernel.timing import Repeat, repeated
+from gpudissect.kernel.timing import Repeat, repeated, row_words
 from gpudissect.suites.instructions.strategies import Strategy
 from gpudissect.target import Target
 
@@ -50,9 +50,27 @@ def _glue_table() -> dict[str, dict[str, str]]:
     return tomllib.loads((CATALOG_DIR / "glue.toml").read_text())
 
 
-def companion_ptx(cls: str) -> str:
-    """A non-foldable companion for a chain register of class ``cls`` ({o} = {o} op {k})."""
-    return _glue_table()["companion"][cls]
+def companion_ptx(op: str, cls: str) -> str:
+    """A non-foldable companion ``op`` for a chain register of class ``cls`` ({o} = {o} op {k})."""
+    table = _glue_table()["companion"][op]
+    if cls not in table:
+        raise GenerationError(f"no {op} companion for a .{REG_DECL[cls].lstrip('.')} chain")
+    return table[cls]
+
+
+def companion_measured_by(op: str, cls: str) -> str | None:
+    """The catalog variant whose measurement is the companion's own, or None."""
+    return _glue_table()["companion_latency"].get(op, {}).get(cls)
+
+
+def companion_sass(op: str) -> tuple[str, ...]:
+    """The SASS opcodes a companion ``op`` becomes."""
+    return tuple(_glue_table()["companion_sass"].get(op, ()))
+
+
+def companion_references() -> list[str]:
+    """Every catalog variant that measures a companion alone."""
+    return sorted({v for t in _glue_table()["companion_latency"].values() for v in t.values()})
 
 
 def glue_ptx(src_cls: str, dst_cls: str) -> str | None:
@@ -174,7 +192,7 @@ def generate(
     if strategy.chain == "companion":
         if chain_op is None:
             raise GenerationError(f"{variant.name}: no chain to put a companion in")
-        companion = companion_ptx(chain_op.reg_class)
+        companion = companion_ptx(strategy.companion, chain_op.reg_class)
         kcls = chain_op.reg_class if chain_op.reg_class != "p" else "r"
         comp_key = load(kcls, 0x5A5A5A5A5A5A5A5A & ((1 << {"h": 16, "r": 32, "rd": 64}[kcls]) - 1))
         if chain_op.reg_class == "p":
@@ -242,7 +260,6 @@ def generate(
         else:
             store.append(f"  st.global.{LD_TYPE[cls]} [%outp+{8 * i}], {r};")
 
-    tpt = 2 * reps + 1
     smem_decl = (
         f"  .shared .align 16 .b8 sbuf[{1024 * SMEM_BYTES_PER_THREAD}];" if uses_smem else ""
     )
@@ -262,7 +279,7 @@ def generate(
             "{",
             *regs.decls(),
             "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff;",
-            "  .reg .b32 %ti, %nt, %ct, %gt, %rep, %sm, %smem, %lane;",
+            "  .reg .b32 %ti, %nt, %ct, %gt, %gw, %rep, %sm, %smem, %lane;",
             "  .reg .b16 %lane16;",
             "  .reg .b64 %lane64;",
             "  .reg .pred %loop;",
@@ -280,13 +297,14 @@ def generate(
             "  mov.u32 %lane, %laneid;",
             "  cvt.u16.u32 %lane16, %lane;",
             "  cvt.u64.u32 %lane64, %lane;",
-            f"  mul.wide.u32 %toff, %gt, {8 * tpt};",
+            "  shr.u32 %gw, %gt, 5;",
+            f"  mul.wide.u32 %toff, %gw, {8 * row_words(reps)};",
             "  add.u64 %tp, %tp, %toff;",
             f"  mul.wide.u32 %toff, %gt, {8 * max(len(sink_regs), 1)};",
             "  add.u64 %outp, %outp, %toff;",
             *smem_setup,
             *lines,
-            *repeated(body, str(reps), REPEAT, after=fold),
+            *repeated(body, str(reps), REPEAT, keep=reps, after=fold),
             *store,
             "  ret;",
             "}",

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.control import attach, kernel_controls, region_stalls
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.suites.instructions.checks import CheckResult, Sample, check_family
@@ -59,8 +60,28 @@ def _family(variant: Variant, strategy: Strategy, target: Target, prefix: str, c
 def check_built(variant: Variant, strategy: Strategy, builts: list[Built]) -> CheckResult:
     samples = [Sample(units=b.kernel.units, length=b.kernel.length, region=b.region) for b in builts]
     min_real = 2 if strategy.chain == "companion" else 1
-    return check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
-                        min_real=min_real)
+    res = check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
+                       min_real=min_real)
+    if res.ok:
+        stalled = compiler_stalls(builts[-1])
+        if stalled:
+            res.ok, res.reason = False, stalled
+    return res
+
+
+def compiler_stalls(b: Built) -> str | None:
+    """Why the timed region's schedule is ptxas's conservative one rather than the hardware's
+    (stall counts of 15 on most of its work: what -O0 emits), or None."""
+    try:
+        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+    except (KeyError, ValueError) as e:
+        return f"control codes unreadable: {e}"
+    st = region_stalls(pairs)
+    if st["compiler_stalled"]:
+        n15 = round(st["stall15_fraction"] * st["work"])  # of the work judged, not of the fillers
+        return (f"compiler-imposed stalls: {n15} of the region's {st['work']} instructions carry "
+                "ptxas's stall count of 15 (an unoptimised schedule, not the hardware's latency)")
+    return None
 
 
 def verify_family(

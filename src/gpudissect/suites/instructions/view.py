@@ -21,6 +21,8 @@ class InstrRow:
     sass: list[str] = field(default_factory=list)
     latency: float | None = None
     latency_flags: list[str] = field(default_factory=list)
+    latency_kind: str = "latency"  # "issue interval" for instructions without a dependence chain
+    ptxas_stall: float | None = None  # ptxas's stall cycles before the dependent instruction
     throughput: float | None = None  # warp-instructions / cycle / SM, at saturation
     throughput_flags: list[str] = field(default_factory=list)
     throughput_config: dict | None = None
@@ -32,6 +34,20 @@ class InstrRow:
     @property
     def flags(self) -> list[str]:
         return sorted({f.split(":")[0] for f in self.latency_flags + self.throughput_flags})
+
+    @property
+    def sass_text(self) -> str:
+        """The SASS of one instance, saying what else is in the number (glue, a companion that
+        could not be removed)."""
+        text = " + ".join(self.sass) or "-"
+        notes = [f.split(": ", 1)[1].split(":")[0] if f.startswith("includes") else f
+                 for f in self.latency_flags + self.throughput_flags
+                 if f.startswith(("glue:", "includes companion:"))]
+        return text + "".join(f" (includes {n})" for n in dict.fromkeys(notes))
+
+    @property
+    def latency_label(self) -> str:
+        return "" if self.latency_kind == "latency" or self.latency is None else f" ({self.latency_kind})"
 
     @property
     def opcode(self) -> str:
@@ -55,15 +71,17 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
                                         strategy=r.get("strategy"))
         m = r.get("measure")
         flags = list(r.get("flags") or [])
-        if m == "latency":
+        if m in ("latency", "issue_interval"):
             row.latency = r.get("value")
             row.latency_flags = flags
+            row.latency_kind = m.replace("_", " ")
+            row.ptxas_stall = (r.get("params") or {}).get("ptxas_stall_cycles")
             row.sass = list(r.get("sass") or row.sass)
             row.ptx_hash, row.sass_hash = r.get("ptx_hash"), r.get("sass_hash")
         elif m == "throughput_peak":
             row.throughput = r.get("value")
             row.throughput_flags = flags
-            row.throughput_config = (r.get("params") or {}).get("smallest_within_5pct")
+            row.throughput_config = (r.get("params") or {}).get("smallest_within_2pct")
         elif m == "distance":
             d = (r.get("params") or {}).get("distance")
             if d is not None:
@@ -71,11 +89,35 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
     return list(rows.values())
 
 
+def stall_comparison(rows: list[InstrRow], tol: float = 0.5) -> tuple[list[InstrRow], list[InstrRow]]:
+    """Single-SASS variants with both a measured latency and ptxas's stall count (its own
+    latency model, kernel/control.py): (all of them, those that disagree by more than ``tol``
+    cycles)."""
+    both = [r for r in rows if r.latency is not None and r.ptxas_stall is not None
+            and r.latency_kind == "latency"]
+    return both, [r for r in both if abs(r.latency - r.ptxas_stall) > tol]
+
+
 def by_class(rows: list[InstrRow]) -> dict[str, list[InstrRow]]:
     out: dict[str, list[InstrRow]] = {}
     for r in rows:
         out.setdefault(r.cls or "other", []).append(r)
     return dict(sorted(out.items()))
+
+
+def compare_values(records: list[dict]) -> dict[str, tuple]:
+    """What ``gpudissect compare`` sets side by side: latency and peak throughput per variant,
+    as (value, unit, flags)."""
+    out: dict[str, tuple] = {}
+    for r in instruction_rows(records):
+        out[f"instr/{r.variant}/latency"] = (r.latency, "cycles", _flag_names(r.latency_flags))
+        out[f"instr/{r.variant}/throughput"] = (r.throughput, "warp-instr/clk/SM",
+                                                _flag_names(r.throughput_flags))
+    return out
+
+
+def _flag_names(flags: list[str]) -> str:
+    return ", ".join(sorted({f.split(":")[0] for f in flags or []}))
 
 
 def report_section(doc: dict, rs) -> dict:
@@ -88,8 +130,8 @@ def report_section(doc: dict, rs) -> dict:
         "nsched": nsched,
         "nsched_src": f"measured: {sched.source}" if sched else "not measured: 4 assumed",
         "instr": [{
-            "variant": r.variant, "cls": r.cls, "sass": " + ".join(r.sass),
-            "lat": r.latency, "lat_s": fmt_num(r.latency, 3),
+            "variant": r.variant, "cls": r.cls, "sass": r.sass_text,
+            "lat": r.latency, "lat_s": fmt_num(r.latency, 3) + r.latency_label,
             "tp": r.throughput, "tp_s": fmt_num(r.throughput, 3),
             "ii": r.issue_interval(nsched), "ii_s": fmt_num(r.issue_interval(nsched), 3),
             "dist": ", ".join(f"{d}:{fmt_num(v, 3)}" for d, v in sorted(r.distance.items())),

@@ -23,10 +23,11 @@ import numpy as np
 
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant, element
 from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.kernel.timing import Repeat, repeated
+from gpudissect.kernel.timing import Repeat, repeated, row_words
 from gpudissect.target import Target
 
 # the repetition loop of the timing kernels (kernel/timing.py), in the registers _prologue declares
+TIMED_REPS = 3  # repetitions of a timing kernel's region (word 0 of 'in'); the first is dropped
 REPEAT = Repeat(times="%tptr", label="LOOP", pred="%lp", smid32="%xsmid", smid64="%a64")
 
 
@@ -89,16 +90,14 @@ def _prologue(name: str, extra_decl: list[str]) -> list[str]:
 
 
 def _epilogue(lines: list[str], body: list[str]) -> list[str]:
-    """This thread's timestamp slots (``2*reps + 1`` u64), then ``body`` timed ``%reps``
-    times (kernel/timing.py)."""
+    """This warp's row of timestamps, then ``body`` timed ``%reps`` (= TIMED_REPS) times
+    (kernel/timing.py)."""
     return [
         *lines,
-        "  shl.b32 %w, %reps, 1;",
-        "  add.u32 %w, %w, 1;",
-        "  mul.wide.u32 %off, %gtid, %w;",
-        "  shl.b64 %off, %off, 3;",
+        "  shr.u32 %w, %gtid, 5;",
+        f"  mul.wide.u32 %off, %w, {8 * row_words(TIMED_REPS)};",
         "  add.u64 %tptr, %times, %off;",
-        *repeated(body, "%reps", REPEAT),
+        *repeated(body, "%reps", REPEAT, keep=TIMED_REPS),
     ]
 
 

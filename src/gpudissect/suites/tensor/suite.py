@@ -42,12 +42,14 @@ from gpudissect.catalog.tensor import (
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.timing import row_words
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.tensor import layouts
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import TensorCheck, Work, compile_work, family_key
 from gpudissect.suites.tensor.kernels import (
+    TIMED_REPS,
     ldst_kernel,
     mma_kernel,
     operand_words,
@@ -58,7 +60,7 @@ from gpudissect.suites.tensor.peak import figures, peak_for
 from gpudissect.suites.tensor.per_sass import run_per_sass
 from gpudissect.target import Target
 
-REPS = 3
+REPS = TIMED_REPS
 
 
 @dataclass
@@ -153,13 +155,14 @@ def _in_words_wg(v: WgmmaVariant, reps: int) -> np.ndarray:
 
 def _launch(dev: Device, built: Built, k: Kernel, grid: int, words: np.ndarray):
     threads = grid * 32 * k.warps
-    tpt = 2 * REPS + 1
+    warps = grid * k.warps
+    tpt = row_words(REPS)
     run = dev.launch(built.cubin, k.name, grid, 32 * k.warps, [
         Buf("tc_in", data=words),
         Buf("tc_out", nbytes=threads * 4),
-        Buf("tc_times", nbytes=threads * tpt * 8, read=True, dtype="u8", zero=True),
+        Buf("tc_times", nbytes=warps * tpt * 8, read=True, dtype="u8", zero=True),
     ], launches=2)
-    t = run.outputs["tc_times"][: threads * tpt].reshape(threads, tpt)
+    t = run.outputs["tc_times"][: warps * tpt].reshape(warps, tpt)
     return t, run.gpu_ms
 
 
@@ -168,13 +171,14 @@ def _last(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def sm_spans(t: np.ndarray, warps_per_block: int) -> tuple[np.ndarray, int]:
-    """Span (max end - min start) per SM over the SMs holding the modal number of warps."""
+    """Span (max end - min start) per SM over the SMs holding the modal number of warps
+    (``t``: one row per warp)."""
     t0, t1, sm = _last(t)
     sms, counts = np.unique(sm, return_counts=True)
     modal = int(np.bincount(counts).argmax())
     spans = np.array([t1[sm == s].max() - t0[sm == s].min() for s, c in zip(sms, counts, strict=True)
                       if c == modal])
-    return spans, modal // 32
+    return spans, modal
 
 
 def _cite(b: Built, texts: dict) -> dict:
