@@ -461,3 +461,32 @@ def test_o0_ffma_chain_is_compiler_stalled_and_o3_is_not(catalog):
     assert not res.ok and res.reason == why
     assert compiler_stalls(b3[-1]) is None
     assert check_built(v, reg, b3).ok
+
+
+class RefusesBigBlocks(FakeDevice):
+    """The driver refuses blocks of more than ``most`` threads (too many registers); below that,
+    more warps raise the rate (latency-bound), so the sweep goes on to the refused count."""
+
+    def __init__(self, most: int):
+        super().__init__(lambda kernel, chains, length, warps: 20 + chains * length)
+        self.most = most
+
+    def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+        if block > self.most:
+            raise RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested")
+        return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+
+def test_a_refused_warp_count_keeps_the_smaller_ones(tmp_path, sweep):
+    plan = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(4, 8, 16),
+                distances=(2,), distance_units=(16, 32), reps=3, launches=2)
+    store = Store(tmp_path / "r.db")
+    run_id = sweep(RefusesBigBlocks(most=256), store, ["add.f32"], suite=InstructionsSuite(full=plan),
+                   quick=False).run_id
+    tps = {r["params"]["warps"]: r for r in store.results(run_id)
+           if r["variant"] == "add.f32" and r["measure"] == "throughput"}
+    assert tps[4]["value"] and tps[8]["value"]
+    assert tps[16]["value"] is None and any(f.startswith("refused") for f in tps[16]["flags"])
+    peak = next(r for r in store.results(run_id) if r["variant"] == "add.f32"
+                and r["measure"] == "throughput_peak")
+    assert peak["value"] is not None

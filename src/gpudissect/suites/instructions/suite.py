@@ -304,7 +304,16 @@ def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, target: 
                                              f"({regs} per thread); the SM holds {REGS_PER_SM}"],
                               **cite))
             continue
-        r = _throughput(dev, v, f, plan, W, flags, cite, limit)
+        try:
+            r = _throughput(dev, v, f, plan, W, flags, cite, limit)
+        except Exception as e:  # one configuration the driver refuses (registers) or that fails
+            if type(e).__name__ == WORKER_FAILED:
+                raise  # the device is gone: the variant's remaining kernels would fail alike
+            word = "refused" if "OUT_OF_RESOURCES" in str(e) else "error"
+            out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
+                              params={"chains": f.chains, "warps": W},
+                              flags=flags + [f"{word}: {type(e).__name__}: {e}"[:300]], **cite))
+            break  # more warps need more of what was refused
         out.append(r)
         clean = r.value is not None and not any(fl.startswith(BAD) for fl in r.flags)
         if clean and best and r.value < RISE * best:
