@@ -490,3 +490,13 @@ def test_a_refused_warp_count_keeps_the_smaller_ones(tmp_path, sweep):
     peak = next(r for r in store.results(run_id) if r["variant"] == "add.f32"
                 and r["measure"] == "throughput_peak")
     assert peak["value"] is not None
+
+
+def test_a_64bit_add_companion_takes_out_one_low_and_one_carry_half():
+    from gpudissect.suites.instructions.suite import own_sass
+
+    add = ("IADD3", "IMAD.IADD", "VIADD", "IADD3.X", "IMAD.X")
+    # the variant's own 32-bit add stays; the companion is one IADD3 and one carry
+    assert own_sass({"IADD3": "2", "IADD3.X": "1"}, add, 2) == {"IADD3": 1.0}
+    assert own_sass({"POPC": "2", "IADD3": "1", "IADD3.X": "0.5", "IMAD.X": "0.5"}, add, 2) == {"POPC": 2.0}
+    assert own_sass({"LOP3.LUT": "1", "IMAD.IADD": "1"}, add, 1) == {"LOP3.LUT": 1.0}

@@ -7,10 +7,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-# thresholds for flags (a measurement beyond them is flagged, not presented as clean)
-MAX_REL_SPREAD = 0.05  # IQR / median of repeated samples at one length
-MIN_R2 = 0.995  # linear fit of cycles against chain length
-
 
 @dataclass
 class Summary:

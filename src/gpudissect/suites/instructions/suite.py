@@ -202,6 +202,7 @@ def prepare_works(variants: list[Variant], records: list[MapRecord], target: Tar
                 w.families = timing_families(v, rec, target, plan, i)
             except GenerationError as e:
                 rec.verified = False
+                rec.status = "unverified"
                 rec.reason = f"timing kernels: {e}"
         works.append(w)
     compile_work([w for w in works if w.record.verified], target, jobs)
@@ -442,7 +443,7 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
 def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
     """The saturated throughput: the best configuration among those that passed every check,
     the smallest one (warps x chains) within PEAK_TOL of it, and what bounds it."""
-    tps = [r for r in out if r.measure == "throughput"]
+    tps = [r for r in out if r.measure.removesuffix(PAIR) == "throughput"]
     clean = [r for r in tps if r.value and not any(f.startswith(BAD) for f in r.flags)]
     unit = "warp_instr/cycle/SM"
     if not clean:
@@ -483,13 +484,22 @@ def _clean(r) -> bool:
 
 
 def own_sass(counts: dict[str, str], comp: tuple[str, ...], n: int) -> dict[str, float]:
-    """An instance's SASS with ``n`` of the companion's opcodes (``comp``) taken out."""
+    """An instance's SASS with ``n`` of the companion's opcodes (``comp``) taken out: a 64-bit
+    companion is a low half and a high half with its carry (``.X``), one of each."""
     own = {op: float(Fraction(c)) for op, c in counts.items()}
-    for op in own:
-        if n > 0 and op in comp:
-            take = min(own[op], n)
-            own[op] -= take
-            n -= take
+    halves = [False] if n == 1 else [False, True]  # False: the low half, True: the carry half
+    for carry in halves:
+        need = 1.0
+        for op in own:
+            if need > 0 and op in comp and op.endswith(".X") == carry:
+                take = min(own[op], need)
+                own[op] -= take
+                need -= take
+        for op in own:  # a companion whose halves ptxas did not split that way
+            if need > 0 and op in comp:
+                take = min(own[op], need)
+                own[op] -= take
+                need -= take
     return {op: c for op, c in own.items() if c > 1e-9}
 
 
@@ -510,6 +520,7 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
     otherwise the pair's rate is reported as including the companion."""
     v = w.variant
     comp = w.record.companion or ""
+    keep = [f for f in _base_flags(w) if not f.startswith("companion:")]  # glue, branch
     n = 2 if v.chain_operand is not None and v.chain_operand.reg_class == "rd" else 1
     own = own_sass(w.record.sass_counts, comp_ops, n)
     sass = [op if c == 1 else f"{c:g}*{op}" for op, c in own.items()]
@@ -528,13 +539,13 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
                               f"latency of the pair minus {ref}'s (the companion '{comp}')",
                               params={"pair": pl["value"], "companion": {"variant": ref,
                                                                          "latency": rl["value"]}},
-                              flags=[f"companion removed: {comp} ({ref}, {rl['value']:.3g} cycles)"],
+                              flags=keep + [f"companion removed: {comp} ({ref}, {rl['value']:.3g} cycles)"],
                               **base))
         else:
             why = f"the pair ({pl['value']:.3g}) is not slower than {ref} ({rl['value']:.3g})"
     if why is not None:
         out.append(Result(v.name, "latency", None, "cycles", "none", params={"pair": pl and pl["value"]},
-                          flags=[f"includes companion: {comp}: {why}"], **base))
+                          flags=keep + [f"includes companion: {comp}: {why}"], **base))
     pt = pair.get("throughput_peak")
     same = _clean_single(peak, sass[0], paired | {v.name}) if len(own) == 1 and sass == list(own) else None
     if same is not None:
@@ -544,13 +555,13 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
                           params={"same_sass_as": same["variant"], "pair": pt and pt["value"],
                                   **{k: same["params"][k] for k in ("best", "bound")
                                      if k in (same["params"] or {})}},
-                          flags=[f"same SASS as {same['variant']}"], **base))
+                          flags=keep + [f"same SASS as {same['variant']}"], **base))
     else:
         why = (f"the pair's rate ({pt['value']:.3g})" if pt and pt["value"] else "the pair has no rate")
         out.append(Result(v.name, "throughput_peak", None, "warp_instr/cycle/SM", "none",
                           params={"pair": pt and pt["value"]},
-                          flags=[f"includes companion: {comp}: {why}; no clean variant of the same "
-                                 "single SASS to stand for it"], **base))
+                          flags=keep + [f"includes companion: {comp}: {why}; no clean variant of the "
+                                        "same single SASS to stand for it"], **base))
     return out
 
 

@@ -15,7 +15,8 @@ Kernel ABI (all instruction kernels):
 
 * ``in``: u64 slots holding operand bit patterns (``Kernel.inputs``);
 * ``out``: ``n_sink`` u64 slots per thread receiving the chains' final values;
-* ``times``: ``2*reps + 1`` u64 per thread: (start, end) clock64 per repetition, then %smid.
+* ``times``: ``2*reps + 1`` u64 per warp, written by lane 0 after the loop (kernel/timing.py):
+  (start, end) clock64 per repetition, then %smid.
 """
 
 from __future__ import annotations
