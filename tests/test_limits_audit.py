@@ -214,3 +214,14 @@ def test_main_exit_codes(clean: Path, tmp_path: Path, capsys):
     bad.write_text("{ not json")
     assert main(bad) == 2
     assert "cannot read" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_limit_problem_on_a_companion_pair(clean: Path):
+    """A pair's throughput (the variant with its companion) is checked against the limit of the
+    pair's SASS like any other throughput."""
+    doc = _load(clean, "instructions")
+    r = _record(doc, "fma.rn.f32", "throughput_peak")
+    r["measure"], r["value"] = "throughput_peak_with_companion", 4.5
+    _save(clean, "instructions", doc)
+    lines = audit(clean)
+    assert len(lines) == 1 and "throughput_peak_with_companion" in lines[0]

@@ -30,7 +30,8 @@ from gpudissect.suites.instructions.strategies import all_strategies
 # flags under which a value is not presented as clean (such records are not limit-checked)
 BAD = tuple(BAD_FLAGS) + ("not timed", "noisy", "poor-fit", "warps-not-overlapping",
                           "exceeds-limit", "clock-changed", "unsupported", "refused", "skipped")
-THROUGHPUT_MEASURES = ("throughput", "throughput_peak")
+THROUGHPUT_MEASURES = ("throughput", "throughput_peak", "throughput_with_companion",
+                       "throughput_peak_with_companion")  # a pair's SASS includes its companion
 THROUGHPUT_UNIT = "warp_instr/cycle/SM"
 # flags under which the SASS list is not what one instance executes (a data-dependent path, a
 # subroutine call): no limit follows from its static counts

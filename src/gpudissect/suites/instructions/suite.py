@@ -75,8 +75,6 @@ class Plan:
 QUICK_PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(4,), tp_units=(64, 128), tp_warps=(16, 32),
                   distances=(2, 4), distance_units=(32, 64), reps=3, launches=2)
 
-MAX_WARPS_PER_BLOCK = 32
-REGS_PER_SM = 65536  # sm_90 register file per SM (32-bit registers): two 32-warp blocks fit
 PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak"
 RISE = 1.02  # more warps that raise the rate by less than this: saturated
 # flags of a configuration that keep it out of the peak (the measurement is not trustworthy)
@@ -294,19 +292,21 @@ def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, target: 
     if f.measure != "throughput":
         return [_chain(dev, w, f, plan, flags, cite)]
     limit = limit_for(w.record.sass, target.base)
+    facts = target.facts["target"]
     regs = max((b.regs for b in f.built), default=0)
     out: list[Result] = []
     best = 0.0
     for W in plan.tp_warps:
-        if W > MAX_WARPS_PER_BLOCK and regs * 32 * W > REGS_PER_SM:
+        if W > facts["max_warps_per_block"] and regs * 32 * W > facts["registers_per_sm"]:
             out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
                               params={"chains": f.chains, "warps": W},
                               flags=flags + [f"refused: {W} warps need {regs * 32 * W} registers "
-                                             f"({regs} per thread); the SM holds {REGS_PER_SM}"],
+                                             f"({regs} per thread); the SM holds "
+                                             f"{facts['registers_per_sm']}"],
                               **cite))
             continue
         try:
-            r = _throughput(dev, v, f, plan, W, flags, cite, limit)
+            r = _throughput(dev, v, f, plan, W, flags, cite, limit, facts["max_warps_per_block"])
         except Exception as e:  # one configuration the driver refuses (registers) or that fails
             if type(e).__name__ == WORKER_FAILED:
                 raise  # the device is gone: the variant's remaining kernels would fail alike
@@ -384,11 +384,11 @@ def ptxas_stall(b: Built, rec: MapRecord) -> float | None:
 
 
 def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: list[str],
-                cite: dict, limit: Limit | None) -> Result:
+                cite: dict, limit: Limit | None, per_block: int) -> Result:
     """K chains per thread, W warps per SM (one block, or two blocks of 32 warps for 64); the
     SMs that held exactly W warps are used. Value: W x K / slope of the median SM span against
     the length; noise: the slope of each (launch, repetition) repeat."""
-    blocks = -(-W // MAX_WARPS_PER_BLOCK)
+    blocks = -(-W // per_block)
     block = 32 * W // blocks
     xs, ys, raw = [], [], {}
     series: list[list[float]] = []
