@@ -164,10 +164,10 @@ def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module
             try:
                 built = build_module(kernels, target.arch, opt)
             except PtxasError:
-                if len(ws) > 1:
+                if len(ws) > 1:  # find the variant that does not assemble; then the next group
                     for w in ws:
                         one_chunk([w])
-                    return
+                    continue
                 for f in ws[0].families:
                     f.error = "ptxas failed on the timing kernels"
                 continue
