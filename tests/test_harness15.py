@@ -149,6 +149,77 @@ def test_no_clean_configuration_gives_no_value(catalog):
     assert peak_results(v, [], TARGET) == []
 
 
+def test_a_peak_that_still_rises_along_every_axis_is_not_saturated(catalog):
+    v = catalog.get("add.f32")
+    # the largest clean configuration, more than 2% above both one-step-smaller neighbours
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.0, 8, 8), tp(2.6, 8, 16)], TARGET)
+    assert any(f.startswith("not-saturated") and "4x16: 2" in f and "8x8: 2" in f for f in p.flags)
+    # one axis levelled off (8x8 -> 8x16 within 2%): saturated along warps
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.57, 8, 8), tp(2.6, 8, 16)], TARGET)
+    assert not any(f.startswith("not-saturated") for f in p.flags)
+    # a smaller configuration beats the largest: saturated
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.6, 8, 8), tp(2.5, 8, 16)], TARGET)
+    assert p.value == 2.6 and not any(f.startswith("not-saturated") for f in p.flags)
+    # still rising, but within 2% of the fp32 pipe's limit of 4: nothing can rise further
+    (p,) = peak_results(v, [tp(3.0, 4, 16), tp(3.0, 8, 8), tp(3.95, 8, 16)], TARGET)
+    assert not any(f.startswith("not-saturated") for f in p.flags)
+    (p,) = peak_results(v, [tp(3.0, 4, 16), tp(3.0, 8, 8), tp(3.8, 8, 16)], TARGET)
+    assert any(f.startswith("not-saturated") for f in p.flags)
+    # more warps timed lower, if noisily: its 95% interval below the best -> the rate stopped rising
+    big = tp(2.1, 8, 32, "noisy: +-8% (...)")
+    big.samples = {"rate_per_repeat": [1.9, 2.0, 2.1, 2.2, 2.5]}
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.0, 8, 8), tp(2.6, 8, 16), big], TARGET)
+    assert p.value == 2.6 and not any(f.startswith("not-saturated") for f in p.flags)
+    # ... but not when its interval reaches above it, nor when its SMs idled
+    big.samples = {"rate_per_repeat": [1.2, 1.6, 2.1, 2.6, 3.0]}
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.0, 8, 8), tp(2.6, 8, 16), big], TARGET)
+    assert any(f.startswith("not-saturated") for f in p.flags)
+    idle = tp(2.1, 8, 32, "sm-idle: the SMs were idle 40% of the span (median)")
+    (p,) = peak_results(v, [tp(2.0, 4, 16), tp(2.0, 8, 8), tp(2.6, 8, 16), idle], TARGET)
+    assert any(f.startswith("not-saturated") for f in p.flags)
+
+
+class RateByConfig(FakeDevice):
+    """A throughput of ``rate(chains, warps)`` warp-instructions per clock per SM (every warp of
+    an SM inside its region together); records the configurations launched."""
+
+    def __init__(self, rate):
+        self.configs: list[tuple[int, int]] = []
+        self.rate = rate
+        super().__init__(self._cycles)
+
+    def _cycles(self, kernel, chains, length, warps):
+        if kernel.startswith("v0_t"):
+            self.configs.append((chains, warps))
+        return 20 + warps * chains * length / self.rate(chains, warps)
+
+
+def test_the_sweep_goes_by_parallelism_and_ends_at_the_physical_limit(tmp_path, sweep):
+    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2, 4, 8), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
+                distances=(2,), distance_units=(16, 32), reps=3, launches=2)
+    # add.f32 is FADD on the fp32 pipe (4 warp-instr/clk/SM): 4 chains x 4 warps reach it
+    dev = RateByConfig(lambda k, w: min(4.0, k * w / 4))
+    store = Store(tmp_path / "r.db")
+    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=plan), quick=False).run_id
+    seen = list(dict.fromkeys(dev.configs))
+    # warps x chains 4, 8, 8, then 16 with the fewer warps first: at the limit, stop
+    assert seen == [(1, 4), (2, 4), (1, 8), (4, 4)]
+    peak = next(r for r in store.results(run_id) if r["variant"] == "add.f32" and r["measure"] == "throughput_peak")
+    assert peak["value"] == pytest.approx(4.0) and not any(f.startswith("not-saturated") for f in peak["flags"])
+    assert peak["params"]["smallest_within_2pct"] == {"chains": 4, "warps": 4}
+
+
+def test_a_chain_count_stops_when_more_warps_no_longer_raise_the_rate(tmp_path, sweep):
+    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
+                distances=(2,), distance_units=(16, 32), reps=3, launches=2)
+    dev = RateByConfig(lambda k, w: min(1.0 * k, w / 8))  # far below the fp32 limit
+    store = Store(tmp_path / "r.db")
+    sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=plan), quick=False)
+    seen = set(dev.configs)
+    assert (1, 16) in seen and (1, 32) not in seen  # 1 chain: 0.5, 1.0, 1.0 -> saturated
+    assert (2, 32) in seen  # 2 chains: still rising to 32 warps
+
+
 # --- (c) region sizes ------------------------------------------------------------------------
 @pytest.mark.parametrize("spi", [1.0, 2.0, 3.5, 16.0, 64.0, 1000.0])
 @pytest.mark.parametrize("chains", [1, 2, 4, 8])
@@ -381,7 +452,8 @@ class TooFastOnce(FakeDevice):
 
 PLAN = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
             distances=(2,), distance_units=(16, 32), reps=3, launches=2)
-FIRST = ["v0_l1_n8", "v0_l1_n16", "v0_l1_n32", "v0_t4_n4", "v0_t4_n8", "v0_d2_n8", "v0_d2_n16"]
+# the chain families first (latency, distance), then the throughput sweep
+FIRST = ["v0_l1_n8", "v0_l1_n16", "v0_l1_n32", "v0_d2_n8", "v0_d2_n16", "v0_t4_n4", "v0_t4_n8"]
 
 
 def measured(dev, tmp_path, sweep) -> dict:
@@ -465,10 +537,11 @@ def test_o0_ffma_chain_is_compiler_stalled_and_o3_is_not(catalog):
 
 class RefusesBigBlocks(FakeDevice):
     """The driver refuses blocks of more than ``most`` threads (too many registers); below that,
-    more warps raise the rate (latency-bound), so the sweep goes on to the refused count."""
+    more warps raise the rate (latency-bound, well below the fp32 limit that would end the
+    sweep), so the sweep goes on to the refused count."""
 
     def __init__(self, most: int):
-        super().__init__(lambda kernel, chains, length, warps: 20 + chains * length)
+        super().__init__(lambda kernel, chains, length, warps: 20 + 4 * chains * length)
         self.most = most
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):

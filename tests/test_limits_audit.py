@@ -225,3 +225,9 @@ def test_limit_problem_on_a_companion_pair(clean: Path):
     _save(clean, "instructions", doc)
     lines = audit(clean)
     assert len(lines) == 1 and "throughput_peak_with_companion" in lines[0]
+
+
+def test_sass_with_a_branch_has_no_limit_from_its_static_count():
+    # a slow path not taken (sqrt.rn.f32): the static count is not what issues
+    assert limit_for(["MUFU.RSQ", "BSSY", "BRA", "CALL.REL.NOINC", "FFMA", "BSYNC"], "sm_90") is None
+    assert limit_for(["MUFU.RSQ", "FFMA"], "sm_90") is not None

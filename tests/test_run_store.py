@@ -214,11 +214,18 @@ class Dies(Recording):
 
 
 def kernel_runs(p=QUICK_PLAN) -> int:
-    """Kernel runs of one variant (one SASS per instance) whose rate saturates at once: a
-    latency family, every throughput family at every warps count, every distance family."""
+    """At most the kernel runs of one variant (one SASS per instance): a latency family, every
+    throughput family at every warps count, every distance family."""
     return (len(lengths_for(p.latency_units, 1, 1.0, p))
             + sum(len(lengths_for(p.tp_units, k, 1.0, p)) for k in p.tp_chains) * len(p.tp_warps)
             + sum(len(lengths_for(p.distance_units, d, 1.0, p)) for d in p.distances))
+
+
+def runs_alone(sweep, tmp_path, variant: str) -> int:
+    """The kernel runs of ``variant`` measured alone in a fresh store."""
+    dev = Recording(model, sm_count=4)
+    sweep(dev, Store(tmp_path / f"alone-{variant}.db"), [variant])
+    return sum(1 for k in dev.runs if k.startswith("v0_"))
 
 
 def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
@@ -238,15 +245,16 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     # the plan adds the companion reference variants (lop3.b32, add.u16/u32/u64)
     assert store.done_items(run_id) == set(VARIANTS) | set(companion_references())
     # only the missing work ran the second time: add.f32 was not launched again
-    per_variant = len([r for r in store.results(run_id) if r["variant"] == "add.f32"])
-    assert per_variant == len([r for r in store.results(run_id) if r["variant"] == "mul.lo.u32"])
+    once = [(r["measure"], json.dumps(r["params"], sort_keys=True)) for r in store.results(run_id)
+            if r["variant"] == "add.f32"]
+    assert once and len(once) == len(set(once))
     # prepared again: mul.lo.u32 (v0), cvt.u32.u64 (v1, unverified: never launched), the four
     # references (v2..v5); add.f32 is not among them
     by_variant: dict[str, int] = {}
     for k in second.runs:
         by_variant[k.split("_")[0]] = by_variant.get(k.split("_")[0], 0) + 1
     assert set(by_variant) == {"v0", "v2", "v3", "v4", "v5"}
-    assert by_variant["v0"] == kernel_runs()  # mul.lo.u32 measured once, in full
+    assert by_variant["v0"] == runs_alone(sweep, tmp_path, "mul.lo.u32")  # once, in full
     assert store.runs()[0]["finished"] is not None
 
 

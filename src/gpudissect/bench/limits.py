@@ -20,6 +20,7 @@ from functools import cache
 from gpudissect import DATA_DIR
 
 UNIT = "warp-instr/clk/SM"
+BRANCHES = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK", "WARPSYNC"})
 _COUNT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*\*\s*(\S+)\s*$")  # "0.5*IADD3"
 
 
@@ -129,11 +130,13 @@ def limit_for(sass: list[str], arch: str) -> Limit | None:
 
     Per execution unit: its limit divided by the count of its SASS per instance (rows sharing a
     unit add up); and the issue limit divided by the total SASS count per instance. The smallest
-    binds. Opcodes no pipe matches count towards the issue limit only. None for no SASS."""
+    binds. Opcodes no pipe matches count towards the issue limit only. None for no SASS, and
+    for SASS with a branch or call: the instructions that run then depend on the data (a slow
+    path not taken, a loop taken several times), so the static count is not what issues."""
     lim = load_limits(arch)
     ops = parse_sass(sass)
     total = sum(c for _, c in ops)
-    if total <= 0:
+    if total <= 0 or any(op.split(".")[0] in BRANCHES for op, _ in ops):
         return None
     best = Limit(lim.issue / total, "issue", "issue", total, lim.issue, None, lim.issue_source)
     # cycles per instance on each unit (a unit's rows may have different rates)

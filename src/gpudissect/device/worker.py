@@ -137,6 +137,7 @@ class WorkerDevice:
         self._proc = None
         self._conn = None
         self._sent: set[str] = set()
+        self._keys: dict[int, tuple[bytes, str]] = {}  # id(cubin) -> (cubin, hash)
         self._shm = None  # shared memory for large results (owned here, attached by the worker)
         self._shm_ready = False
         self.restarts = 0  # workers started after a failure
@@ -198,7 +199,7 @@ class WorkerDevice:
         what = method
         if method in ("run", "launch"):
             cubin, kernel = args[0], args[1]
-            key = hashlib.sha256(cubin).hexdigest()
+            key = self._key(cubin)
             args = ((key, None if key in self._sent else bytes(cubin)), *args[1:])
             self._sent.add(key)
             what = f"{method} {kernel}"
@@ -228,6 +229,17 @@ class WorkerDevice:
         if isinstance(exc, BaseException):
             raise exc
         raise RuntimeError(exc)
+
+    def _key(self, cubin: bytes) -> str:
+        """The content hash of ``cubin``, computed once per bytes object (a module's cubin of
+        a few MB is sent with every launch of its kernels; hashing it each time costs more
+        than the launch)."""
+        k = self._keys.get(id(cubin))
+        if k is None or k[0] is not cubin:
+            if len(self._keys) > 4096:
+                self._keys.clear()
+            k = self._keys[id(cubin)] = (cubin, hashlib.sha256(cubin).hexdigest())
+        return k[1]
 
     def _grow_shm(self, need: int) -> None:
         """Shared memory for results of ``need`` array bytes, when /dev/shm has room to spare."""

@@ -9,7 +9,7 @@ come back as values, a module that does not assemble raises ``PtxasError``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from gpudissect.kernel.ptx import Kernel, module_ptx
@@ -52,6 +52,11 @@ class Built:
     def regs(self) -> int:
         """Registers per thread (cuobjdump's resource usage)."""
         return _usage(self.cubin).get(self.kernel.name, {}).get("REG", 0)
+
+    def light(self) -> Built:
+        """This kernel without its parsed SASS (``instrs``, ``region``): what a measurement
+        needs (cubin, kernel, SASS text), cheap to send between processes."""
+        return replace(self, instrs=[], region=[])
 
     def texts(self) -> dict[str, tuple[str, str]]:
         """The PTX and SASS a result citing this kernel stores (by hash)."""

@@ -10,7 +10,6 @@ them (one variant per stored transaction; interrupted sweeps resume from the sto
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -27,6 +26,7 @@ from gpudissect.bench.stats import (
     noise_flag,
     per_sm,
     rep_cycles,
+    robust_halfwidth,
     slopes_per_repeat,
     sm_windows,
 )
@@ -34,6 +34,7 @@ from gpudissect.catalog.model import CatalogError, UnknownVariant, Variant, load
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import attach, kernel_controls, ptxas_latency
+from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
@@ -59,13 +60,13 @@ class Plan:
 
     latency_units: tuple[int, ...] = (32, 64, 96, 128)
     tp_chains: tuple[int, ...] = (1, 2, 4, 8)
-    tp_units: tuple[int, ...] = (64, 128)
-    tp_warps: tuple[int, ...] = (4, 8, 16, 32)  # warps per SM (more than 32: blocks of 32 warps)
+    tp_units: tuple[int, ...] = (128, 256)
+    tp_warps: tuple[int, ...] = (4, 8, 16, 32, 64)  # warps per SM (more than 32: blocks of 32 warps)
     distances: tuple[int, ...] = (2, 4, 8)
     distance_units: tuple[int, ...] = (32, 64)
     reps: int = 4  # repetitions in a launch; the first (cold instruction cache) is dropped
     launches: int = 2  # whole launches per point: with the repetitions, the repeats of a spread
-    sass_budget: int = 384
+    sass_budget: int = 512  # 8 KiB of code per timed region
     min_length: int = 4
 
     def to_json(self) -> dict:
@@ -93,6 +94,8 @@ class Family:
     kernels: list[Kernel]
     built: list[Built] = field(default_factory=list)
     error: str | None = None
+    regs: int = 0  # registers per thread (the most of its kernels)
+    stall: float | None = None  # ptxas's stall model of a chain family (single-SASS variants)
 
 
 @dataclass
@@ -152,41 +155,53 @@ def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
     return fams
 
 
-def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 4) -> None:
-    """Build every family's kernels in batched modules; verify each family's SASS."""
-
-    def one_chunk(chunk: list[VariantWork]) -> None:
-        by_opt: dict[int, list[VariantWork]] = {}
-        for w in chunk:
-            by_opt.setdefault(get_strategy(w.record.strategy).opt, []).append(w)
-        for opt, ws in by_opt.items():
-            kernels = [k for w in ws for f in w.families for k in f.kernels]
-            try:
-                built = build_module(kernels, target.arch, opt)
-            except PtxasError:
-                if len(ws) > 1:  # find the variant that does not assemble; then the next group
-                    for w in ws:
-                        one_chunk([w])
-                    continue
-                for f in ws[0].families:
-                    f.error = "ptxas failed on the timing kernels"
+def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str]) -> list[list[Family]]:
+    """Build one chunk's kernels in one module per optimisation level and check each family's
+    SASS (runs in a worker process: everything in and out is picklable). What comes back per
+    family: its kernels built (without the parsed SASS, which only the checks need), or why
+    not; the registers per thread; ptxas's stall model for a chain family."""
+    chunk, arch = job
+    by_opt: dict[int, list[tuple[Variant, MapRecord, list[Family]]]] = {}
+    for item in chunk:
+        by_opt.setdefault(get_strategy(item[1].strategy).opt, []).append(item)
+    for opt, items in by_opt.items():
+        kernels = [k for _, _, fams in items for f in fams for k in f.kernels]
+        try:
+            built = build_module(kernels, arch, opt)
+        except PtxasError:
+            if len(items) > 1:  # find the variant that does not assemble; then the next group
+                for item in items:
+                    _build_chunk(([item], arch))
                 continue
-            for w in ws:
-                strat = get_strategy(w.record.strategy)
-                for f in w.families:
-                    bs = [built[k.name] for k in f.kernels]
-                    bad = next((b for b in bs if isinstance(b, Exception)), None)
-                    if bad is not None:
-                        f.error = str(bad)
-                        continue
-                    f.built = bs  # type: ignore[assignment]
-                    res = check_built(w.variant, strat, f.built)
-                    if not res.ok:
-                        f.error = res.reason
+            for f in items[0][2]:
+                f.error = "ptxas failed on the timing kernels"
+            continue
+        for v, rec, fams in items:
+            strat = get_strategy(rec.strategy)
+            for f in fams:
+                bs = [built[k.name] for k in f.kernels]
+                bad = next((b for b in bs if isinstance(b, Exception)), None)
+                if bad is not None:
+                    f.error = str(bad)
+                    continue
+                res = check_built(v, strat, bs)  # type: ignore[arg-type]
+                if not res.ok:
+                    f.error = res.reason
+                f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
+                if f.measure != "throughput":
+                    f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
+                f.built = [b.light() for b in bs]  # type: ignore[union-attr]
+    return [fams for _, _, fams in chunk]
 
+
+def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 4) -> None:
+    """Build every family's kernels in batched modules, in parallel processes; verify each
+    family's SASS."""
     chunks = [works[i : i + per_module] for i in range(0, len(works), per_module)]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(one_chunk, chunks))
+    jobs_in = [([(w.variant, w.record, w.families) for w in c], target.arch) for c in chunks]
+    for c, fams_back in zip(chunks, pmap(_build_chunk, jobs_in, jobs), strict=True):
+        for w, fams in zip(c, fams_back, strict=True):
+            w.families = fams
 
 
 def prepare_works(variants: list[Variant], records: list[MapRecord], target: Target, plan: Plan,
@@ -241,31 +256,59 @@ def _error_result(w: VariantWork, f: Family, flag: str) -> Result:
 def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
                  only: set[int] | None = None) -> Outcome:
     """Run one variant's families (``only``: those of these indices; the others keep their
-    latest measurement) on the device and analyse them. A worker failure (fault, hang) flags
+    latest measurement) on the device and analyse them: the chain families one by one, then
+    the throughput sweep over all chain counts at once. A worker failure (fault, hang) flags
     the family and skips the variant's remaining kernels (they would fail alike)."""
     fams = w.families
     if len(w.results) != len(fams):
         w.results = [[] for _ in fams]
     texts: dict[str, tuple[str, str]] = {}
     failed: Exception | None = None
-    for i, f in enumerate(fams):
-        if only is not None and i not in only:
-            continue
+    todo = [i for i in range(len(fams)) if only is None or i in only]
+    for i in [i for i in todo if fams[i].measure != "throughput"]:
         if failed is not None:
-            w.results[i] = [_error_result(w, f, f"error: skipped: an earlier kernel of this variant "
-                                                f"failed ({failed})")]
+            w.results[i] = [_skipped(w, fams[i], failed)]
             continue
         try:
-            w.results[i] = _measure_family(dev, w, f, plan, target, texts)
+            w.results[i] = _measure_family(dev, w, fams[i], plan, texts)
         except Exception as e:  # a launch that fails (resources, fault) flags this family only
-            w.results[i] = [_error_result(w, f, f"error: {type(e).__name__}: {e}")]
+            w.results[i] = [_error_result(w, fams[i], f"error: {type(e).__name__}: {e}")]
             if type(e).__name__ == WORKER_FAILED:
                 failed = e
+    tp = [i for i in todo if fams[i].measure == "throughput"]
+    if tp:
+        swept: dict[int, list[Result]] = {i: [] for i in tp}
+        if failed is None:
+            try:
+                _sweep(dev, w, tp, plan, target, texts, swept)
+            except Exception as e:  # the worker failed: this configuration and the rest
+                failed = e
+        for i in tp:
+            w.results[i] = swept[i] or ([_skipped(w, fams[i], failed)] if failed else [])
     measured = [r for rs in w.results for r in rs]
     out = measured + peak_results(w.variant, measured, target)
     if w.record.companion:  # the pair's numbers; finish() derives the variant's own
         out = [_as_pair(r) for r in out]
     return Outcome(out, texts)
+
+
+def _skipped(w: VariantWork, f: Family, failed: Exception | None) -> Result:
+    return _error_result(w, f, f"error: skipped: an earlier kernel of this variant failed ({failed})")
+
+
+def _cite(w: VariantWork, f: Family, texts: dict) -> tuple[list[str], dict] | Result:
+    """The flags every result of family ``f`` carries and the kernel it cites, or the result
+    that says why the family is not timed."""
+    v = w.variant
+    if f.error:  # not built, or its SASS is not the instruction's: no number could be used
+        return Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
+                      flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
+                      strategy=w.record.strategy)
+    texts.update(f.built[-1].texts())  # the kernel each result cites
+    flags = _base_flags(w)
+    cited = f.built[-1]
+    return flags, dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
+                       ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
 
 
 PAIR = "_with_companion"
@@ -277,33 +320,47 @@ def _as_pair(r: Result) -> Result:
     return r
 
 
-def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, target: Target,
-                    texts: dict) -> list[Result]:
-    v = w.variant
-    if f.error and not f.built:
-        return [Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
-                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
-                       strategy=w.record.strategy)]
-    texts.update(f.built[-1].texts())  # the kernel each result cites
-    flags = _base_flags(w) + ([f"sass: {f.error}"] if f.error else [])
-    cited = f.built[-1]
-    cite = dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
-                ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
-    if f.measure != "throughput":
-        return [_chain(dev, w, f, plan, flags, cite)]
-    limit = limit_for(w.record.sass, target.base)
+def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
+    """A chain family: latency, issue interval or dependence distance."""
+    c = _cite(w, f, texts)
+    if isinstance(c, Result):
+        return [c]
+    flags, cite = c
+    return [_chain(dev, w, f, plan, flags, cite)]
+
+
+def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Target, texts: dict,
+           out: dict[int, list[Result]]) -> None:
+    """The throughput sweep of the families ``tp`` (one per chain count) into ``out``, in order
+    of parallelism (warps x chains, then warps). A chain count stops at the first clean
+    configuration whose rate more warps no longer raise (saturated along warps) and at a
+    refusal (more warps need more of what was refused); the whole sweep stops once a clean
+    configuration is within PEAK_TOL of the binding physical limit (nothing can rise further:
+    the limit only ends the search, the value is the measured one)."""
+    v, fams = w.variant, w.families
     facts = target.facts["target"]
-    regs = max((b.regs for b in f.built), default=0)
-    out: list[Result] = []
-    best = 0.0
-    for W in plan.tp_warps:
-        if W > facts["max_warps_per_block"] and regs * 32 * W > facts["registers_per_sm"]:
-            out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
-                              params={"chains": f.chains, "warps": W},
-                              flags=flags + [f"refused: {W} warps need {regs * 32 * W} registers "
-                                             f"({regs} per thread); the SM holds "
-                                             f"{facts['registers_per_sm']}"],
-                              **cite))
+    limit = limit_for(w.record.sass, target.base)
+    cites: dict[int, tuple[list[str], dict]] = {}
+    for i in tp:
+        c = _cite(w, fams[i], texts)
+        if isinstance(c, Result):
+            out[i] = [c]
+        else:
+            cites[i] = c
+    configs = sorted((W * fams[i].chains, W, i) for i in cites for W in plan.tp_warps)
+    stopped: set[int] = set()
+    best: dict[int, float] = dict.fromkeys(cites, 0.0)
+    for _, W, i in configs:
+        if i in stopped:
+            continue
+        f, (flags, cite) = fams[i], cites[i]
+        params = {"chains": f.chains, "warps": W}
+        if W > facts["max_warps_per_block"] and f.regs * 32 * W > facts["registers_per_sm"]:
+            out[i].append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
+                                 flags=flags + [f"refused: {W} warps need {f.regs * 32 * W} registers "
+                                                f"({f.regs} per thread); the SM holds "
+                                                f"{facts['registers_per_sm']}"], **cite))
+            stopped.add(i)
             continue
         try:
             r = _throughput(dev, v, f, plan, W, flags, cite, limit, facts["max_warps_per_block"])
@@ -311,17 +368,18 @@ def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, target: 
             if type(e).__name__ == WORKER_FAILED:
                 raise  # the device is gone: the variant's remaining kernels would fail alike
             word = "refused" if "OUT_OF_RESOURCES" in str(e) else "error"
-            out.append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none",
-                              params={"chains": f.chains, "warps": W},
-                              flags=flags + [f"{word}: {type(e).__name__}: {e}"[:300]], **cite))
-            break  # more warps need more of what was refused
-        out.append(r)
-        clean = r.value is not None and not any(fl.startswith(BAD) for fl in r.flags)
-        if clean and best and r.value < RISE * best:
-            break  # saturated: more warps no longer raise the rate
-        if clean:
-            best = max(best, r.value)
-    return out
+            out[i].append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
+                                 flags=flags + [f"{word}: {type(e).__name__}: {e}"[:300]], **cite))
+            stopped.add(i)
+            continue
+        out[i].append(r)
+        if r.value is None or any(fl.startswith(BAD) for fl in r.flags):
+            continue
+        if best[i] and r.value < RISE * best[i]:
+            stopped.add(i)  # saturated: more warps no longer raise the rate
+        best[i] = max(best[i], r.value)
+        if limit is not None and r.value >= (1 - PEAK_TOL) * limit.value:
+            return  # at the physical limit: no configuration can rise further
 
 
 def _launch_series(dev: Device, b: Built, plan: Plan, grid: int, block: int) -> list:
@@ -352,9 +410,8 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
     flags = flags + _flags_of(fit, per_repeat)
     params = {"chains": f.chains, "lengths": xs, "launches": plan.launches,
               "repeats_per_launch": plan.reps - 1}
-    stall = ptxas_stall(f.built[-1], w.record)
-    if stall is not None:
-        params["ptxas_stall_cycles"] = stall
+    if f.stall is not None:
+        params["ptxas_stall_cycles"] = f.stall
     samples = {"cycles_per_repeat": raw, "slope_per_repeat": per_repeat}
     if f.measure == "distance":
         return Result(v.name, "distance", fit.slope / f.chains, "cycles/instr",
@@ -404,7 +461,8 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
                 if full.any():
                     spans.append(float(np.median(st.span[full])))
                     idle.append(float(np.median(st.idle[full])))
-                windows[str(b.kernel.length)] = sm_windows(r.times, rep)
+        if res:  # the evidence kept: the last repetition of the last launch
+            windows[str(b.kernel.length)] = sm_windows(res[-1].times, plan.reps - 1)
         if spans:
             xs.append(b.kernel.length)
             ys.append(float(np.median(spans)))
@@ -458,17 +516,15 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
     ok = [r for r in clean if (r.value or 0) >= (1 - PEAK_TOL) * (best.value or 0)]
     smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
     limit = limit_for(best.sass, target.base)
-    bound = "unknown (no SASS)"
+    bound = "unknown (no SASS, or a data-dependent path)"
     if limit is not None:
         share = (best.value or 0) / limit.value
         bound = (f"{limit.pipe} ({share:.0%} of {limit.value:.4g})" if share >= 0.9 else
                  f"latency or another resource ({share:.0%} of the {limit.pipe} limit {limit.value:.4g})")
-    largest = max(clean, key=lambda r: r.params["warps"] * r.params["chains"])
     flags = sorted({f for f in best.flags if not f.startswith(BAD)})
-    if largest is best and len(clean) > 1:
-        prev = sorted(clean, key=lambda r: r.params["warps"] * r.params["chains"])[-2]
-        if (best.value or 0) > RISE * (prev.value or 0):
-            flags.append("not-saturated: the rate still rose at the largest configuration")
+    rising = _still_rising(best, clean, tps)
+    if rising and not (limit is not None and (best.value or 0) >= (1 - PEAK_TOL) * limit.value):
+        flags.append(f"not-saturated: {rising}")
     return [Result(v.name, "throughput_peak", best.value, unit,
                    "max over clean (chains, warps) configurations",
                    params={"best": {"chains": best.params["chains"], "warps": best.params["warps"]},
@@ -477,6 +533,38 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
                            "bound": bound, "configurations": len(tps), "clean": len(clean)},
                    flags=flags, sass=best.sass, strategy=best.strategy, cls=v.cls,
                    ptx_hash=best.ptx_hash, sass_hash=best.sass_hash)]
+
+
+def _still_rising(best: Result, clean: list[Result], tps: list[Result]) -> str | None:
+    """Why ``best`` may not be the saturated rate, or None when the sweep shows the rate has
+    stopped rising: a configuration with more parallelism (at least the warps and the chains
+    of ``best``) was timed and the upper end of its 95% interval stays within RISE of ``best``
+    (a noisy one counts too: its interval says how far it could reach), or a clean configuration with less (at most the
+    warps and the chains of ``best``) is within RISE of it (the rate levelled off). With
+    neither, nothing shows the rate levelling off: not saturated."""
+    b = best.params
+    for r in tps:
+        p = r.params
+        if r is best or not r.value or p.get("warps") is None or any(
+                f.startswith(BAD) and not f.startswith("noisy") for f in r.flags):
+            continue
+        if p["warps"] >= b["warps"] and p["chains"] >= b["chains"]:
+            top = r.value + robust_halfwidth((r.samples or {}).get("rate_per_repeat") or [r.value])
+            if top <= RISE * (best.value or 0):
+                return None
+    smaller = [r for r in clean if r is not best and r.params["warps"] <= b["warps"]
+               and r.params["chains"] <= b["chains"]]
+    if not smaller:
+        if len([r for r in tps if r.value]) == 1:
+            return "one configuration timed: saturation not shown"
+        return (f"{b['chains']}x{b['warps']}: {best.value:.4g} is the smallest clean configuration and "
+                "nothing larger was timed lower")
+    if any((best.value or 0) <= RISE * (r.value or 0) for r in smaller):
+        return None
+    steps = sorted(smaller, key=lambda r: -(r.value or 0))[:2]
+    return "the rate still rose: " + ", ".join(
+        f"{r.params['chains']}x{r.params['warps']}: {r.value:.4g}" for r in steps) + \
+        f" -> {b['chains']}x{b['warps']}: {best.value:.4g}; nothing larger timed lower"
 
 
 def _clean(r) -> bool:
