@@ -2,26 +2,113 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from gpudissect.catalog.model import CatalogError, UnknownVariant, load_catalog
+from gpudissect.report.cli import outputs_ok, writing
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Discover and quantify the undisclosed architecture of NVIDIA GPUs.")
 console = Console()
 err = Console(stderr=True)
+T = TypeVar("T")
 
 
 def fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpudissect")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from gpudissect import __version__
+
+        return __version__
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        console.print(f"gpudissect {_version()}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """Discover and quantify the undisclosed architecture of NVIDIA GPUs."""
+
+
+def _cache_ok() -> None:
+    """The compile cache, checked before any compile (one line when it cannot be used)."""
+    from gpudissect.kernel.toolchain import CacheDirError, cache_dir
+
+    try:
+        cache_dir()
+    except CacheDirError as e:
+        fail(str(e))
+
+
+def _interruptible(work: Callable[[], T], kept: str) -> T:
+    """``work()`` in a helper thread, so that Ctrl-C reaches this (main) thread at once instead
+    of after the worker pools inside ``work`` have finished their running and queued tasks.
+    On Ctrl-C: one line (``kept``: what stays), the temporary files of the compiles under way
+    removed (``work`` runs with a scratch folder of its own as the temporary folder), and the
+    process ends at once (exit 130) without waiting for those workers."""
+    import shutil
+    import tempfile
+
+    box: dict[str, object] = {}
+    scratch = tempfile.mkdtemp(prefix="gpudissect-")
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = os.environ["TMPDIR"] = scratch  # this process's and its children's
+
+    def target() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as e:  # handed to the main thread
+            box["error"] = e
+
+    t = threading.Thread(target=target, name="gpudissect-work", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.1)
+    except KeyboardInterrupt:
+        err.print(f"interrupted: {kept}", highlight=False, soft_wrap=True)
+        gone = scratch + "-gone"  # renamed first: the workers still running can add nothing to it
+        os.rename(scratch, gone)
+        shutil.rmtree(gone, ignore_errors=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+    shutil.rmtree(scratch, ignore_errors=True)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]  # type: ignore[return-value]
 
 
 def _progress() -> Progress:
@@ -66,10 +153,11 @@ def map_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
 ) -> None:
     """PTX->SASS map of the catalog, verified (needs no GPU)."""
-    from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
+    from gpudissect.kernel.toolchain import ToolchainMissing, cache_dir, find_tool
     from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
     from gpudissect.target import TargetError, make_target
 
+    outputs_ok(json_path, csv_path)
     cat = _catalog(catalog)
     try:
         vs = cat.select(pattern)
@@ -78,10 +166,13 @@ def map_cmd(
         target = make_target(arch)
     except (UnknownVariant, ToolchainMissing, TargetError) as e:
         fail(str(e))
+    _cache_ok()
     t0 = time.perf_counter()
     with _progress() as prog:
         task = prog.add_task(f"mapping {target.arch}", total=len(vs))
-        recs = map_catalog(vs, target, jobs=jobs or None, progress=lambda r: prog.advance(task))
+        recs = _interruptible(
+            lambda: map_catalog(vs, target, jobs=jobs or None, progress=lambda r: prog.advance(task)),
+            f"no map written; what was compiled stays in the cache {cache_dir()} (a rerun reuses it)")
     dt = time.perf_counter() - t0
     if not quiet:
         t = Table("variant", "status", "SASS (one instance)", "strategy", "reason", show_lines=False)
@@ -93,10 +184,13 @@ def map_cmd(
     s = summary(recs)
     console.print(f"{s['total']} variants on {target.arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
                   + f"  ({dt:.1f} s)")
-    if json_path:
-        write_json(recs, json_path)
-    if csv_path:
-        write_csv(recs, csv_path)
+    outs = [(p, w) for p, w in ((json_path, write_json), (csv_path, write_csv)) if p]
+    with writing(*(p for p, _ in outs)) as tmps:
+        for tmp, (_, write) in zip(tmps, outs, strict=True):
+            write(recs, tmp)
+    if not s.get("verified"):
+        fail(f"no variant verified on {target.arch} (every one failed or is unsupported: see the reasons)",
+             code=1)
 
 
 def _device(index: int, isolate: bool = False, timeout: float = 60.0):
@@ -125,11 +219,13 @@ def _device(index: int, isolate: bool = False, timeout: float = 60.0):
         fail(f"GPU {index}: {e}")
 
 
-def _store(db: Path | None):
-    from gpudissect.store.db import Store, StoreError
+def _store(db: Path | None, create: bool = False):
+    """The results database; for reading (``create=False``) an existing one only (.db or .db.gz),
+    never a new file."""
+    from gpudissect.store.db import StoreError, open_store
 
     try:
-        return Store(db)
+        return open_store(db, create=create)
     except StoreError as e:
         fail(str(e))
 
@@ -179,12 +275,14 @@ def run_cmd(
         fail(str(e))
     if not timeout > 0:
         fail(f"--timeout must be positive (got {timeout})")
+    target = _target(arch) if arch else None  # a bad --arch before any GPU work
+    _cache_ok()
     if gpus:
         _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate, timeout)
         return
     dev = _device(gpu, isolate, timeout)
-    store = _store(db)
-    target = _target(arch, dev)
+    store = _store(db, create=True)
+    target = target or _target(arch, dev)
     console.print(f"[bold]{dev.info.name}[/] {dev.info.uuid}  {dev.info.sm_count} SMs  driver {dev.info.driver}"
                   f"  clocks {dev.clocks()}")
     ctx = Context(dev, store, target, quick=quick, jobs=jobs or (os.cpu_count() or 2), options=options)
@@ -214,6 +312,12 @@ def run_cmd(
         console.print(f"{len(failures)} worker failure(s), each recorded on its item: "
                       + "; ".join(f[:120] for f in failures[:3]), highlight=False, soft_wrap=True)
     dev.close()
+    if not store.measured(out.run_id):
+        fail(f"run {out.run_id} ({suite}) measured nothing: every item failed or is unsupported "
+             f"(`gpudissect show --db {store.path}` lists them)", code=1)
+    bad_check = next((line for line in out.lines if line.startswith("self-check failed")), None)
+    if bad_check:  # the results are stored; the second route to them did not work
+        fail(f"{bad_check} (the run's results are stored; --no-selfcheck skips the check)", code=1)
 
 
 def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate,
@@ -228,7 +332,7 @@ def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, ca
         idx = gpu_indices(gpus)
     except (ValueError, NoGPU) as e:
         fail(str(e))
-    store = _store(db)  # create the schema once, before the writers start
+    store = _store(db, create=True)  # create the schema once, before the writers start
     path = store.path.resolve()
     store.close()
     per_jobs = jobs or max(1, (os.cpu_count() or 2) // len(idx))
@@ -293,13 +397,12 @@ def compare_gpus_cmd(
     """Spread of each measurement across GPUs (median, min, max, relative spread)."""
     from gpudissect.bench.compare import write_json
 
+    outputs_ok(json_path)
     store = _store(db)
     doc = _print_comparison(store, suite, run_ids or None, top)
     if json_path:
-        try:
-            write_json(doc, json_path)
-        except OSError as e:
-            fail(f"cannot write {json_path}: {e.strerror}")
+        with writing(json_path) as (tmp,):
+            write_json(doc, tmp)
         console.print(f"{len(doc['records'])} records -> {json_path}")
 
 
@@ -357,6 +460,12 @@ def export_cmd(
         write_suite_json,
     )
 
+    formats = ("json", "csv", "markdown", "suite", "layouts", "parquet")
+    if fmt not in formats:
+        fail(f"unknown format '{fmt}' ({', '.join(formats)})")
+    if data is not None and fmt not in ("json", "csv", "parquet"):
+        fail(f"--data exports json, csv or parquet (not {fmt})")
+    outputs_ok(out)
     if data is not None or fmt == "parquet":
         from gpudissect.report.load import LoadError, load_result_set
         from gpudissect.report.tabular import ExportError, write_table
@@ -364,7 +473,8 @@ def export_cmd(
         try:
             recs = (load_result_set(data).records(suite) if data is not None
                     else [{**r, "suite": None} for r in records(_store(db), run_id)])
-            n = write_table(recs, out, fmt)
+            with writing(out) as (tmp,):
+                n = write_table(recs, tmp, fmt)
         except (LoadError, ExportError) as e:
             fail(str(e))
         console.print(f"{n} records -> {out}")
@@ -373,27 +483,24 @@ def export_cmd(
     if suite and run_id is None:
         run_id = store.latest_run(suite)
         if run_id is None:
-            fail(f"no run of suite '{suite}' in {store.path}")
-    if fmt == "suite":
-        if run_id is None:
-            fail("--format suite needs --run N or --suite NAME")
-        n = write_suite_json(store, out, run_id)
-    elif fmt == "json":
-        n = write_json(store, out, run_id)
-    elif fmt == "csv":
-        n = write_csv(store, out, run_id)
-    elif fmt == "layouts":
-        if run_id is None:
-            fail("--format layouts needs --run N or --suite tensor")
-        doc = layouts_document(store, run_id)
-        write_document(doc, out)
-        n = len(doc["layouts"])
-    elif fmt == "markdown":
-        recs = records(store, run_id)
-        out.write_text(table_v(recs))
-        n = len(recs)
-    else:
-        fail(f"unknown format '{fmt}' (json, csv, markdown, suite, layouts, parquet)")
+            fail(f"no run of suite '{suite}' in {store.name}")
+    if fmt in ("suite", "layouts") and run_id is None:
+        fail(f"--format {fmt} needs --run N or --suite " + ("NAME" if fmt == "suite" else "tensor"))
+    with writing(out) as (tmp,):
+        if fmt == "suite":
+            n = write_suite_json(store, tmp, run_id)
+        elif fmt == "json":
+            n = write_json(store, tmp, run_id)
+        elif fmt == "csv":
+            n = write_csv(store, tmp, run_id)
+        elif fmt == "layouts":
+            doc = layouts_document(store, run_id)
+            write_document(doc, tmp)
+            n = len(doc["layouts"])
+        else:  # markdown
+            recs = records(store, run_id)
+            tmp.write_text(table_v(recs))
+            n = len(recs)
     console.print(f"{n} records -> {out}")
 
 
@@ -439,12 +546,13 @@ def time_cmd(
         target = make_target(arch)
     except TargetError as e:
         fail(str(e))
+    _cache_ok()
     rec = autoverify(v, target)
     console.print(f"{'verified' if rec.verified else '[red]' + rec.status + '[/]'} "
                   f"strategy={rec.strategy} SASS/instance: {' + '.join(rec.sass) or '-'}")
     if not rec.verified:
         if rec.status == "error":  # no strategy assembled: the PTX itself is bad input
-            fail(f"the PTX does not assemble: {(rec.reason or '').split('; ')[0]}")
+            fail(f"the PTX does not assemble: {_ptxas_says(v, rec, target)}")
         fail(rec.reason or "not verified", code=1)
     if no_gpu:
         return
@@ -459,6 +567,36 @@ def time_cmd(
         t.add_row(r.measure, str({k: v for k, v in r.params.items() if k != "lengths"}),
                   "-" if r.value is None else f"{r.value:.3f}", r.unit, "; ".join(r.flags))
     console.print(t)
+
+
+def _ptxas_says(v, rec, target) -> str:
+    """ptxas's whole message on the variant's kernel (its first strategy, one instance), on one
+    line: its temporary file called k.ptx, and the kernel line it names quoted."""
+    import re
+
+    from gpudissect.kernel.ptx import module_ptx
+    from gpudissect.kernel.toolchain import PtxasError, compile_ptx
+    from gpudissect.suites.instructions.strategies import strategy
+    from gpudissect.suites.instructions.template import generate
+
+    first = rec.attempts[0] if rec.attempts else None
+    try:
+        strat = strategy(first.strategy)
+        ptx = module_ptx([generate(v, strat, target, length=1, name="k")])
+        compile_ptx(ptx, target.arch, strat.opt, use_cache=False)
+    except PtxasError as e:
+        src, quoted, lines = ptx.splitlines(), set(), []
+        for line in e.message.splitlines():
+            line = " ".join(re.sub(r"\S*/(k\.ptx)", r"\1", line).split())
+            m = re.search(r"line (\d+);", line)
+            if m and 0 < int(m.group(1)) <= len(src) and m.group(1) not in quoted:
+                quoted.add(m.group(1))
+                line += f" [{src[int(m.group(1)) - 1].strip()}]"
+            lines.append(line)
+        return " | ".join(lines)
+    except Exception:  # the message as recorded, then
+        pass
+    return first.reason if first else (rec.reason or "")
 
 
 @app.command("audit")

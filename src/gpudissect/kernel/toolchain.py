@@ -106,9 +106,31 @@ def tool_version_full(tool: str) -> str:
     return m.group(1) if m else tool_version(tool)
 
 
+class CacheDirError(RuntimeError):
+    """The compile cache folder cannot be made or written (the message is one line)."""
+
+
+_cache_ok: dict[str, Path] = {}  # GPUDISSECT_CACHE value -> its folder, once checked
+
+
 def cache_dir() -> Path:
-    d = Path(os.environ.get("GPUDISSECT_CACHE", Path.home() / ".cache" / "gpudissect"))
-    d.mkdir(parents=True, exist_ok=True)
+    """The compile cache: ``$GPUDISSECT_CACHE``, or ``~/.cache/gpudissect`` when unset or empty;
+    made and checked for writing once per value (:class:`CacheDirError` when unusable)."""
+    env = os.environ.get("GPUDISSECT_CACHE", "")
+    if env in _cache_ok:
+        return _cache_ok[env]
+    d = Path(env) if env else Path.home() / ".cache" / "gpudissect"
+    try:
+        if d.exists() and not d.is_dir():
+            raise NotADirectoryError(0, "a file, not a folder")
+        d.mkdir(parents=True, exist_ok=True)
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise PermissionError(0, "not writable")
+    except OSError as e:
+        where = f"GPUDISSECT_CACHE={env}" if env else str(d)
+        raise CacheDirError(f"{where}: not usable as the compile cache ({e.strerror or e}); "
+                            "point GPUDISSECT_CACHE at a writable folder") from None
+    _cache_ok[env] = d
     return d
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -19,8 +21,40 @@ err = Console(stderr=True)
 
 
 def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def outputs_ok(*paths: Path | None) -> None:
+    """A command's output paths (``None``: not asked for), checked before its work: one line
+    and exit 2 when one cannot be written."""
+    from gpudissect.outputs import OutputError, check_outputs
+
+    try:
+        check_outputs(*paths)
+    except OutputError as e:
+        _fail(str(e))
+
+
+@contextmanager
+def writing(*paths: Path) -> Iterator[list[Path]]:
+    """Temporary paths beside ``paths`` to write (``gpudissect.outputs.atomic_outputs``): all
+    moved into place at the end, or none; a write error is one line."""
+    from gpudissect.outputs import atomic_outputs
+
+    try:
+        with atomic_outputs(*paths) as tmps:
+            yield tmps
+    except OSError as e:
+        _fail(f"cannot write {', '.join(map(str, paths))}: {e.strerror or e}")
+
+
+def write_texts(items: list[tuple[Path, Callable[[], str]]]) -> None:
+    """Every ``(path, text)`` pair, the texts made first, the files written together."""
+    texts = [make() for _, make in items]
+    with writing(*(p for p, _ in items)) as tmps:
+        for tmp, text in zip(tmps, texts, strict=True):
+            tmp.write_text(text)
 
 
 def _source(data: Path | None, db: Path | None):
@@ -54,16 +88,19 @@ def report_cmd(
     export (--accel-sim), from a data directory or a results database (no GPU needed)."""
     if markdown and accel_sim:
         _fail("choose one of --markdown and --accel-sim")
-    rs, data_dir = _source(data, db)
     if accel_sim:
-        _simexport(rs, out or Path("accel-sim.config"), None)
+        out = out or Path("accel-sim.config")
+        outputs_ok(out, out.with_suffix(".json"))
+        rs, _ = _source(data, db)
+        _simexport(rs, out, None)
         return
     if markdown:
         from gpudissect.report.markdown import timing_reference
 
         out = out or Path("timing-reference.md")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(timing_reference(rs))
+        outputs_ok(out)
+        rs, _ = _source(data, db)
+        write_texts([(out, lambda: timing_reference(rs))])
         console.print(f"timing reference of {rs.gpu} ({', '.join(rs.suites())}) -> {out}")
         return
     try:
@@ -73,18 +110,20 @@ def report_cmd(
     from gpudissect.report.html import write_html
 
     out = out or Path("report.html")
-    write_html(rs, out, data_dir)
+    outputs_ok(out)
+    rs, data_dir = _source(data, db)
+    with writing(out) as (tmp,):
+        write_html(rs, tmp, data_dir)
     console.print(f"report of {rs.gpu} ({', '.join(rs.suites())}) -> {out} ({out.stat().st_size // 1024} KiB)")
 
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:
+    """The config fragment and its JSON (paths checked by the caller), written together."""
     from gpudissect.report.simexport import accel_sim_config, simexport_data
 
     d = simexport_data(rs)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(accel_sim_config(d))
     json_out = json_out or out.with_suffix(".json")
-    json_out.write_text(json.dumps(d, indent=1) + "\n")
+    write_texts([(out, lambda: accel_sim_config(d)), (json_out, lambda: json.dumps(d, indent=1) + "\n")])
     n_set = sum(o["value"] is not None for o in d["options"])
     console.print(f"{n_set} of {len(d['options'])} options measured -> {out}, {json_out}")
 
@@ -97,6 +136,7 @@ def simexport_cmd(
 ) -> None:
     """GPGPU-Sim / Accel-Sim configuration fragment from the measurements (each line names its
     measurement; unmeasured options are commented out with the reason), plus a JSON."""
+    outputs_ok(out, json_out or out.with_suffix(".json"))
     rs, _ = _source(data, db)
     _simexport(rs, out, json_out)
 
@@ -118,17 +158,22 @@ def compare_cmd(
     from gpudissect.report.compare import compare, compare_document, compare_html, compare_markdown
     from gpudissect.report.load import LoadError, load_result_set
 
+    outputs_ok(md, html, json_out)
     try:
         ra, rb = load_result_set(a), load_result_set(b)
     except LoadError as e:
         _fail(str(e))
     rows = compare(ra, rb, threshold, include_one_sided=all_keys)
+    if not rows:
+        _fail(f"{a} and {b} have no quantities in common" + ("" if all_keys else
+              " (--all lists those present on one side only)"))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r.key, pattern)]
+        if not rows:
+            _fail(f"no quantity of {a} and {b} matches '{pattern}'")
+    n_common = len(rows)
     if only_diff:
         rows = [r for r in rows if r.differs]
-    if not rows:
-        console.print("no quantities in common" + (f" matching '{pattern}'" if pattern else ""))
     t = Table(title=f"{ra.gpu} vs {rb.gpu}")
     t.add_column("quantity", overflow="fold", min_width=20)
     for name in (f"A: {ra.label}", f"B: {rb.label}"):
@@ -147,18 +192,22 @@ def compare_cmd(
     if rows:
         console.print(t)
     n = sum(r.differs for r in rows)
-    console.print(f"{len(rows)} quantities compared, [bold red]{n}[/] differ by {threshold:.0%} or more"
-                  + (f" (first {limit} shown)" if len(rows) > limit else ""))
+    if rows:
+        console.print(f"{len(rows)} quantities compared, [bold red]{n}[/] differ by {threshold:.0%} or more"
+                      + (f" (first {limit} shown)" if len(rows) > limit else ""))
+    else:  # --only-diff and nothing differs
+        console.print(f"no differences: none of the {n_common} quantities compared differs by "
+                      f"{threshold:.0%} or more")
     ref = ra.reference or rb.reference
     if ref:
         console.print(f"reference: {ref['source']['citation']}", markup=False, highlight=False, soft_wrap=True)
-    for path, text in ((md, lambda: compare_markdown(ra, rb, rows, threshold)),
-                       (html, lambda: compare_html(ra, rb, rows, threshold)),
-                       (json_out, lambda: json.dumps(compare_document(ra, rb, rows, threshold), indent=1) + "\n")):
-        if path:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text())
-            console.print(f"-> {path}")
+    outs = [(path, text) for path, text in (
+        (md, lambda: compare_markdown(ra, rb, rows, threshold)),
+        (html, lambda: compare_html(ra, rb, rows, threshold)),
+        (json_out, lambda: json.dumps(compare_document(ra, rb, rows, threshold), indent=1) + "\n")) if path]
+    write_texts(outs)
+    for path, _ in outs:
+        console.print(f"-> {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -19,11 +19,13 @@ import json
 import shutil
 import sqlite3
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from gpudissect.store.export import SUITE_SCHEMA, suite_document
+from gpudissect.suites import SUITES
 
 SUITE_ORDER = ("instructions", "memory", "tensor", "behaviour")
 REFERENCES = {"a100": "reference_a100.json"}
@@ -128,6 +130,10 @@ def _legacy_provenance(records: list[dict], folder: Path | None, suite: str) -> 
 
 def _doc_from_json(obj, path: Path) -> dict | None:
     if isinstance(obj, dict) and obj.get("schema") == SUITE_SCHEMA:
+        if not isinstance(obj.get("records"), list) or not isinstance(obj.get("summary") or {}, dict) \
+                or not isinstance(obj.get("provenance") or {}, dict):
+            raise LoadError(f"{path}: a {SUITE_SCHEMA} document without its records, summary or "
+                            "provenance in their form (damaged?)")
         return obj
     if _is_record_list(obj):
         suite = _json_stem(path)
@@ -141,9 +147,18 @@ def _read_json(path: Path):
     """A JSON file, plain or gzipped (``.json.gz``)."""
     try:
         raw = path.read_bytes()
-        return json.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError, EOFError) as e:
-        raise LoadError(f"{path}: not readable JSON ({e})") from None
+        text = gzip.decompress(raw) if path.name.endswith(".gz") and raw else raw
+        if not text.strip():
+            raise LoadError(f"{path}: empty file")
+        return json.loads(text)
+    except EOFError:
+        raise LoadError(f"{path}: truncated gzip file (it ends before its compressed data does)") from None
+    except (gzip.BadGzipFile, zlib.error) as e:
+        raise LoadError(f"{path}: not a readable gzip file ({e})") from None
+    except OSError as e:
+        raise LoadError(f"{path}: cannot read it ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise LoadError(f"{path}: not valid JSON ({e})") from None
 
 
 def _json_stem(path: Path) -> str:
@@ -151,21 +166,11 @@ def _json_stem(path: Path) -> str:
 
 
 def _from_db(path: Path, label: str) -> ResultSet:
-    from gpudissect.store.db import Store, StoreError
+    from gpudissect.store.db import StoreError, open_store
 
     rs = ResultSet(label=label, source=str(path))
-    tmp = None
     try:
-        if path.suffix == ".gz":
-            tmp = tempfile.TemporaryDirectory()
-            db = Path(tmp.name) / path.stem
-            with gzip.open(path) as src, db.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
-            path = db
-        try:
-            store = Store(path)
-        except StoreError as e:
-            raise LoadError(str(e)) from None
+        store = open_store(path)
         try:
             for suite in sorted({r["suite"] for r in store.runs()}):
                 rid = store.latest_run(suite)
@@ -173,9 +178,10 @@ def _from_db(path: Path, label: str) -> ResultSet:
                     rs.docs[suite] = suite_document(store, rid)
         finally:
             store.close()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+    except StoreError as e:
+        raise LoadError(str(e)) from None
+    except sqlite3.DatabaseError as e:
+        raise LoadError(f"{path}: damaged results database ({e})") from None
     if not rs.docs:
         raise LoadError(f"{path}: no runs in this database")
     return rs
@@ -195,6 +201,9 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
         for f in sorted([*p.glob("*.json"), *p.glob("*.json.gz")]):
             obj = _read_json(f)
             doc = _doc_from_json(obj, f)
+            if doc is None and _json_stem(f) in SUITES:  # a suite's file must be its document
+                raise LoadError(f"{f}: not a {SUITE_SCHEMA} document nor a list of records "
+                                f"(empty or damaged?)")
             if doc is not None:
                 rs.docs[doc.get("suite") or _json_stem(f)] = doc
             elif not (isinstance(obj, dict) and str(obj.get("schema", "")).startswith("gpudissect.")):

@@ -14,9 +14,12 @@ already stored is skipped.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import zlib
 from collections.abc import Iterable
@@ -89,6 +92,40 @@ def default_path() -> Path:
     return Path(os.environ.get("GPUDISSECT_DB", "results.db"))
 
 
+def open_store(path: Path | str | None = None, *, create: bool = False) -> Store:
+    """The results database at ``path`` (default: :func:`default_path`). For reading
+    (``create=False``) a missing file is an error, never a new empty database; a ``.gz`` file
+    is read from an unpacked temporary copy, removed on :meth:`Store.close`."""
+    path = Path(path) if path else default_path()
+    if create:
+        if path.name.endswith(".gz"):
+            raise StoreError(f"{path}: a gzipped database is read-only here; results go into a .db")
+        return Store(path)
+    if not path.exists():
+        raise StoreError(f"{path}: no such results database (--db FILE or GPUDISSECT_DB names one)")
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory, not a results database")
+    if not path.name.endswith(".gz"):
+        return Store(path)
+    tmp = tempfile.TemporaryDirectory(prefix="gpudissect-")
+    copy = Path(tmp.name) / path.name.removesuffix(".gz")
+    try:
+        with gzip.open(path) as src, copy.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        store = Store(copy, name=str(path))
+    except BaseException as e:
+        tmp.cleanup()
+        if isinstance(e, EOFError):
+            raise StoreError(f"{path}: truncated gzip file (it ends before its compressed data does)") from None
+        if isinstance(e, (gzip.BadGzipFile, zlib.error)):
+            raise StoreError(f"{path}: not a readable gzip file ({e})") from None
+        if isinstance(e, OSError):
+            raise StoreError(f"{path}: cannot read it ({e.strerror or e})") from None
+        raise
+    store._tmp = tmp
+    return store
+
+
 @dataclass
 class Result:
     variant: str
@@ -153,8 +190,10 @@ class RunRecord(TypedDict):
 
 
 class Store:
-    def __init__(self, path: Path | str | None = None):
+    def __init__(self, path: Path | str | None = None, *, name: str | None = None):
         self.path = Path(path) if path else default_path()
+        self.name = name or str(self.path)  # what messages call it (a .db.gz is read from a copy)
+        self._tmp: tempfile.TemporaryDirectory | None = None  # that copy's folder (open_store)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             self._refuse_foreign()
@@ -167,9 +206,9 @@ class Store:
                 # OR IGNORE: several processes (one per GPU) may create the store at once
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             elif str(row[0]) != str(SCHEMA_VERSION):
-                raise StoreError(f"{self.path}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
+                raise StoreError(f"{self.name}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: not a gpudissect results database ({e})") from None
+            raise StoreError(f"{self.name}: not a gpudissect results database ({e})") from None
         self.db.row_factory = sqlite3.Row
 
     def _refuse_foreign(self) -> None:
@@ -182,20 +221,22 @@ class Store:
             row = self.db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         if row is None:
             self.db.close()
-            raise StoreError(f"{self.path}: an SQLite file of another program (tables: "
+            raise StoreError(f"{self.name}: an SQLite file of another program (tables: "
                              f"{', '.join(sorted(tables)[:6])}), not a gpudissect results database")
         if str(row[0]) != str(SCHEMA_VERSION):  # before anything is written to it
             self.db.close()
-            raise StoreError(f"{self.path}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
+            raise StoreError(f"{self.name}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
 
     def _loads(self, text, what: str):
         try:
             return json.loads(text)
         except (TypeError, ValueError) as e:  # a damaged file
-            raise StoreError(f"{self.path}: damaged {what}: {e}") from None
+            raise StoreError(f"{self.name}: damaged {what}: {e}") from None
 
     def close(self) -> None:
         self.db.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     @contextmanager
     def tx(self):
@@ -300,12 +341,19 @@ class Store:
     def run(self, run_id: int) -> RunRecord:
         row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
-            raise StoreError(f"{self.path}: no run {run_id}")
+            raise StoreError(f"{self.name}: no run {run_id}")
         d = dict(row)
         for k in ("clocks_before", "clocks_after", "params", "timing"):
             if d.get(k):
                 d[k] = self._loads(d[k], f"run {run_id}")
         return RunRecord(**d)
+
+    def measured(self, run_id: int) -> int:
+        """How many of the run's results hold a measurement (a value or a fit), not only an error
+        or an unsupported variant's flags."""
+        row = self.db.execute("SELECT COUNT(*) FROM results WHERE run_id=? AND (value IS NOT NULL "
+                              "OR fit IS NOT NULL)", (run_id,)).fetchone()
+        return int(row[0])
 
     def latest_run(self, suite: str, gpu_uuid: str | None = None) -> int | None:
         q, args = "SELECT id FROM runs WHERE suite=?", [suite]
