@@ -61,6 +61,12 @@ def instructions_doc(scale: float = 1.0, gpu: str = "Synthetic GPU") -> dict:
             "summary": {"conclusions": ["fp32 add has a 4-cycle dependent latency (synthetic)"]}, "records": recs}
 
 
+# bandwidth records of the memory suite: (level/direction, GB/s, bytes per cycle per SM);
+# ratios that a log axis with a cut-off baseline would distort (2754 vs 3079)
+BANDWIDTH = (("shared/read", 30000.0, 117.0), ("L2/read", 7000.0, 27.0), ("DRAM/read", 3079.0, 12.0),
+             ("DRAM/copy", 2754.0, None))
+
+
 def memory_doc() -> dict:
     """Shaped like analyse.memory.summarize's output."""
     return {"schema": SCHEMA, "suite": "memory", "provenance": prov(),
@@ -76,7 +82,17 @@ def memory_doc() -> dict:
                                                              {"stride_bytes": 8, "degree_warp": 2, "cycles": 4.0}],
                                                    "fit": {"rule": "degree_warp"}}}},
             "records": [rec("sweep/ca-random", "latency", 30.0 + i, params={"footprint": 1024 * 2 ** i},
-                            sass=["LDG.E"]) for i in range(6)]}
+                            sass=["LDG.E"]) for i in range(6)]
+            + [rec(f"bandwidth/{name}", "bandwidth", gbs, "GB/s", sass=[],
+                   params={"bytes_per_cycle_per_sm": bpc, "footprint": 1 << 28})
+               for name, gbs, bpc in BANDWIDTH]}
+
+
+# tensor variants of other kinds: (variant, SASS, rate, work per cycle per SM, 10^12/s, % of peak):
+# integer and binary types (TOPS), a fragment load (TB/s: its 'FLOP' are bytes moved)
+TENSOR_MORE = (("mma.sync.m16n8k32.s32.s8.s32", "IMMA.16832.S8.S8", 0.66, 5441.0, 1422.0, 66.4),
+               ("mma.sync.m16n8k256.s32.b1.s32.and.popc", "BMMA.168256.AND.POPC", 0.66, 43529.0, 11376.8, None),
+               ("ldmatrix.m8n8.x4.b16", "LDSM.16.M88.4", 0.25, 128.0, 33.5, None))
 
 
 def tensor_doc() -> dict:
@@ -86,7 +102,27 @@ def tensor_doc() -> dict:
                         "variants": {v: {"status": "native", "latency_cycles": {"chain": 33.0}}}},
             "records": [rec(v, "latency", 33.0, sass=["HMMA.16816.F32"], params={"family": "chain"}),
                         rec(v, "throughput_peak", 1.0, "instr/cycle/SM", sass=["HMMA.16816.F32"],
-                            params={"group": "mma", "pct_of_peak": 91.0, "tflops": 500.0})]}
+                            params={"group": "mma", "pct_of_peak": 91.0, "tflops": 500.0})]
+            + [rec(name, "throughput_peak", rate, "instr/cycle/SM", sass=[sass],
+                   params={"group": "mma", "pct_of_peak": pct, "tflops": tera, "flop_per_cycle_sm": per})
+               for name, sass, rate, per, tera, pct in TENSOR_MORE]}
+
+
+TIMELINE_SMS = 8  # SMs of the synthetic dispatch timeline: its figure must show a row for each
+
+
+def dispatch_record(sms: int = TIMELINE_SMS, per_sm: int = 4, resident: int = 2) -> dict:
+    """dispatch:1d-free with its per-block samples: ``per_sm`` blocks on each SM, ``resident``
+    at once, each 1 us long."""
+    lin, smid, g0, g1 = [], [], [], []
+    for b in range(sms * per_sm):
+        wave, sm = divmod(b, sms)
+        start = 1000.0 * (wave // resident) + 10.0 * (wave % resident)
+        lin.append(b), smid.append(sm), g0.append(start), g1.append(start + 1000.0)
+    r = rec("dispatch:1d-free", "dispatch", float(resident), "blocks/SM", sass=[],
+            params={"grid": [sms * per_sm, 1], "threads": 256, "smem": 0, "regs": 22, "live": 0})
+    r["samples"] = {"lin": lin, "smid": smid, "g0_ns": g0, "g1_ns": g1}
+    return r
 
 
 def behaviour_doc() -> dict:
@@ -94,10 +130,14 @@ def behaviour_doc() -> dict:
     return {"schema": SCHEMA, "suite": "behaviour", "provenance": prov(),
             "summary": {"conclusions": ["blocks are dispatched round-robin over SMs (synthetic)"],
                         "scheduler": {"pairs": {"schedulers": 4, "rule": "warp id mod 4"}},
+                        "dispatch": {"dispatch:1d-free": {"policy": "breadth-first (synthetic)", "blocks_per_sm": 2.0,
+                                                          "predicted_blocks_per_sm": 2, "in_order": True,
+                                                          "refill_gap_ns_median": 256.0,
+                                                          "params": {"grid": [32, 1], "threads": 256, "smem": 0}}},
                         "pipes": {"groups": [["fma", "alu"]]},
                         "occupancy": {"occ:r32": {"regs": 32, "measured_warps": 64, "predicted_warps": 64},
                                       "occ:r128": {"regs": 128, "measured_warps": 16, "predicted_warps": 16}}},
-            "records": [rec("dispatch:1d", "dispatch", 2.0, "blocks", sass=[])]}
+            "records": [rec("dispatch:1d", "dispatch", 2.0, "blocks", sass=[]), dispatch_record()]}
 
 
 def write_data_dir(root: Path, legacy_instructions: bool = False, suites=("instructions", "memory", "tensor",

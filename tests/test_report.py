@@ -9,7 +9,14 @@ import types
 from pathlib import Path
 
 import pytest
-from report_synth import instructions_doc, write_data_dir
+from report_synth import (
+    BANDWIDTH,
+    TIMELINE_SMS,
+    behaviour_doc,
+    instructions_doc,
+    memory_doc,
+    write_data_dir,
+)
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
@@ -73,14 +80,127 @@ def test_html_report_from_synthetic_data(full, monkeypatch):
     assert "L1 hit latency 30 cycles" in html  # memory conclusion
     assert "blocks are dispatched round-robin" in html  # behaviour finding
     assert "mma m16n8k16 f16 reaches 91% of peak" in html
-    trow = re.search(r"<tr><td><code>mma.sync.m16n8k16.f32.f16.f32</code>.*?</tr>", html, re.S).group(0)
-    assert ">33</td>" in trow and ">91</td>" in trow and ">500</td>" in trow  # latency, % of peak, TFLOP/s
+    variants = _table(html, "tensor-variants")
+    trow = re.search(r"<tr><td[^>]*><code>mma.sync.m16n8k16.f32.f16.f32</code>.*?</tr>", variants, re.S).group(0)
+    assert ">33</td>" in trow and ">91</td>" in trow and ">500 TFLOP/s</td>" in trow  # latency, % of peak
     assert html.count("data:image/png;base64,") >= 2  # instructions scatter + memory staircase
     assert "figures_behaviour: drawing failed: RuntimeError: no data to draw" in html
     assert not re.search(r"""(src|href)=["']?https?:""", html)  # offline: nothing fetched
     # the unmeasured variant shows '-' with its flag, not a number
     row = re.search(r"<tr data-cls=\"bit\">.*?</tr>", html, re.S).group(0)
     assert "unverified" in row and ">-</td>" in row
+
+
+def _table(html: str, key: str) -> str:
+    m = re.search(rf'<table id="{key}".*?</table>', html, re.S)
+    assert m, f"no table {key}"
+    return m.group(0)
+
+
+def _row(table: str, first: str) -> str:
+    m = re.search(rf"<tr><td[^>]*>(<code>)?{re.escape(first)}(</code>)?</td>.*?</tr>", table, re.S)
+    assert m, f"no row {first}"
+    return m.group(0)
+
+
+def test_html_report_reads_first_and_folds_the_raw_dumps(full):
+    """Key tables before findings, figures and raw dumps; findings as a table; every raw dump
+    closed; units and dates for people (formatting only: the stored values are unchanged)."""
+    html = render_html(load_result_set(full), full)
+    assert "<details open" not in html and "<ul" not in html  # dumps folded, no bullet lists
+    mem = html[html.index('<section id="memory">'):html.index('<section id="tensor">')]
+    order = [mem.index(x) for x in ('id="memory-levels"', 'id="memory-findings"', "<figure>", "Summary data as stored",
+                                    "Records (")]
+    assert order == sorted(order), order
+    for suite, key in (("tensor", "tensor-peaks"), ("behaviour", "behaviour-verdicts")):
+        sec = html[html.index(f'<section id="{suite}">'):]
+        assert sec.index(f'id="{key}"') < sec.index("Summary data as stored")
+    assert "L1 hit latency 30 cycles" in _table(html, "memory-findings")
+    levels = _table(html, "memory-levels")
+    assert ">256 KiB – 384 KiB</td>" in levels and ">50 MiB – 64 MiB</td>" in levels  # capacities
+    assert "3 TB/s (12 B/clk/SM)" in levels and ">128 B</td>" in levels
+    quantities = html[html.index('<section id="quantities">'):html.index('<section id="instructions">')]
+    assert ">256</td><td>KiB</td>" in quantities and ">3</td><td>TB/s</td>" in quantities
+    prov = html[html.index('<section id="provenance">'):]
+    assert "2023-11-14 22:13:20 UTC" in prov and "2023-11-14 22:14:20 UTC" in prov  # started, finished
+    assert not re.search(r"\d\.\d+e\+0?9", html)  # no Unix time printed as a float anywhere
+    verdicts = _table(html, "behaviour-verdicts")
+    assert "2 of 2 configurations match the CUDA occupancy rules" in verdicts
+    assert "breadth-first (synthetic)" in verdicts
+
+
+def test_tensor_units_follow_the_type(full):
+    """TFLOP/s for floating point, TOPS for integer and binary types, TB/s for fragment loads;
+    the suite's numbers unchanged."""
+    from gpudissect.suites.tensor.view import BYTES, FLOAT, INTEGER, op_kind
+
+    assert op_kind("mma.sync.m16n8k16.f32.f16.f32") is FLOAT and op_kind("wgmma.f32.e4m3") is FLOAT
+    assert op_kind("mma.sync.m16n8k32.s32.s8.s32") is INTEGER and op_kind("wgmma.s32.b1.and.popc") is INTEGER
+    assert op_kind("mma.sp.m16n8k64.s32.u4.s32") is INTEGER and op_kind("ldmatrix.m8n8.x4.b16") is BYTES
+    assert op_kind("wmma.load.a.m16n16k16.row.s8") is BYTES
+    t = _table(render_html(load_result_set(full), full), "tensor-variants")
+    assert "1422 TOPS" in _row(t, "mma.sync.m16n8k32.s32.s8.s32")
+    b1 = _row(t, "mma.sync.m16n8k256.s32.b1.s32.and.popc")
+    assert "11377 TOPS" in b1 and "43529 OP/cycle/SM" in b1 and "TFLOP" not in b1
+    assert "33.5 TB/s" in _row(t, "ldmatrix.m8n8.x4.b16") and "128 B/cycle/SM" in _row(t, "ldmatrix.m8n8.x4.b16")
+
+
+def test_units_and_dates_are_formatting_only():
+    from gpudissect.report.fmt import (
+        fmt_bandwidth,
+        fmt_bytes,
+        fmt_keyed,
+        fmt_quantity,
+        fmt_sig,
+        fmt_timestamp,
+    )
+
+    assert fmt_bytes(262144) == "256 KiB" and fmt_bytes(23726592.0) == "22.63 MiB"
+    assert fmt_bytes(34359738368) == "32 GiB" and fmt_bytes(32) == "32 B" and fmt_bytes(None) == "-"
+    assert fmt_bandwidth(3079.06) == "3.079 TB/s" and fmt_bandwidth(718.2) == "718.2 GB/s"
+    assert fmt_timestamp(1795474314.2298043) == "2026-11-23 22:51:54 UTC" and fmt_timestamp("x") == "-"
+    assert fmt_quantity(220416.0, "bytes") == ("215.2", "KiB") and fmt_quantity(32.5, "cycles") == ("32.5", "cycles")
+    assert fmt_keyed("time", 1.7e9) == "2023-11-14 22:13:20 UTC" and fmt_keyed("time", 5.0) == "5"
+    assert fmt_keyed("footprint", 98304) == "96 KiB" and fmt_keyed("compile_s", 66.17) == "66.2 s"
+    assert fmt_sig(43529.1) == "43529" and fmt_sig(0.015625) == "0.01562"
+
+
+def _drawn(monkeypatch, module, draw, doc, tmp_path):
+    """Call a figure function, keeping the figure it saves (and its bands) for inspection."""
+    kept = {}
+
+    def keep(fig, outdir, stem, dpi=120, bands=None, group=None):
+        kept.update(fig=fig, stem=stem, bands=bands)
+        return []
+
+    monkeypatch.setattr(module, "_save", keep)
+    draw(doc, tmp_path)
+    return kept
+
+
+def test_bandwidth_bars_are_linear_from_zero(monkeypatch, tmp_path):
+    from gpudissect.suites.memory import figures as mf
+
+    kept = _drawn(monkeypatch, mf, mf.bandwidth, memory_doc(), tmp_path)
+    ax = kept["fig"].axes[0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == sorted(g / 1000 for _, g, _ in BANDWIDTH)  # the same rates, in TB/s
+    assert kept["bands"].count == len(BANDWIDTH) and kept["bands"].axis == "x"
+
+
+def test_dispatch_timeline_has_a_row_per_sm(tmp_path):
+    from gpudissect.suites.behaviour.figures import lanes, timeline
+
+    doc = behaviour_doc()
+    paths = timeline(doc, tmp_path, "dispatch:1d-free")
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    meta = json.loads((tmp_path / "behaviour_timeline_1d-free.meta.json").read_text())
+    assert meta["bands"]["count"] == TIMELINE_SMS and meta["bands"]["axis"] == "y"
+    import numpy as np
+
+    lane, need = lanes(np.array([0, 0, 0, 1]), np.array([0.0, 1.0, 5.0, 0.0]), np.array([4.0, 3.0, 6.0, 1.0]))
+    assert list(lane) == [0, 1, 0, 0] and need == {0: 2, 1: 1}  # blocks resident at once side by side
 
 
 def test_timing_reference_sections(full, instr_only):
@@ -189,7 +309,7 @@ def test_cli_report_markdown_simexport_export(tmp_path, full):
         assert res.exit_code == 0, (args, res.output)
     assert (out / "r.html").read_text().startswith("<!DOCTYPE html>")
     assert json.loads((out / "a.json").read_text())["schema"] == "gpudissect.simexport/1"
-    assert len((out / "r.csv").read_text().splitlines()) == 1 + 6
+    assert len((out / "r.csv").read_text().splitlines()) == 1 + len(memory_doc()["records"])
     res = runner.invoke(app, ["report", "--data", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "no such file" in res.output
 

@@ -3,13 +3,16 @@
 A figure module exposes ``figures(doc, outdir) -> list[Path]`` (PNG and/or SVG drawn from
 the per-suite JSON document). Where a module is missing or fails, the pictures committed
 beside the data (``<data>/figures/<suite>*.png|svg``) are used, and the failure is reported.
+A ``<stem>.meta.json`` beside a picture (written by ``plotting.save_figure``) travels with it:
+the bands its data makes (checked by the browser test) and the group it is shown in.
 """
 
 from __future__ import annotations
 
 import base64
 import importlib
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -19,6 +22,24 @@ class Figure:
     name: str
     mime: str
     data_uri: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def attrs(self) -> dict[str, str]:
+        """``data-*`` attributes of the ``<img>``: the bands the picture must show."""
+        b = self.meta.get("bands") or {}
+        if not b:
+            return {}
+        return {"data-bands": str(b["count"]), "data-band-axis": str(b.get("axis", "y")),
+                "data-band-box": ",".join(str(x) for x in b.get("box", (0, 0, 1, 1)))}
+
+
+def _meta(path: Path) -> dict:
+    p = path.parent / f"{path.stem}.meta.json"
+    try:
+        return json.loads(p.read_text()) if p.exists() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def _uri(path: Path) -> tuple[str, str]:
@@ -62,5 +83,5 @@ def suite_figures(suite: str, doc: dict, workdir: Path, data_dir: Path | None = 
     figs = []
     for p in _pick(paths):
         mime, uri = _uri(p)
-        figs.append(Figure(suite, p.stem, mime, uri))
+        figs.append(Figure(suite, p.stem, mime, uri, _meta(p)))
     return figs

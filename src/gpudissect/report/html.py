@@ -1,4 +1,11 @@
-"""The HTML report: one self-contained file (inline CSS, JS and pictures; no network)."""
+"""The HTML report: one self-contained file (inline CSS, JS and pictures; no network).
+
+What a reader needs comes first: each suite's key table (instructions, memory levels, tensor
+peaks, behaviour verdicts), its findings as a table, its figures; the raw dumps (summary data,
+records, the suite's own wording of single-variant findings) follow folded away in closed
+``<details>``. Numbers are formatted (units, dates) by :mod:`gpudissect.report.fmt`, never
+changed.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +16,25 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from gpudissect.report.figures import suite_figures
-from gpudissect.report.fmt import fmt_num
+from gpudissect.report.figures import Figure, suite_figures
+from gpudissect.report.fmt import fmt_keyed, fmt_num, fmt_quantity, fmt_seconds, fmt_timestamp
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import all_metrics
+from gpudissect.report.tabular import Cell, ReportTable
 from gpudissect.suites import suite_module
 
 MAX_RECORD_ROWS = 1500
 MAX_LIST = 200
+SUBJECT_MAX = 90  # a finding's text before its first ': ' is its subject when no longer
 
 
-def render_value(v, depth: int = 0) -> Markup:
-    """Any JSON value as HTML: dicts as key/value tables, lists of dicts as tables."""
+def render_value(v, depth: int = 0, key: str = "") -> Markup:
+    """Any JSON value as HTML: dicts as key/value tables, lists of dicts as tables; numbers
+    read by their key (:func:`fmt_keyed`: Unix times as dates, byte counts in KiB/MiB/GiB)."""
     if isinstance(v, dict):
         if not v:
             return Markup("<i>{}</i>")
-        rows = "".join(f"<tr><th>{escape(k)}</th><td>{render_value(x, depth + 1)}</td></tr>"
+        rows = "".join(f"<tr><th>{escape(k)}</th><td>{render_value(x, depth + 1, k)}</td></tr>"
                        for k, x in v.items())
         return Markup(f'<table class="kv">{rows}</table>')
     if isinstance(v, list):
@@ -35,14 +45,14 @@ def render_value(v, depth: int = 0) -> Markup:
                     if k not in cols:
                         cols.append(k)
             head = "".join(f"<th>{escape(c)}</th>" for c in cols)
-            body = "".join("<tr>" + "".join(f"<td>{render_value(x.get(c), depth + 1)}</td>" for c in cols)
+            body = "".join("<tr>" + "".join(f"<td>{render_value(x.get(c), depth + 1, c)}</td>" for c in cols)
                            + "</tr>" for x in v[:MAX_LIST])
             more = f"<p class=note>{len(v) - MAX_LIST} more rows in the JSON</p>" if len(v) > MAX_LIST else ""
             return Markup(f'<table class="grid"><tr>{head}</tr>{body}</table>{more}')
-        items = ", ".join(str(render_value(x, depth + 1)) for x in v[:MAX_LIST])
+        items = ", ".join(str(render_value(x, depth + 1, key)) for x in v[:MAX_LIST])
         more = f", ... ({len(v)} items)" if len(v) > MAX_LIST else ""
         return Markup(f"[{items}{escape(more)}]")
-    return escape(fmt_num(v))
+    return escape(fmt_keyed(key, v))
 
 
 def _params_short(p: dict | None) -> str:
@@ -54,6 +64,8 @@ def _params_short(p: dict | None) -> str:
             v = f"[{len(v)} values]"
         elif isinstance(v, dict) and len(json.dumps(v)) > 80:
             v = "{...}"
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = fmt_keyed(k, v)
         out[k] = v
     s = ", ".join(f"{k}={v}" for k, v in out.items())
     return s if len(s) < 160 else s[:157] + "..."
@@ -62,46 +74,124 @@ def _params_short(p: dict | None) -> str:
 def _records_table(records: list[dict]) -> dict:
     rows = []
     for r in records[:MAX_RECORD_ROWS]:
+        value_s, unit = fmt_quantity(r.get("value"), r.get("unit"))
         rows.append({"variant": r.get("variant") or "", "measure": r.get("measure") or "",
                      "params": _params_short(r.get("params")), "value": r.get("value"),
-                     "value_s": fmt_num(r.get("value")), "unit": r.get("unit") or "",
-                     "statistic": r.get("statistic") or "",
+                     "value_s": value_s, "unit": unit, "statistic": r.get("statistic") or "",
                      "flags": "; ".join(r.get("flags") or []), "sass": " + ".join(r.get("sass") or [])})
     return {"rows": rows, "total": len(records), "shown": len(rows)}
 
 
 def _when(t) -> str:
-    try:
-        return _dt.datetime.fromtimestamp(float(t), _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except (TypeError, ValueError, OverflowError):
+    return fmt_timestamp(t)
+
+
+def split_finding(text: str) -> tuple[str, str]:
+    """(subject, finding): the text before the first ': ' where that is short, else ''."""
+    head, sep, rest = text.partition(": ")
+    return (head, rest) if sep and len(head) <= SUBJECT_MAX else ("", text)
+
+
+def findings_table(key: str, findings: list[str]) -> ReportTable:
+    t = ReportTable(f"{key}-findings", "Findings", ["subject", "finding"], wrap=(0, 1), sortable=False)
+    for f in findings:
+        subject, text = split_finding(f)
+        t.add(Cell(subject, cls="subject"), text)
+    return t
+
+
+def clocks_text(c: dict | None) -> str:
+    """A clocks record of the provenance in one line (NVML's clocks, the SM clock measured in
+    a kernel, temperature, power, when)."""
+    if not c:
         return "-"
+    parts = [f"SM {fmt_num(c.get('sm_mhz'))} MHz (NVML; max {fmt_num(c.get('sm_max_mhz'))})"]
+    if c.get("sm_mhz_kernel") is not None:
+        parts.append(f"{fmt_num(c['sm_mhz_kernel'])} MHz measured in a kernel "
+                     f"({fmt_num(c.get('sm_mhz_kernel_min'))}-{fmt_num(c.get('sm_mhz_kernel_max'))})")
+    if c.get("mem_mhz") is not None:
+        parts.append(f"memory {fmt_num(c['mem_mhz'])} MHz")
+    if c.get("temp_c") is not None:
+        parts.append(f"{fmt_num(c['temp_c'])} °C")
+    if c.get("power_w") is not None:
+        parts.append(f"{fmt_num(c['power_w'])} W")
+    if c.get("time") is not None:
+        parts.append(f"at {fmt_timestamp(c['time'])}")
+    return ", ".join(parts)
+
+
+def timing_text(t: dict | None) -> str:
+    """The runner's timing split of a suite run: total, then compile, GPU, store, analysis."""
+    if not t:
+        return "-"
+    names = {"compile_s": "compile", "gpu_s": "GPU", "store_s": "store", "analysis_s": "analysis"}
+    split = ", ".join(f"{n} {fmt_seconds(t[k])}" for k, n in names.items() if t.get(k) is not None)
+    total = fmt_seconds(t.get("total_s")) if t.get("total_s") is not None else ""
+    return f"{total} ({split})" if total and split else (total or split or "-")
+
+
+def _summary_line(rs: ResultSet, prov: dict) -> str:
+    """GPU, SMs, architecture, driver, SM clock and run date, for the top of the page."""
+    c = prov.get("clocks_before") or {}
+    started = [(rs.docs[s].get("provenance") or {}).get("started") for s in rs.suites()]
+    started = [t for t in started if isinstance(t, (int, float))]
+    bits = [f"{prov.get('sm_count')} SMs" if prov.get("sm_count") else "", prov.get("arch") or "",
+            f"driver {prov['driver']}" if prov.get("driver") else "",
+            f"SM clock {fmt_num(c['sm_mhz'])} MHz" if c.get("sm_mhz") is not None else "",
+            f"measured {fmt_timestamp(min(started))}" if started else ""]
+    return " · ".join(b for b in bits if b)
+
+
+def _figure_groups(figs: list[Figure]) -> tuple[list[Figure], dict[str, list[Figure]]]:
+    shown = [f for f in figs if not f.meta.get("group")]
+    groups: dict[str, list[Figure]] = {}
+    for f in figs:
+        if f.meta.get("group"):
+            groups.setdefault(f.meta["group"], []).append(f)
+    return shown, groups
+
+
+def _metric_rows(rs: ResultSet) -> list[dict]:
+    rows = []
+    for name, found in all_metrics(rs).items():
+        if found is None:
+            rows.append({"name": name, "found": None})
+            continue
+        value_s, unit = fmt_quantity(found.value, found.unit)
+        rows.append({"name": name, "found": found, "value_s": value_s, "unit": unit})
+    return rows
+
+
+def _suite_entry(s: str, rs: ResultSet, workdir: Path, data_dir: Path | None, warnings: list[str]) -> dict:
+    doc = rs.docs[s]
+    summary = dict(doc.get("summary") or {})
+    conclusions = list(summary.pop("conclusions", []) or [])
+    prov = doc.get("provenance") or {}
+    figs = suite_figures(s, doc, workdir, data_dir, warnings)
+    shown, groups = _figure_groups(figs)
+    entry = {"name": s, "summary": summary, "summary_html": render_value(summary) if summary else None,
+             "provenance": prov, "started": _when(prov.get("started")), "finished": _when(prov.get("finished")),
+             "timing": timing_text(prov.get("timing")), "figures": shown, "figure_groups": groups,
+             "n_records": len(doc.get("records") or []), "key_tables": [], "tables": [],
+             "findings": conclusions, "findings_more": [], "findings_more_title": ""}
+    # a suite's own part of its section (its key table, findings, tables), through the registry
+    section = getattr(suite_module(s, "view"), "report_section", None)
+    if section is not None:
+        entry.update(section(doc, rs))
+    entry["findings_table"] = findings_table(s, entry["findings"]) if entry["findings"] else None
+    if "instr" not in entry:
+        entry["records"] = _records_table(doc.get("records") or [])
+    return entry
 
 
 def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path) -> dict:
     warnings: list[str] = []
-    suites = []
-    for s in rs.suites():
-        doc = rs.docs[s]
-        summary = dict(doc.get("summary") or {})
-        conclusions = summary.pop("conclusions", []) or []
-        prov = doc.get("provenance") or {}
-        entry = {"name": s, "conclusions": conclusions, "summary": summary,
-                 "summary_html": render_value(summary) if summary else None,
-                 "provenance": prov, "started": _when(prov.get("started")),
-                 "finished": _when(prov.get("finished")),
-                 "figures": suite_figures(s, doc, workdir, data_dir, warnings),
-                 "n_records": len(doc.get("records") or []), "summary_open": True}
-        # a suite's own part of its section (tables of its own rows), through the registry
-        section = getattr(suite_module(s, "view"), "report_section", None)
-        if section is not None:
-            entry.update(section(doc, rs))
-        if "instr" not in entry:
-            entry["records"] = _records_table(doc.get("records") or [])
-        suites.append(entry)
-    metrics = [{"name": k, "found": v} for k, v in all_metrics(rs).items()]
+    suites = [_suite_entry(s, rs, workdir, data_dir, warnings) for s in rs.suites()]
     prov = rs.provenance()
-    return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": metrics,
+    return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "summary_line": _summary_line(rs, prov), "clocks_before": clocks_text(prov.get("clocks_before")),
+            "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
             "extras": {k: render_value(v) for k, v in rs.extras.items()}, "fmt": fmt_num,
             "render": render_value}
 

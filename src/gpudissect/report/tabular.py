@@ -1,4 +1,5 @@
-"""Flat tables of records: CSV, JSON and Parquet (pyarrow, the ``report`` extra).
+"""Flat tables of records: CSV, JSON and Parquet (pyarrow, the ``report`` extra); and
+:class:`ReportTable`, the shape in which a suite's view hands the HTML report a table.
 
 One row per record with the stable keys of ``store.export.JSON_KEYS`` plus ``suite``; the
 nested fields (params, fit, samples) are JSON text in Parquet and CSV, lists (flags, sass)
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudissect.store.export import JSON_KEYS
@@ -99,3 +101,40 @@ def write_table(recs: list[dict], path: Path, fmt: str) -> int:
     if fmt not in writers:
         raise ExportError(f"unknown table format '{fmt}' ({', '.join(writers)})")
     return writers[fmt](recs, path)
+
+
+@dataclass
+class Cell:
+    """One cell of a report table: the text shown, the value a sort uses (None: the text),
+    and CSS classes (``num``, ``code``, ``flags``, ``note``, ``wrap``)."""
+    text: str
+    sort: float | str | None = None
+    cls: str = ""
+
+
+@dataclass
+class ReportTable:
+    """A table of the HTML report, already formatted (views build them, the template draws
+    them). ``numeric`` columns are right-aligned and sort as numbers; ``code`` columns are
+    monospace; ``wrap`` columns (flags, SASS, long names) break anywhere so the table fits the
+    page. ``scroll`` puts a long table in a box of limited height with its header kept in
+    view; ``collapsed`` puts it in a closed ``<details>``."""
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    note: str = ""
+    numeric: tuple[int, ...] = ()
+    code: tuple[int, ...] = ()
+    wrap: tuple[int, ...] = ()
+    scroll: bool = False
+    collapsed: bool = False
+    sortable: bool = True
+
+    def add(self, *cells) -> None:
+        """Append a row; each cell a :class:`Cell`, or a value shown as ``str`` (None: '-')."""
+        self.rows.append([c if isinstance(c, Cell) else Cell("-" if c is None else str(c)) for c in cells])
+
+    def col_class(self, i: int) -> str:
+        return " ".join(name for name, cols in (("num", self.numeric), ("code", self.code),
+                                                ("wrap", self.wrap)) if i in cols)

@@ -1,5 +1,5 @@
 """Figures of the behaviour suite, drawn from its per-suite JSON document (PNG and SVG):
-block -> SM timelines, the occupancy table (measured vs rules), the warp-pair slowdown
+block -> SM timelines (one row per SM), the occupancy table (measured vs rules), the warp-pair slowdown
 matrix (scheduler sharing) and the pipe-pair overlap matrix."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
+from gpudissect.report.fmt import fmt_bytes
+from gpudissect.report.plotting import BAND_MIN_PX, Bands, band_inches
 from gpudissect.report.plotting import save_figure as _save
 
 
@@ -21,32 +23,64 @@ def _rec(doc: dict, variant: str) -> dict | None:
                  and r.get("value") is not None and r.get("samples")), None)
 
 
+def lanes(sm: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> tuple[np.ndarray, dict[int, int]]:
+    """A lane for each block inside its SM's row, so that blocks resident at once on one SM
+    sit side by side instead of over each other (the lowest lane free at the block's start),
+    and the lanes each SM needed."""
+    lane = np.zeros(len(sm), dtype=int)
+    need: dict[int, int] = {}
+    for s in np.unique(sm):
+        ends: list[float] = []  # per lane: when its last block ended
+        for i in sorted(np.flatnonzero(sm == s), key=lambda i: (g0[i], g1[i])):
+            free = next((k for k, e in enumerate(ends) if e <= g0[i]), len(ends))
+            if free == len(ends):
+                ends.append(0.0)
+            ends[free] = g1[i]
+            lane[i] = free
+        need[int(s)] = max(1, len(ends))
+    return lane, need
+
+
+ROW = 0.66  # of an SM's row, the height its blocks fill (the rest is the gap between rows)
+TIMELINE_DPI = 100
+
+
 def timeline(doc: dict, outdir: Path, variant: str) -> list[Path]:
+    """Block -> SM timeline: one row per SM (every SM of the data), its blocks as bars in
+    time, blocks resident at once in lanes of the row; tall enough that each row keeps
+    ``BAND_MIN_PX`` pixels in the PNG (a thin bar per block lost most rows)."""
     r = _rec(doc, variant)
     if r is None:
         return []
     s = r["samples"]
     lin, sm = np.array(s["lin"]), np.array(s["smid"])
     g0, g1 = np.array(s["g0_ns"]) / 1000, np.array(s["g1_ns"]) / 1000
-    fig, ax = plt.subplots(figsize=(10, 6))
+    lane, need = lanes(sm, g0, g1)
+    per = np.array([need[int(x)] for x in sm])
+    lo, hi = int(sm.min()), int(sm.max())
+    plot_h = band_inches(hi - lo + 1, TIMELINE_DPI, BAND_MIN_PX + 1)
+    fig, ax = plt.subplots(figsize=(11, plot_h + 1.4), layout="constrained")
     cmap = plt.get_cmap("viridis")
     n = max(len(lin), 1)
-    ax.barh(sm, g1 - g0, left=g0, height=0.8 / max(1, r["value"] or 1),
+    ax.barh(sm - ROW / 2 + lane * ROW / per, g1 - g0, left=g0, height=ROW / per, align="edge",
             color=cmap(lin / n), edgecolor="none")
     sc = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, n))
-    fig.colorbar(sc, ax=ax, label="block id (linear)")
+    fig.colorbar(sc, ax=ax, label="block id (linear)", fraction=0.04, pad=0.01)
+    ax.set_ylim(lo - 0.5, hi + 0.5)
+    ax.set_xlim(0, float(g1.max()) * 1.01)
     ax.set_xlabel("time (µs, %globaltimer)")
-    ax.set_ylabel("SM (%smid)")
+    ax.set_ylabel(f"SM (%smid): {len(need)} SMs, blocks resident at once side by side")
     q = r["params"]
     ax.set_title(f"Block -> SM timeline, {variant} (grid {q['grid']}, {q['threads']} threads, "
-                 f"{q['smem']} B smem) ({_gpu(doc)})", fontsize=9)
-    return _save(fig, outdir, "behaviour_timeline_" + variant.split(":", 1)[1])
+                 f"{fmt_bytes(q['smem'])} smem) ({_gpu(doc)})", fontsize=9)
+    return _save(fig, outdir, "behaviour_timeline_" + variant.split(":", 1)[1], dpi=TIMELINE_DPI,
+                 bands=Bands(ax, len(need), "y"))
 
 
 def first_wave(doc: dict, outdir: Path) -> list[Path]:
-    d = (doc.get("summary") or {}).get("dispatch") or {}
+    d = {k: v for k, v in ((doc.get("summary") or {}).get("dispatch") or {}).items() if v.get("first_sms")}
     if not d:
-        return []
+        return []  # no first-wave sequence: no figure rather than empty axes
     fig, ax = plt.subplots(figsize=(8, 4))
     for name, v in d.items():
         seq = v.get("first_sms") or []
@@ -61,11 +95,11 @@ def first_wave(doc: dict, outdir: Path) -> list[Path]:
 
 def occupancy(doc: dict, outdir: Path) -> list[Path]:
     occ = (doc.get("summary") or {}).get("occupancy") or {}
-    if not occ:
-        return []
     axes_def = [("live=", "regs", "registers per thread (cubin)"),
                 ("smem=", "smem", "shared memory per block (KiB)"),
                 ("threads=", "threads", "threads per block")]
+    if not any(key in k for key, _, _ in axes_def for k in occ):
+        return []  # no sweep along registers, shared memory or threads: nothing to draw
     fig, axs = plt.subplots(1, 3, figsize=(14, 4))
     for ax, (key, field, label) in zip(axs, axes_def, strict=True):
         rows = sorted((v[field] / (1024 if field == "smem" else 1), v["measured_warps"], v["predicted_warps"])

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpudissect.report.plotting import save_figure
 from gpudissect.suites.instructions.view import by_class, instruction_rows
 
 
 def figures(doc: dict, outdir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in instruction_rows(doc.get("records") or [])
             if r.latency is not None and r.throughput is not None]
     if not rows:
         return []
-    outdir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
     cmap = plt.get_cmap("tab20")
     for i, (cls, rs) in enumerate(by_class(rows).items()):
@@ -31,10 +28,4 @@ def figures(doc: dict, outdir: Path) -> list[Path]:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="upper right")
     fig.tight_layout()
-    out = []
-    for ext in ("png", "svg"):
-        p = outdir / f"instructions_latency_throughput.{ext}"
-        fig.savefig(p)
-        out.append(p)
-    plt.close(fig)
-    return out
+    return save_figure(fig, outdir, "instructions_latency_throughput", dpi=100)

@@ -126,7 +126,6 @@ def report_section(doc: dict, rs) -> dict:
     sched = lookup(rs, "schedulers_per_sm")
     nsched = int(sched.value) if sched else 4
     return {
-        "summary_open": False,
         "nsched": nsched,
         "nsched_src": f"measured: {sched.source}" if sched else "not measured: 4 assumed",
         "instr": [{

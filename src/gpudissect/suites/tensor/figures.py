@@ -1,6 +1,7 @@
 """Figures of the tensor suite from its per-suite JSON document: fragment layouts (lanes
-coloured on the matrices A, B, C/D, each cell labelled lane:element) and throughput bars
-(measured TFLOP/s beside the clock-scaled datasheet peak)."""
+coloured on the matrices A, B, C/D, each cell labelled lane:element; shown folded in the
+report) and throughput bars (% of the clock-scaled datasheet peak per form and input type,
+labelled in TFLOP/s or, for integer types, TOPS)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpudissect.report.plotting import save_figure
+from gpudissect.report.fmt import fmt_tera
+from gpudissect.report.plotting import Bands, save_figure
+from gpudissect.suites.tensor.view import op_kind, peak_rows, tensor_rows
 
 LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
                "mma.sync.m16n8k32.s32.s8.s32", "mma.sync.m16n8k8.f64.f64.f64",
@@ -17,8 +20,7 @@ LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
 FRAGMENT_FIGS = ("wmma.load.a.m16n16k16.row.f16", "wmma.load.b.m16n16k16.col.f16",
                  "wmma.load.c.m16n16k16.row.f32", "wmma.load.a.m16n16k8.row.tf32",
                  "wmma.load.a.m8n8k32.row.s4", "wmma.load.c.m8n32k16.row.f32")
-
-
+LAYOUT_GROUP = "Fragment layouts: which lane holds which element"
 
 
 def _draw_slots(ax, rows: int, cols: int, slots: list, title: str) -> None:
@@ -56,7 +58,7 @@ def layout_figure(name: str, params: dict, outdir: Path) -> list[Path]:
     fig.suptitle(f"{name}: lanes (colour, lane:element) — experiment "
                  f"{'matches' if ok else 'DIFFERS from'} the PTX reference"
                  f" ({params.get('triples')} products checked)", fontsize=9)
-    return save_figure(fig, outdir, "tensor_layout_" + name.replace(".", "_"), dpi=110)
+    return save_figure(fig, outdir, "tensor_layout_" + name.replace(".", "_"), dpi=110, group=LAYOUT_GROUP)
 
 
 def wmma_fragment_figure(name: str, params: dict, outdir: Path) -> list[Path]:
@@ -68,40 +70,34 @@ def wmma_fragment_figure(name: str, params: dict, outdir: Path) -> list[Path]:
                 f"{params['frag'].upper()} ({rows}x{cols}, {params['layout']}-major in memory); "
                 f"each element held {cov.get('copies_min')}-{cov.get('copies_max')}x")
     fig.suptitle(f"{name}: observed fragment (lane:element)\n{params.get('tiling_text', '')}", fontsize=7)
-    return save_figure(fig, outdir, "tensor_fragment_" + name.replace(".", "_"), dpi=110)
+    return save_figure(fig, outdir, "tensor_fragment_" + name.replace(".", "_"), dpi=110, group=LAYOUT_GROUP)
 
 
 def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
-    """Per variant, its best configuration: % of the datasheet peak scaled to the observed
-    clock (variants without a datasheet figure, b1 and s4/u4, are left out)."""
-    best: dict[str, tuple] = {}
-    for r in doc.get("records", []):
-        if r["measure"] != "throughput_peak" or r["value"] is None:
-            continue
-        p = r["params"]
-        if p.get("pct_of_peak") is None:
-            continue
-        cfg = "" if p.get("group") == "mma" else f" (N={p.get('n')}, A {p.get('a_from')})"
-        if r["variant"] not in best or p["pct_of_peak"] > best[r["variant"]][1]:
-            best[r["variant"]] = (r["variant"] + cfg, p["pct_of_peak"], p.get("tflops"))
-    rows = sorted(best.values(), key=lambda x: x[1])
+    """Per instruction form and input type, its best variant: % of the datasheet peak scaled
+    to the observed clock, labelled with its throughput (TFLOP/s, or TOPS for integer types).
+    Types without a datasheet figure (b1, s4/u4) and loads/stores are left out; every variant
+    is in the report's table."""
+    rows = [r for r in peak_rows(tensor_rows(doc.get("records") or [])) if r["pct_of_peak"] is not None]
     if not rows:
         return []
-    fig, ax = plt.subplots(figsize=(8, 0.2 * len(rows) + 1.5))
+    rows.sort(key=lambda r: r["pct_of_peak"])
+    fig, ax = plt.subplots(figsize=(10, 0.22 * len(rows) + 1.3), layout="constrained")
     y = np.arange(len(rows))
-    colors = ["tab:green" if "wgmma" in r[0] else "tab:blue" for r in rows]
-    ax.barh(y, [r[1] for r in rows], color=colors)
+    colors = ["tab:green" if r["form"] == "wgmma" else "tab:blue" for r in rows]
+    ax.barh(y, [r["pct_of_peak"] for r in rows], height=0.7, color=colors)
     for yi, r in zip(y, rows, strict=True):
-        ax.text(r[1] + 1, yi, f"{r[2]:.0f} TFLOP/s" if r[2] else "", va="center", fontsize=5)
-    ax.axvline(100, color="tab:red", lw=0.8)
-    ax.axvline(90, color="tab:red", lw=0.5, ls="--")
-    ax.set_yticks(y)
-    ax.set_yticklabels([r[0] for r in rows], fontsize=5.5)
-    ax.set_xlim(0, 120)
-    ax.set_xlabel("% of the datasheet dense peak scaled to the observed SM clock (best configuration)")
-    ax.set_title(f"Tensor-core throughput (green: wgmma, blue: mma.sync): "
-                 f"{doc.get('provenance', {}).get('gpu_name', '')}", fontsize=8)
-    return save_figure(fig, outdir, "tensor_throughput", dpi=110)
+        ax.text(r["pct_of_peak"] + 1, yi, f"{fmt_tera(r['tflops'], op_kind(r['variant']).rate)}  {r['variant']}",
+                va="center", fontsize=6.5)
+    for x, ls in ((100, "-"), (90, "--")):
+        ax.axvline(x, color="0.35", lw=0.8, ls=ls)  # grey: the bars alone are coloured
+    ax.set_yticks(y, [f"{r['form']} {r['inputs']}" for r in rows], fontsize=7)
+    ax.set_xlim(0, 160)
+    ax.set_xticks(range(0, 101, 20))
+    ax.set_xlabel("% of the datasheet dense peak scaled to the observed SM clock (best variant)")
+    ax.set_title(f"Tensor-core throughput per form and input type (green: wgmma, blue: others): "
+                 f"{doc.get('provenance', {}).get('gpu_name', '')}", fontsize=9)
+    return save_figure(fig, outdir, "tensor_throughput", dpi=100, bands=Bands(ax, len(rows), "y"))
 
 
 def figures(doc: dict, outdir: Path) -> list[Path]:
