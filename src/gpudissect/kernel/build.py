@@ -48,10 +48,14 @@ class Built:
     def spills(self) -> bool:
         return any(i.opcode in ("LDL", "STL") for i in self.instrs)
 
+    usage: dict[str, int] | None = None  # cuobjdump's resource usage, once read (travels along)
+
     @property
     def regs(self) -> int:
         """Registers per thread (cuobjdump's resource usage)."""
-        return _usage(self.cubin).get(self.kernel.name, {}).get("REG", 0)
+        if self.usage is None:
+            self.usage = _usage(self.cubin).get(self.kernel.name, {})
+        return self.usage.get("REG", 0)
 
     def light(self) -> Built:
         """This kernel without its parsed SASS (``instrs``, ``region``): what a measurement

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import attach, kernel_controls, region_stalls
+from gpudissect.kernel.parallel import pimap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.suites.instructions.checks import CheckResult, Sample, check_family
@@ -125,6 +126,38 @@ def _finish(rec: MapRecord) -> MapRecord:
     return rec
 
 
+def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapRecord]], str]) -> list[MapRecord]:
+    """One strategy on one chunk of variants (one module; in a worker process): each variant's
+    record with this strategy's attempt added, and filled in when it verifies."""
+    strat, chunk, arch = job
+    kernels = [k for _, ks, _ in chunk for k in ks]
+    try:
+        built = build_module(kernels, arch, strat.opt)
+    except PtxasError as e:
+        if len(chunk) > 1:  # isolate the variant that does not assemble
+            return [r for item in chunk for r in _verify_chunk((strat, [item], arch))]
+        rec = chunk[0][2]
+        rec.attempts.append(Attempt(strat.name, False, str(e)))
+        if e.unsupported:
+            rec.status = "unsupported"
+            rec.reason = f"ptxas: {e.message.splitlines()[0][:200]}"
+        return [rec]
+    for v, ks, rec in chunk:
+        bs = [built[k.name] for k in ks]
+        bad = next((b for b in bs if isinstance(b, Exception)), None)
+        if bad is not None:
+            rec.attempts.append(Attempt(strat.name, False, str(bad)))
+            continue
+        res = check_built(v, strat, bs)  # type: ignore[arg-type]
+        rec.attempts.append(Attempt(strat.name, res.ok, res.reason))
+        if res.ok:
+            _record_pass(rec, strat, res, bs)  # type: ignore[arg-type]
+        elif not rec.sass:
+            rec.sass = res.sass
+            rec.sass_counts = res.sass_counts
+    return [rec for _, _, rec in chunk]
+
+
 MODULE_VARIANTS = 24  # variants per module in a batch round
 
 
@@ -136,9 +169,7 @@ def autoverify_many(
     progress=None,
 ) -> list[MapRecord]:
     """Autoverify many variants: each strategy round compiles the pending variants in batched
-    modules (in parallel); what fails moves on to the next strategy."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    modules (in parallel processes); what fails moves on to the next strategy."""
     arch = target.arch
     recs = {v.name: MapRecord(variant=v.name, arch=arch, verified=False, sass=[], strategy=None,
                               status="unverified", cls=v.cls) for v in variants}
@@ -152,40 +183,6 @@ def autoverify_many(
         else:
             pending.append(v)
 
-    def run_chunk(strat: Strategy, chunk: list[tuple[Variant, list[Kernel]]]) -> None:
-        kernels = [k for _, ks in chunk for k in ks]
-        try:
-            built = build_module(kernels, arch, strat.opt)
-        except PtxasError:
-            if len(chunk) > 1:  # isolate the variant that does not assemble
-                for item in chunk:
-                    run_chunk(strat, [item])
-                return
-            v, _ = chunk[0]
-            try:
-                build_module(chunk[0][1], arch, strat.opt)
-            except PtxasError as e:
-                rec = recs[v.name]
-                rec.attempts.append(Attempt(strat.name, False, str(e)))
-                if e.unsupported:
-                    rec.status = "unsupported"
-                    rec.reason = f"ptxas: {e.message.splitlines()[0][:200]}"
-            return
-        for v, ks in chunk:
-            rec = recs[v.name]
-            bs = [built[k.name] for k in ks]
-            bad = next((b for b in bs if isinstance(b, Exception)), None)
-            if bad is not None:
-                rec.attempts.append(Attempt(strat.name, False, str(bad)))
-                continue
-            res = check_built(v, strat, bs)  # type: ignore[arg-type]
-            rec.attempts.append(Attempt(strat.name, res.ok, res.reason))
-            if res.ok:
-                _record_pass(rec, strat, res, bs)  # type: ignore[arg-type]
-            elif not rec.sass:
-                rec.sass = res.sass
-                rec.sass_counts = res.sass_counts
-
     for strat in strategies or default_order():
         if not pending:
             break
@@ -198,17 +195,13 @@ def autoverify_many(
             except Exception as e:  # a generator bug on one variant must not stop the others
                 recs[v.name].attempts.append(Attempt(strat.name, False, f"generator error: {type(e).__name__}: {e}"))
         chunks = [items[i : i + MODULE_VARIANTS] for i in range(0, len(items), MODULE_VARIANTS)]
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            list(pool.map(lambda c, s=strat: run_chunk(s, c), chunks))
-        still = []
-        for v in pending:
-            r = recs[v.name]
-            if r.status in ("verified", "unsupported"):
-                if progress:
+        jobs_in = [(strat, [(v, ks, recs[v.name]) for v, ks in c], arch) for c in chunks]
+        for done in pimap(_verify_chunk, jobs_in, jobs):  # progress as each chunk comes back
+            recs.update({r.variant: r for r in done})
+            for r in done:
+                if progress and r.status in ("verified", "unsupported"):
                     progress(_finish(r))
-            else:
-                still.append(v)
-        pending = still
+        pending = [v for v in pending if recs[v.name].status not in ("verified", "unsupported")]
     for v in pending:
         if progress:
             progress(_finish(recs[v.name]))

@@ -155,6 +155,7 @@ class Work:
     built: dict[str, Built | Exception] = field(default_factory=dict)
     check: TensorCheck | None = None
     checks: dict[str, TensorCheck] = field(default_factory=dict)  # per family (wgmma: per N/source)
+    probe: Built | None = None  # the fragment-layout probe kernel, built beside the timing kernels
 
 
 def family_key(k: Kernel) -> str:

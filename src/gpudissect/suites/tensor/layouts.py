@@ -86,11 +86,17 @@ def _build_probe(k: Kernel, target: Target) -> Built:
     return b
 
 
-def _run_probe(dev: Device, v: MmaVariant, s, d, target: Target, tag: str) -> tuple[Built, np.ndarray]:
-    """One mma per warp on designed inputs (one warp per probe): the probe kernel built and
-    the decoded D fragments, (probes, lanes, elements)."""
-    k = probe_kernel(v, "probe", target)
-    b = _build_probe(k, target)
+def build_probe(v: MmaVariant, target: Target) -> Built:
+    """The probe kernel of ``v`` (one mma per warp), built."""
+    return _build_probe(probe_kernel(v, "probe", target), target)
+
+
+def _run_probe(dev: Device, v: MmaVariant, s, d, target: Target, tag: str,
+               probe: Built | None = None) -> tuple[Built, np.ndarray]:
+    """One mma per warp on designed inputs (one warp per probe): the probe kernel (``probe``:
+    built beforehand) and the decoded D fragments, (probes, lanes, elements)."""
+    b = probe or build_probe(v, target)
+    k = b.kernel
     words = probe_inputs(v, s, d)
     P = d.a.shape[0]
     d_words = k.meta["d_words"]
@@ -103,13 +109,13 @@ def _run_probe(dev: Device, v: MmaVariant, s, d, target: Target, tag: str) -> tu
     return b, decode(v.dtype, out_words)
 
 
-def run_layout(dev: Device, v: MmaVariant, target: Target, texts: dict) -> Result:
+def run_layout(dev: Device, v: MmaVariant, target: Target, texts: dict, probe: Built | None = None) -> Result:
     why = layout_supported(v)
     if why:
         return Result(v.name, "layout", None, "", "none", flags=[f"not-measured: {why}"])
     s = shape_of(v)
     d = design(s)
-    b, out = _run_probe(dev, v, s, d, target, "lay")
+    b, out = _run_probe(dev, v, s, d, target, "lay", probe)
     P = d.a.shape[0]
     res = check(s, d, out)
     ref = reference_layout(s)
@@ -123,12 +129,12 @@ def run_layout(dev: Device, v: MmaVariant, target: Target, texts: dict) -> Resul
                   ptx_hash=b.ptx_hash)
 
 
-def run_numerics(dev: Device, v: MmaVariant, target: Target, texts: dict) -> Result:
+def run_numerics(dev: Device, v: MmaVariant, target: Target, texts: dict, probe: Built | None = None) -> Result:
     """Designed small inputs (numerics.py) through one mma per warp."""
     s = shape_of(v)
     cases = cases_for(v.atype)
     d = numerics_design(s, cases)
-    b, out = _run_probe(dev, v, s, d, target, "num")
+    b, out = _run_probe(dev, v, s, d, target, "num", probe)
     res = interpret(s, cases, out)
     texts[b.ptx_hash] = ("ptx", b.ptx)
     return Result(v.name, "numerics", None, "", "D[0][0] of designed inputs vs exactly rounded alternatives",

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +40,7 @@ from gpudissect.catalog.tensor import (
 )
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built
+from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.timing import row_words
 from gpudissect.kernel.toolchain import PtxasError
@@ -319,6 +319,24 @@ def _error(v, measure: str, unit: str, e: Exception) -> Result:
     return Result(v.name, measure, None, unit, "none", flags=[f"error: {type(e).__name__}: {e}"[:300]])
 
 
+def _compiled(job: tuple[Work, Target]) -> Work:
+    """One variant's kernels compiled and checked (in a worker process: the SASS reading is
+    Python work that threads would run one at a time), with each kernel's resource usage read."""
+    w, target = job
+    compile_work(w, target)
+    for b in w.built.values():
+        if isinstance(b, Built):
+            b.regs  # noqa: B018 - read here, where the cubin's tools run in parallel
+    v = w.variant
+    if (isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
+            and w.check.status in ("native", "emulated") and layouts.layout_supported(v) is None):
+        try:
+            w.probe = layouts.build_probe(v, target)
+        except Exception:  # noqa: BLE001 - built again (and the failure recorded) when measured
+            w.probe = None
+    return w
+
+
 class TensorSuite(SuiteBase):
     """The contract of bench/contract.py: one item per catalog variant. ``sweep``: the
     configurations to measure (default: ``QUICK`` for a quick run, else ``Sweep()``)."""
@@ -345,8 +363,9 @@ class TensorSuite(SuiteBase):
             except (ValueError, PtxasError) as e:
                 w.check = TensorCheck("error", reason=f"generator: {e}")
             works[item.name] = w
-        with ThreadPoolExecutor(max(1, ctx.jobs)) as ex:
-            list(ex.map(lambda w: compile_work(w, ctx.target) if w.kernels else None, works.values()))
+        todo = [w for w in works.values() if w.kernels]
+        for w in pmap(_compiled, [(w, ctx.target) for w in todo], ctx.jobs):
+            works[w.variant.name] = w
         ctx.state["works"] = works
         # the static SASS maps made here: per-SASS timing picks its single-SASS partners from them
         ctx.state["known"] = {w.variant.name: w.check for w in works.values()
@@ -400,12 +419,12 @@ class TensorSuite(SuiteBase):
         if (sweep.layouts and isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
                 and w.check.status in ("native", "emulated")):
             try:
-                results.append(layouts.run_layout(dev, v, target, texts))
+                results.append(layouts.run_layout(dev, v, target, texts, w.probe))
             except Exception as e:
                 results.append(_error(v, "layout", "", e))
             if w.check.ok and v.form == "mma" and v.ctype == "f32" and v.atype in ("f16", "bf16", "tf32"):
                 try:
-                    results.append(layouts.run_numerics(dev, v, target, texts))
+                    results.append(layouts.run_numerics(dev, v, target, texts, w.probe))
                 except Exception as e:
                     results.append(_error(v, "numerics", "", e))
         return Outcome(results, texts)
