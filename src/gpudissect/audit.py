@@ -1,6 +1,6 @@
 """``gpudissect audit PATH``: check a data set for results that cannot be right.
 
-PATH is a data directory, a suite JSON document or a results database (``.db``/``.db.gz``),
+PATH is a data directory, a suite JSON document or a results database (``.db``/``.db.gz``/``.db.xz``),
 read with :mod:`gpudissect.report.load`. Each problem is one line, tagged with its kind:
 
 * ``[limit]`` a clean instruction throughput above the SM's physical limit for its SASS

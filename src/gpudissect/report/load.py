@@ -5,10 +5,10 @@ A result set is the per-suite documents of one GPU (schema ``gpudissect.suite/1`
 
 * a data directory (``data/h100``): every ``<suite>.json`` in it. A plain list of records
   (the older ``instructions.json``) is accepted too; its provenance comes from the runs table
-  of the gzipped store beside it (``<suite>.db.gz``) or, failing that, from ``run.log`` and
+  of the packed or gzipped store beside it (``<suite>.db.xz``, ``<suite>.db.gz``) or, failing that, from ``run.log`` and
   ``nvidia-smi-*.csv``;
 * one JSON file (a suite document or a list of records);
-* a results database (``.db`` or ``.db.gz``): the latest run of each suite in it;
+* a results database (``.db``, ``.db.gz`` or packed ``.db.xz``): the latest run of each suite in it;
 * the name of a shipped reference (``a100``: seed 000's published tables), for compare only.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import sqlite3
 import tempfile
 import zlib
@@ -25,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from gpudissect.store.export import SUITE_SCHEMA, suite_document
+from gpudissect.store.pack import unpack
 from gpudissect.suites import SUITES
 
 SUITE_ORDER = ("instructions", "memory", "tensor", "behaviour")
@@ -95,14 +95,13 @@ def _legacy_provenance(records: list[dict], folder: Path | None, suite: str) -> 
         prov["gpu_uuid"] = records[0].get("gpu_uuid")
     if folder is None:
         return prov
-    gz = folder / f"{suite}.db.gz"
+    gz = next((p for p in (folder / f"{suite}.db.xz", folder / f"{suite}.db.gz") if p.exists()), None)
     run_ids = {r.get("run_id") for r in records if r.get("run_id") is not None}
-    if gz.exists() and len(run_ids) == 1:
+    if gz is not None and len(run_ids) == 1:
         try:
             with tempfile.TemporaryDirectory() as td:
                 db = Path(td) / "s.db"
-                with gzip.open(gz) as src, db.open("wb") as dst:
-                    shutil.copyfileobj(src, dst)
+                unpack(gz, db)
                 con = sqlite3.connect(db)
                 con.row_factory = sqlite3.Row
                 row = con.execute("SELECT * FROM runs WHERE id=?", (run_ids.pop(),)).fetchone()
@@ -217,6 +216,6 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
             raise LoadError(f"{p}: neither a {SUITE_SCHEMA} document nor a list of records")
         stem = _json_stem(p)
         return ResultSet(label=label or stem, source=str(p), docs={doc.get("suite") or stem: doc})
-    if p.suffix in (".db", ".gz", ".sqlite"):
+    if p.suffix in (".db", ".gz", ".xz", ".sqlite"):
         return _from_db(p, label or p.name.split(".")[0])
     raise LoadError(f"{p}: expected a data directory, a .json document or a .db results database")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import os
-import shutil
 import sqlite3
 import tempfile
 import time
@@ -94,31 +94,35 @@ def default_path() -> Path:
 
 def open_store(path: Path | str | None = None, *, create: bool = False) -> Store:
     """The results database at ``path`` (default: :func:`default_path`). For reading
-    (``create=False``) a missing file is an error, never a new empty database; a ``.gz`` file
-    is read from an unpacked temporary copy, removed on :meth:`Store.close`."""
+    (``create=False``) a missing file is an error, never a new empty database; a ``.gz`` or a
+    packed ``.xz`` file (store/pack.py) is read from an unpacked temporary copy, removed on
+    :meth:`Store.close`."""
     path = Path(path) if path else default_path()
+    packed = path.name.endswith((".gz", ".xz"))
     if create:
-        if path.name.endswith(".gz"):
-            raise StoreError(f"{path}: a gzipped database is read-only here; results go into a .db")
+        if packed:
+            raise StoreError(f"{path}: a compressed database is read-only here; results go into a .db")
         return Store(path)
     if not path.exists():
         raise StoreError(f"{path}: no such results database (--db FILE or GPUDISSECT_DB names one)")
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a results database")
-    if not path.name.endswith(".gz"):
+    if not packed:
         return Store(path)
+    from gpudissect.store.pack import unpack
+
+    kind = "xz" if path.name.endswith(".xz") else "gzip"
     tmp = tempfile.TemporaryDirectory(prefix="gpudissect-")
-    copy = Path(tmp.name) / path.name.removesuffix(".gz")
+    copy = Path(tmp.name) / path.name[:-3]
     try:
-        with gzip.open(path) as src, copy.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
+        unpack(path, copy)
         store = Store(copy, name=str(path))
     except BaseException as e:
         tmp.cleanup()
         if isinstance(e, EOFError):
-            raise StoreError(f"{path}: truncated gzip file (it ends before its compressed data does)") from None
-        if isinstance(e, (gzip.BadGzipFile, zlib.error)):
-            raise StoreError(f"{path}: not a readable gzip file ({e})") from None
+            raise StoreError(f"{path}: truncated {kind} file (it ends before its compressed data does)") from None
+        if isinstance(e, (gzip.BadGzipFile, zlib.error, lzma.LZMAError)):
+            raise StoreError(f"{path}: not a readable {kind} file ({e})") from None
         if isinstance(e, OSError):
             raise StoreError(f"{path}: cannot read it ({e.strerror or e})") from None
         raise

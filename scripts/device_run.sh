@@ -3,7 +3,8 @@
 # repository root with OUT set (the device tool sets it). Phase 1: instructions, memory,
 # behaviour; phase 2 (the next call, on the same machine): tensor and the GPU tests.
 # Each suite has its own store in /tmp (kept between the two calls); what comes back under $OUT:
-# <suite>.json.gz, <suite>.db.gz, the run log and nvidia-smi readings.
+# <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py), the run log,
+# nvidia-smi readings and the wall time of each phase.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
 Q="nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv"
@@ -13,11 +14,19 @@ suite() {  # suite name, time limit (s), extra arguments
     /usr/bin/time -f "$1: wall %e s" timeout "$2" $G run --suite "$1" --db /tmp/$1.db "${@:3}" 2>&1 | tee -a $OUT/run.log
     $Q | tail -1 >> $OUT/nvidia-smi.csv
     $G export $OUT/$1.json.gz --format suite --suite "$1" --db /tmp/$1.db 2>&1 | tee -a $OUT/run.log
-    gzip -c /tmp/$1.db > $OUT/$1.db.gz
+}
+pack() {  # the stores, packed after the timed suites (xz is slow; it runs beside nothing)
+    for s in "$@"; do python3 -m gpudissect.store.pack /tmp/$s.db $OUT/$s.db.xz 2>&1 | tee -a $OUT/run.log; done
 }
 case "$1" in
-  1) suite instructions 480; suite memory 150; suite behaviour 60 ;;
-  2) suite tensor 480
+  1) start=$(date +%s)
+     suite instructions 480; suite memory 150; suite behaviour 60
+     echo "phase 1 (instructions, memory, behaviour): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     pack instructions memory behaviour ;;
+  2) start=$(date +%s)
+     suite tensor 480
+     echo "phase 2 (tensor): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
      $G export $OUT/tensor-layouts.json.gz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
+     pack tensor
      timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee $OUT/gpu-pytest.log ;;
 esac
