@@ -259,3 +259,30 @@ def test_a_spilling_software_lowering_reads_as_emulated_and_a_spilling_native_on
     assert emu.status == "emulated" and "spills" in emu.reason and "FADD" in emu.reason
     nat = check_tensor_family(family("mma.sync.m16n8k16.f32.f16.f32"))
     assert nat.status == "error" and "spills" in nat.reason
+
+
+def test_a_variant_compiled_in_parts_gets_the_checks_of_one_module(monkeypatch):
+    from gpudissect.bench.contract import Context, Item
+    from gpudissect.device.device import FakeDevice
+    from gpudissect.suites.tensor import suite as ts
+    from gpudissect.suites.tensor.checks import Work, compile_work, family_key, parts
+    from gpudissect.target import make_target
+
+    target = make_target("sm_90")
+    v = next(v for v in ts.select(ts.load_tensor_catalog(), ["mma.sync.m16n8k16.f32.f16.f32"]))
+    ks = ts.variant_kernels(v, ts.QUICK, target, 0)
+    ps = parts(ks, 2)
+    assert len(ps) > 1 and [k.name for p in ps for k in p] == [k.name for k in ks]
+    for p in ps:  # whole families in each part
+        assert all(family_key(k) not in {family_key(x) for q in ps if q is not p for x in q} for k in p)
+    whole = Work(v, kernels=ks)
+    compile_work(whole, target)
+    monkeypatch.setattr(ts, "PART_KERNELS", 2)
+    suite = ts.TensorSuite(sweep=ts.QUICK)
+    ctx = Context(FakeDevice(), None, target, quick=True, jobs=2)
+    suite.plan(ctx, [v.name])
+    suite.prepare(ctx, [Item(v.name, v)])
+    w = ctx.state["works"][v.name]
+    assert w.check.to_json() == whole.check.to_json()
+    assert {k: c.to_json() for k, c in w.checks.items()} == {k: c.to_json() for k, c in whole.checks.items()}
+    assert set(w.built) == set(whole.built) and w.probe is not None

@@ -163,18 +163,19 @@ def family_key(k: Kernel) -> str:
     return k.name.rsplit("_n", 1)[0]
 
 
-def compile_work(w: Work, target: Target) -> None:
-    """Compile the variant's kernels as one module and check each family's SASS; the
-    variant's status is its latency family's (smallest N for wgmma)."""
-    ks = w.kernels
+def compile_part(w: Work, kernels: list[Kernel], target: Target) -> None:
+    """Compile ``kernels`` (some of the variant's, whole families) as one module into
+    ``w.built`` and check each of their families into ``w.checks``; a module ptxas rejects
+    sets ``w.check`` (the variant then fails as a whole)."""
     try:
-        w.built = build_module(ks, tensor_arch(target))
+        built = build_module(kernels, tensor_arch(target))
     except Exception as e:  # ptxas rejects the module: unsupported or a generator bug
         w.check = compile_failure(e)
         return
+    w.built.update(built)
     fams: dict[str, list[Built]] = {}
-    for k in ks:
-        b = w.built.get(k.name)
+    for k in kernels:
+        b = built.get(k.name)
         if isinstance(b, Built):
             fams.setdefault(family_key(k), []).append(b)
     ldst = isinstance(w.variant, LdstVariant)
@@ -187,11 +188,38 @@ def compile_work(w: Work, target: Target) -> None:
                              else check_tensor_family(bs))
         except ValueError as e:
             w.checks[key] = TensorCheck("error", reason=str(e))
-    # the variant's status: its latency family (smallest N for wgmma) decides
+
+
+def settle_status(w: Work) -> None:
+    """The variant's status: its latency family's (smallest N for wgmma), unless a module of
+    it failed to compile."""
+    if w.check is not None:
+        return
     lat = [c for key, c in w.checks.items() if "_lat" in key] or list(w.checks.values())
     w.check = lat[0] if lat else TensorCheck("error", reason="no latency kernel built")
     if any(c.ok for c in w.checks.values()) and not w.check.ok:
         w.check = next(c for c in w.checks.values() if c.ok)
+
+
+def compile_work(w: Work, target: Target) -> None:
+    """Compile the variant's kernels as one module and check each family's SASS; the
+    variant's status is its latency family's (smallest N for wgmma)."""
+    compile_part(w, w.kernels, target)
+    settle_status(w)
+
+
+def parts(kernels: list[Kernel], most: int) -> list[list[Kernel]]:
+    """The kernels in groups of at most ``most`` (more when one family is larger), whole
+    families each: a variant of many kernels compiles as several modules in parallel."""
+    fams: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        fams.setdefault(family_key(k), []).append(k)
+    out: list[list[Kernel]] = [[]]
+    for ks in fams.values():
+        if out[-1] and len(out[-1]) + len(ks) > most:
+            out.append([])
+        out[-1].extend(ks)
+    return [p for p in out if p]
 
 
 # --- per-SASS timing (clock reads between the tensor SASS of one instruction) -----------------

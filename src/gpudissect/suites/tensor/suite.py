@@ -47,7 +47,14 @@ from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.tensor import layouts
 from gpudissect.suites.tensor.analyse import summarize_run
-from gpudissect.suites.tensor.checks import TensorCheck, Work, compile_work, family_key
+from gpudissect.suites.tensor.checks import (
+    TensorCheck,
+    Work,
+    compile_part,
+    family_key,
+    parts,
+    settle_status,
+)
 from gpudissect.suites.tensor.kernels import (
     TIMED_REPS,
     ldst_kernel,
@@ -319,17 +326,20 @@ def _error(v, measure: str, unit: str, e: Exception) -> Result:
     return Result(v.name, measure, None, unit, "none", flags=[f"error: {type(e).__name__}: {e}"[:300]])
 
 
-def _compiled(job: tuple[Work, Target]) -> Work:
-    """One variant's kernels compiled and checked (in a worker process: the SASS reading is
-    Python work that threads would run one at a time), with each kernel's resource usage read."""
-    w, target = job
-    compile_work(w, target)
+PART_KERNELS = 24  # kernels per module: a wgmma variant's 156 compile as several, in parallel
+
+
+def _compiled(job: tuple[Work, list[Kernel], Target, bool]) -> Work:
+    """Some of a variant's kernels compiled and checked (in a worker process: the SASS reading
+    is Python work that threads would run one at a time), each kernel's resource usage read;
+    with ``probe``, the variant's fragment-layout probe kernel built too."""
+    w, kernels, target, probe = job
+    compile_part(w, kernels, target)
     for b in w.built.values():
         if isinstance(b, Built):
             b.regs  # noqa: B018 - read here, where the cubin's tools run in parallel
     v = w.variant
-    if (isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and w.check
-            and w.check.status in ("native", "emulated") and layouts.layout_supported(v) is None):
+    if probe and isinstance(v, MmaVariant) and v.form in ("mma", "mma.sp") and layouts.layout_supported(v) is None:
         try:
             w.probe = layouts.build_probe(v, target)
         except Exception:  # noqa: BLE001 - built again (and the failure recorded) when measured
@@ -363,9 +373,20 @@ class TensorSuite(SuiteBase):
             except (ValueError, PtxasError) as e:
                 w.check = TensorCheck("error", reason=f"generator: {e}")
             works[item.name] = w
-        todo = [w for w in works.values() if w.kernels]
-        for w in pmap(_compiled, [(w, ctx.target) for w in todo], ctx.jobs):
-            works[w.variant.name] = w
+        jobs = [(Work(w.variant), part, ctx.target, i == 0) for w in works.values() if w.kernels
+                for i, part in enumerate(parts(w.kernels, PART_KERNELS))]
+        jobs.sort(key=lambda j: -len(j[1]))  # the largest modules first: no long tail
+        for done in pmap(_compiled, jobs, ctx.jobs):
+            w = works[done.variant.name]
+            w.built.update(done.built)
+            w.checks.update(done.checks)
+            w.check = w.check or done.check
+            w.probe = w.probe or done.probe
+        for w in works.values():
+            if w.kernels and w.check is not None:  # a module that did not compile fails the variant
+                w.built, w.checks = {}, {}
+            elif w.kernels:
+                settle_status(w)
         ctx.state["works"] = works
         # the static SASS maps made here: per-SASS timing picks its single-SASS partners from them
         ctx.state["known"] = {w.variant.name: w.check for w in works.values()
