@@ -156,7 +156,9 @@ def test_random_arguments_never_traceback(tmp_path_factory, words, cmd):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--gpus", "junk"], "--gpus"), (["--gpus", "5"], "no GPU 5"), (["--timeout", "0"], "--timeout"),
+    (["--suite", "instructions", "--gpus", "junk"], "use 'all' or GPU indices"),
+    (["--suite", "instructions", "--gpus", "5"], "no GPU 5"), (["--gpus", "all"], "give --suite NAME"),
+    (["--timeout", "0"], "--timeout"),
     (["--suite", "nope"], "unknown suite"), (["nope.q"], "nope.q"), (["--gpu", "3"], "no fake GPU 3"),
 ])
 def test_bad_run_arguments_are_exit_2(tmp_path, monkeypatch, args, needle):

@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -153,20 +154,42 @@ def map_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
 ) -> None:
     """PTX->SASS map of the catalog, verified (needs no GPU)."""
-    from gpudissect.kernel.toolchain import ToolchainMissing, cache_dir, find_tool
-    from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
-    from gpudissect.target import TargetError, make_target
+    from gpudissect.suites.instructions.mapper import write_csv, write_json
 
     outputs_ok(json_path, csv_path)
     cat = _catalog(catalog)
     try:
         vs = cat.select(pattern)
+    except UnknownVariant as e:
+        fail(str(e))
+    _toolchain_ok()
+    target = _target(arch)
+    _cache_ok()
+    recs, s = _map_variants(vs, target, jobs, quiet)
+    outs = [(p, w) for p, w in ((json_path, write_json), (csv_path, write_csv)) if p]
+    with writing(*(p for p, _ in outs)) as tmps:
+        for tmp, (_, write) in zip(tmps, outs, strict=True):
+            write(recs, tmp)
+    _some_verified(s, target.arch)
+
+
+def _toolchain_ok() -> None:
+    """ptxas and nvdisasm, found before any compile (one line when one is missing)."""
+    from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
+
+    try:
         find_tool("ptxas")
         find_tool("nvdisasm")
-        target = make_target(arch)
-    except (UnknownVariant, ToolchainMissing, TargetError) as e:
+    except ToolchainMissing as e:
         fail(str(e))
-    _cache_ok()
+
+
+def _map_variants(vs, target, jobs: int, quiet: bool) -> tuple[list, dict]:
+    """``vs`` mapped to SASS on ``target`` and verified, under a progress bar (Ctrl-C stops at
+    once); the table unless ``quiet``, then the summary line. The records and their summary."""
+    from gpudissect.kernel.toolchain import cache_dir
+    from gpudissect.suites.instructions.mapper import map_catalog, summary
+
     t0 = time.perf_counter()
     with _progress() as prog:
         task = prog.add_task(f"mapping {target.arch}", total=len(vs))
@@ -184,13 +207,13 @@ def map_cmd(
     s = summary(recs)
     console.print(f"{s['total']} variants on {target.arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
                   + f"  ({dt:.1f} s)")
-    outs = [(p, w) for p, w in ((json_path, write_json), (csv_path, write_csv)) if p]
-    with writing(*(p for p, _ in outs)) as tmps:
-        for tmp, (_, write) in zip(tmps, outs, strict=True):
-            write(recs, tmp)
+    return recs, s
+
+
+def _some_verified(s: dict, arch: str) -> None:
+    """Exit 1 (one line) when a map verified nothing."""
     if not s.get("verified"):
-        fail(f"no variant verified on {target.arch} (every one failed or is unsupported: see the reasons)",
-             code=1)
+        fail(f"no variant verified on {arch} (every one failed or is unsupported: see the reasons)", code=1)
 
 
 def _device(index: int, isolate: bool = False, timeout: float = 60.0):
@@ -231,19 +254,23 @@ def _store(db: Path | None, create: bool = False):
 
 
 def _target(arch: str, dev=None):
-    """The target from ``--arch`` or, without one, from the GPU."""
+    """The target from ``--arch`` or, without one and with a GPU, from the GPU."""
     from gpudissect.target import TargetError, make_target, target_of_device
 
     try:
-        return make_target(arch) if arch else target_of_device(dev.info)
+        return make_target(arch) if arch or dev is None else target_of_device(dev.info)
     except TargetError as e:
         fail(str(e))
 
 
 @app.command("run")
 def run_cmd(
-    pattern: list[str] = typer.Argument(None, help="what to run within the suite (names or globs); all when omitted"),
-    suite: str = typer.Option("instructions", help="suite to run: instructions, memory, tensor, behaviour"),
+    pattern: list[str] = typer.Argument(None, help="what to run: names or globs within --suite; without "
+                                        "--suite, SUITE:PATTERN (e.g. memory:latency/*) picks suites and "
+                                        "their items, and a bare pattern is an instruction variant (the "
+                                        "instructions suite alone, as --suite instructions); all when omitted"),
+    suite: str = typer.Option(None, help="one suite: instructions, memory, tensor, behaviour (default: every "
+                              "suite in this order into one database, then the report and timing reference)"),
     db: Path = typer.Option(None, "--db", help="results database (default $GPUDISSECT_DB or ./results.db)"),
     arch: str = typer.Option("", help="architecture (default: the GPU's)"),
     gpu: int = typer.Option(0, help="GPU index"),
@@ -256,49 +283,189 @@ def run_cmd(
                                  help="run the GPU in a worker process with a watchdog (a fault or hang "
                                       "is recorded and the sweep goes on in a fresh worker)"),
     timeout: float = typer.Option(60.0, "--timeout", help="seconds one GPU call may take (--isolate)"),
-    gpus: str = typer.Option("", "--gpus", help="'all' or '0,1': one process per GPU, each its own run; "
-                                                "then their comparison"),
+    gpus: str = typer.Option("", "--gpus", help="'all' or '0,1' (with --suite): one process per GPU, each its "
+                                                "own run; then their comparison"),
+    report: Path = typer.Option(None, "--report", help="write the HTML report of the database here (default "
+                                "without --suite: report.html; with --suite: none)"),
+    markdown: Path = typer.Option(None, "--markdown", help="write the timing reference here (default without "
+                                  "--suite: timing-reference.md; with --suite: none)"),
 ) -> None:
-    """Run a suite on the GPU (instructions: latency, throughput, dependence distance of every
-    verified variant; memory; tensor; behaviour)."""
-    import os
-
-    from gpudissect.bench.contract import Context, SuiteInputError
-    from gpudissect.bench.runner import run
+    """Run every suite on the GPU into one database, then write the HTML report and the timing
+    reference; or one suite (--suite: instructions: latency, throughput, dependence distance of
+    every verified variant; memory; tensor; behaviour). Without a GPU: map the catalog and write
+    the report from the shipped H100 data."""
+    from gpudissect.bench.contract import SuiteInputError
     from gpudissect.suites import get_suite
 
     options = {"catalog": list(catalog or []), "selfcheck": selfcheck}
+    plan, one = _suite_plan(suite, pattern or [])
     try:
-        s = get_suite(suite)
-        s.validate(pattern or None, options)
+        suites = {name: get_suite(name) for name in plan}
+        for name, s in suites.items():
+            s.validate(plan[name], options)
     except (SuiteInputError, CatalogError) as e:
         fail(str(e))
     if not timeout > 0:
         fail(f"--timeout must be positive (got {timeout})")
-    target = _target(arch) if arch else None  # a bad --arch before any GPU work
-    _cache_ok()
-    if gpus:
-        _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate, timeout)
+    if gpus and not one:
+        fail("--gpus runs one suite at a time: give --suite NAME (then `gpudissect report --db DB` "
+             "writes the report of them all)")
+    a = _RunArgs(db, arch, _target(arch) if arch else None, gpu, quick, resume, jobs, isolate, timeout,
+                 options)  # a bad --arch before any GPU work
+    if one:
+        _ready(report, markdown)
+        if gpus:
+            _run_many(gpus, pattern, suite or "instructions", db, arch, quick, resume, jobs, selfcheck,
+                      catalog, isolate, timeout)
+            _write_reports(db or _default_db(), report, markdown)
+        else:
+            _run_single(next(iter(suites.values())), next(iter(plan.values())), a, report, markdown)
         return
-    dev = _device(gpu, isolate, timeout)
-    store = _store(db, create=True)
-    target = target or _target(arch, dev)
+    report = report or Path("report.html")
+    if not _gpu_here():
+        _ready(report, markdown)
+        _run_without_gpu(a, plan.get("instructions"), report, markdown)
+        return
+    markdown = markdown or Path("timing-reference.md")
+    _ready(report, markdown, db or _default_db())
+    _run_all(suites, plan, a, report, markdown)
+
+
+@dataclass
+class _RunArgs:
+    """What ``run`` passes on to the run of each suite."""
+
+    db: Path | None
+    arch: str
+    target: object | None  # from --arch; None: the GPU's
+    gpu: int
+    quick: bool
+    resume: bool
+    jobs: int
+    isolate: bool
+    timeout: float
+    options: dict
+
+
+class _SuiteFailed(Exception):
+    """A suite's run that came to no usable result: the one line that says why, and the exit code."""
+
+    def __init__(self, msg: str, code: int = 2):
+        super().__init__(msg)
+        self.code = code
+
+
+@dataclass
+class _SuiteRun:
+    """One suite of the run of every suite, for the summary at the end."""
+
+    suite: str
+    items: int
+    flagged: int
+    wall_s: float
+    error: str | None  # None: it succeeded
+
+
+def _qualified(pattern: str) -> tuple[str, str] | None:
+    """``SUITE:PATTERN`` of a registered suite as (suite, pattern); None for a bare pattern."""
+    from gpudissect.suites import SUITES
+
+    name, sep, rest = pattern.partition(":")
+    return (name, rest) if sep and name in SUITES else None
+
+
+def _suite_plan(suite: str | None, patterns: list[str]) -> tuple[dict[str, list[str] | None], bool]:
+    """The suites to run, in registry order, with their patterns (None: all items); and whether
+    it is the run of one suite as before (``--suite``, or bare patterns only: instruction
+    variants) rather than the run of every suite (or of those ``SUITE:PATTERN`` names) and its
+    report."""
+    from gpudissect.suites import SUITES
+
+    if suite is not None:
+        return {suite: patterns or None}, True
+    if not patterns:
+        return dict.fromkeys(SUITES), False
+    split = [_qualified(p) for p in patterns]
+    if not any(split):
+        return {"instructions": patterns}, True
+    by: dict[str, list[str]] = {}
+    for p, q in zip(patterns, split, strict=True):
+        name, pat = q or ("instructions", p)
+        by.setdefault(name, []).append(pat)
+    return {name: by[name] for name in SUITES if name in by}, False
+
+
+def _default_db() -> Path:
+    from gpudissect.store.db import default_path
+
+    return default_path()
+
+
+def _ready(report: Path | None, markdown: Path | None, *more: Path) -> None:
+    """Before any GPU work: the output paths writable, the HTML report's packages present when a
+    report is asked for, the compile cache usable (one line and exit 2 when not)."""
+    outputs_ok(*more, report, markdown)
+    if report is not None:
+        try:
+            import jinja2  # noqa: F401
+            import matplotlib  # noqa: F401
+        except ImportError:
+            fail("the HTML report needs jinja2 and matplotlib: pip install 'gpudissect[report]'")
+    _cache_ok()
+
+
+def _gpu_here() -> bool:
+    """Whether this machine has a GPU to time on (a fake one counts), asked without a CUDA context."""
+    from gpudissect.device import multi
+    from gpudissect.device.device import NoGPU
+
+    try:
+        return multi.gpu_count() > 0
+    except NoGPU:
+        return False
+
+
+def _open(a: _RunArgs):
+    """The GPU, the results database and the target of a run; the GPU's line printed."""
+    dev = _device(a.gpu, a.isolate, a.timeout)
+    store = _store(a.db, create=True)
+    target = a.target or _target(a.arch, dev)
     console.print(f"[bold]{dev.info.name}[/] {dev.info.uuid}  {dev.info.sm_count} SMs  driver {dev.info.driver}"
                   f"  clocks {dev.clocks()}")
-    ctx = Context(dev, store, target, quick=quick, jobs=jobs or (os.cpu_count() or 2), options=options)
-    t0 = time.perf_counter()
-    with _progress() as prog:
-        task = prog.add_task(suite, total=None)
+    return dev, store, target
 
-        def cb(name: str, n: int, total: int) -> None:
-            prog.update(task, completed=n, total=total, description=f"{suite} {name:<24}")
 
-        try:
-            out = run(s, ctx, pattern or None, resume=resume, progress=cb)
-        except (SuiteInputError, CatalogError, ValueError) as e:
-            fail(str(e))
-        except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
-            fail(f"{type(e).__name__}: {e} (what is stored is kept: run the same command to resume)")
+def _context(a: _RunArgs, dev, store, target):
+    from gpudissect.bench.contract import Context
+
+    return Context(dev, store, target, quick=a.quick, jobs=a.jobs or (os.cpu_count() or 2),
+                   options=dict(a.options))
+
+
+def _follow(prog: Progress, task, label: str) -> Callable[[str, int, int], None]:
+    """The runner's progress callback, shown on ``task`` as ``label`` and the item under way."""
+
+    def cb(name: str, n: int, total: int) -> None:
+        prog.update(task, completed=n, total=total, description=f"{label} {name:<24}")
+
+    return cb
+
+
+def _suite_run(s, ctx, patterns: list[str] | None, resume: bool, progress):
+    """The runner on one suite; its failures as :class:`_SuiteFailed`."""
+    from gpudissect.bench.runner import run
+
+    try:
+        return run(s, ctx, patterns, resume=resume, progress=progress)
+    except (CatalogError, ValueError) as e:  # SuiteInputError included
+        raise _SuiteFailed(str(e)) from None
+    except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
+        raise _SuiteFailed(f"{type(e).__name__}: {e} (what is stored is kept: run the same command "
+                           "to resume)") from None
+
+
+def _print_run(store, suite: str, out, t0: float) -> None:
+    """A finished run: its total time stored; the suite's lines, conclusions and time split printed."""
     out.timing["total_s"] = time.perf_counter() - t0
     store.set_timing(out.run_id, out.timing)
     for line in out.lines:
@@ -307,17 +474,138 @@ def run_cmd(
         console.print(f"- {line}", highlight=False, soft_wrap=True)
     console.print(f"run {out.run_id} ({suite}): " + ", ".join(f"{k} {v:.1f} s" for k, v in out.timing.items()
                                                               if isinstance(v, (int, float))))
+
+
+def _came_to_nothing(store, suite: str, out) -> _SuiteFailed | None:
+    """Why a finished run failed after all (it measured nothing; its nvcc self-check failed)."""
+    if not store.measured(out.run_id):
+        return _SuiteFailed(f"run {out.run_id} ({suite}) measured nothing: every item failed or is "
+                            f"unsupported (`gpudissect show --db {store.path}` lists them)", code=1)
+    bad_check = next((line for line in out.lines if line.startswith("self-check failed")), None)
+    if bad_check:  # the results are stored; the second route to them did not work
+        return _SuiteFailed(f"{bad_check} (the run's results are stored; --no-selfcheck skips the check)",
+                            code=1)
+    return None
+
+
+def _print_worker_failures(dev) -> None:
     failures = getattr(dev, "failures", [])
     if failures:
         console.print(f"{len(failures)} worker failure(s), each recorded on its item: "
                       + "; ".join(f[:120] for f in failures[:3]), highlight=False, soft_wrap=True)
+
+
+def _run_single(s, patterns: list[str] | None, a: _RunArgs, report: Path | None,
+                markdown: Path | None) -> None:
+    """``run --suite``: one suite; the report files only where asked for."""
+    dev, store, target = _open(a)
+    ctx = _context(a, dev, store, target)
+    t0 = time.perf_counter()
+    with _progress() as prog:
+        try:
+            task = prog.add_task(s.name, total=None)
+            out = _suite_run(s, ctx, patterns, a.resume, _follow(prog, task, s.name))
+        except _SuiteFailed as e:
+            fail(str(e), e.code)
+    _print_run(store, s.name, out, t0)
+    _print_worker_failures(dev)
     dev.close()
-    if not store.measured(out.run_id):
-        fail(f"run {out.run_id} ({suite}) measured nothing: every item failed or is unsupported "
-             f"(`gpudissect show --db {store.path}` lists them)", code=1)
-    bad_check = next((line for line in out.lines if line.startswith("self-check failed")), None)
-    if bad_check:  # the results are stored; the second route to them did not work
-        fail(f"{bad_check} (the run's results are stored; --no-selfcheck skips the check)", code=1)
+    problem = _came_to_nothing(store, s.name, out)
+    if problem:
+        fail(str(problem), problem.code)
+    _write_reports(store.path, report, markdown)
+
+
+def _run_all(suites: dict, plan: dict[str, list[str] | None], a: _RunArgs, report: Path,
+             markdown: Path) -> None:
+    """``run`` without ``--suite``: the suites one after another on one GPU into one database
+    (one failing never stops the others), a summary line each, then the report and the timing
+    reference; exit 1 at the end when a suite failed."""
+    dev, store, target = _open(a)
+    runs: list[_SuiteRun] = []
+    with _progress() as prog:
+        overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
+        for i, name in enumerate(plan, 1):
+            label = f"[{i}/{len(plan)}] {name}"
+            task = prog.add_task(label, total=None)
+            runs.append(_run_listed(suites[name], _context(a, dev, store, target), plan[name], a.resume,
+                                    _follow(prog, task, label)))
+            prog.remove_task(task)
+            prog.advance(overall)
+    _print_worker_failures(dev)
+    dev.close()
+    store.close()
+    _print_summary(runs)
+    failed = [r.suite for r in runs if r.error]
+    if len(failed) < len(runs):
+        _write_reports(store.path, report, markdown)
+    if failed:
+        fail(f"{len(failed)} of {len(runs)} suites failed ({', '.join(failed)}: each said why above); what "
+             "they stored is kept, and the same command resumes what is unfinished", code=1)
+
+
+def _run_listed(s, ctx, patterns: list[str] | None, resume: bool, progress) -> _SuiteRun:
+    """One suite of the run of every suite: a failure is said in one line and recorded, never raised."""
+    t0 = time.perf_counter()
+    try:
+        out = _suite_run(s, ctx, patterns, resume, progress)
+        _print_run(ctx.store, s.name, out, t0)
+        problem = _came_to_nothing(ctx.store, s.name, out)
+    except _SuiteFailed as e:
+        problem = e
+    except Exception as e:  # a suite's own bug: recorded, and the other suites still run
+        problem = _SuiteFailed(f"{type(e).__name__}: {e}")
+    if problem:
+        err.print(f"[bold red]{s.name} failed:[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+    run_id = ctx.run_id or None  # set by the runner once the run is in the database
+    return _SuiteRun(s.name, len(ctx.store.done_items(run_id)) if run_id else 0,
+                     ctx.store.flagged(run_id) if run_id else 0, time.perf_counter() - t0,
+                     str(problem) if problem else None)
+
+
+def _print_summary(runs: list[_SuiteRun]) -> None:
+    console.print(f"{'suite':<14}{'items':>6}{'flagged':>9}{'wall s':>9}", highlight=False)
+    for r in runs:
+        console.print(f"{r.suite:<14}{r.items:>6}{r.flagged:>9}{r.wall_s:>9.1f}"
+                      + (f"  failed: {r.error}" if r.error else ""),
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def _run_without_gpu(a: _RunArgs, patterns: list[str] | None, report: Path, markdown: Path | None) -> None:
+    """``run`` on a machine without a GPU: the catalog mapped (verified), and the report written
+    from the shipped H100 data."""
+    from gpudissect.report.write import SHIPPED, shipped_results
+
+    data = shipped_results()
+    if data is None:
+        fail(f"no NVIDIA GPU here, and no shipped data/{SHIPPED} (of a source checkout) to write the "
+             "report from: run on a GPU, or `gpudissect report --data DIR`")
+    target = a.target or _target("sm_90")
+    _toolchain_ok()
+    console.print(f"no NVIDIA GPU here: mapping the catalog for {target.arch} and writing the report from "
+                  f"the shipped {SHIPPED.upper()} data ({data})", markup=False, highlight=False, soft_wrap=True)
+    vs = _catalog(a.options["catalog"]).select(patterns)
+    _, s = _map_variants(vs, target, a.jobs, quiet=True)
+    _write_reports(data, report, markdown)
+    _some_verified(s, target.arch)
+
+
+def _write_reports(spec: Path, report: Path | None, markdown: Path | None) -> None:
+    """The timing reference and the HTML report of a results database or data directory (each
+    where asked for, its path checked before the work), one line each."""
+    from gpudissect.report import write
+    from gpudissect.report.load import LoadError
+
+    if report is None and markdown is None:
+        return
+    try:
+        rs, data_dir = write.load(Path(spec))
+    except LoadError as e:
+        fail(str(e))
+    if markdown is not None:
+        write.markdown(rs, markdown)
+    if report is not None:
+        write.html(rs, report, data_dir)
 
 
 def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, catalog, isolate,

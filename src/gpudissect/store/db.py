@@ -359,6 +359,12 @@ class Store:
                               "OR fit IS NOT NULL)", (run_id,)).fetchone()
         return int(row[0])
 
+    def flagged(self, run_id: int) -> int:
+        """How many of the run's results carry a flag (noisy, poor-fit, an error, unsupported, ...)."""
+        row = self.db.execute("SELECT COUNT(*) FROM results WHERE run_id=? AND flags IS NOT NULL "
+                              "AND flags != '[]'", (run_id,)).fetchone()
+        return int(row[0])
+
     def latest_run(self, suite: str, gpu_uuid: str | None = None) -> int | None:
         q, args = "SELECT id FROM runs WHERE suite=?", [suite]
         if gpu_uuid:
