@@ -20,10 +20,20 @@ from report_synth import (
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
-from gpudissect.report.compare import compare, compare_markdown, reference_values
+from gpudissect.report import html as report_html
+from gpudissect.report.compare import (
+    compare,
+    compare_markdown,
+    compare_sets,
+    comparison_markdown,
+    key_rows,
+    reference_values,
+    values,
+)
 from gpudissect.report.html import render_html
 from gpudissect.report.load import LoadError, load_reference, load_result_set
 from gpudissect.report.markdown import timing_reference
+from gpudissect.report.metrics import lookup
 from gpudissect.report.simexport import accel_sim_config, simexport_data
 from gpudissect.report.tabular import read_parquet, write_parquet
 
@@ -268,6 +278,35 @@ def test_compare_highlights_differences(tmp_path, full):
     assert "1 quantities compared" in res.output
     assert 'class="differs"' in (tmp_path / "c.html").read_text()
     assert json.loads((tmp_path / "c.json").read_text())["rows"][0]["key"] == "instr/add.f32/latency"
+
+
+def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
+    b = write_data_dir(tmp_path / "b")
+    (b / "instructions.json").write_text(json.dumps(instructions_doc(scale=1.5, gpu="Second GPU")))
+    sets = [load_result_set(full), load_result_set(b), load_result_set("a100")]
+    rows = {r.key: r for r in compare_sets(sets, threshold=0.1)}
+    fma = rows["instr/fma.rn.f32/latency"]
+    assert [v.value for v in fma.values] == [4, 6, 2] and fma.rels[1:] == [0.5, -0.5] and not fma.partial
+    assert rows["quantity/l1_latency"].diffs == [False, False, True]  # 30 vs 30 vs 33 cycles: +10%
+    md = comparison_markdown(sets, list(rows.values()), 0.1)
+    assert "| quantity | A: Synthetic GPU | B: Second GPU | C: A100 (reference) | unit | B vs A | C vs A |" in md
+    assert "| `instr/fma.rn.f32/latency` | 4 | 6 | 2 | cycles | **+50%** | **-50%** |" in md
+    # the key view: data/metrics.toml's grouped quantities, the tensor peaks the best dense rate
+    f16 = lookup(sets[0], "tensor_f16_peak")
+    assert (f16.value, f16.unit) == (500.0, "TFLOP/s") and "highest of 1" in f16.source
+    assert lookup(sets[0], "tensor_int8_peak").value == 1422.0  # not the b1 mma nor ldmatrix
+    key = {r.label: r for r in key_rows([values(s) for s in sets], 0.1)}
+    assert key["tensor peak f16 (dense)"].values[2].text == "311-312"  # A100 Table III, f16 inputs
+    assert key["tensor peak int8 (dense)"].values[2].text == "594-624"
+    assert [v.value for v in key["FFMA latency (fma.rn.f32)"].values] == [4, 6, 2]
+    assert key["DRAM bandwidth (read)"].values[2] is None
+    res = runner.invoke(app, ["compare", str(full), str(b), "a100", "--key", "--only-diff"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "FFMA latency" in res.output and "C: A100 (reference)" in res.output
+    monkeypatch.setattr(report_html, "suite_figures", lambda *a, **k: [])
+    html = render_html(sets[0], full, sets[1:])
+    assert '<section id="comparison">' in html and ">B: Second GPU</th>" in html
+    assert "GPU comparison" not in render_html(sets[0], full)
 
 
 def test_a100_reference_has_source_and_tables(full):

@@ -83,11 +83,18 @@ def report_cmd(
     markdown: bool = typer.Option(False, "--markdown", help="write the timing reference (markdown) instead"),
     accel_sim: bool = typer.Option(False, "--accel-sim", help="write the GPGPU-Sim/Accel-Sim config fragment "
                                    "(and its JSON beside it) instead"),
+    compare_with: list[str] = typer.Option(None, "--compare", help="another result set to set beside this "
+                                           "one in a 'GPU comparison' section (data directory, suite JSON, "
+                                           "results DB, or 'a100'); repeat for more"),
+    threshold: float = typer.Option(0.10, help="with --compare: highlight relative differences at least "
+                                    "this large"),
 ) -> None:
     """Self-contained HTML report (offline), the timing reference (--markdown), or the simulator
     export (--accel-sim), from a data directory or a results database (no GPU needed)."""
     if markdown and accel_sim:
         _fail("choose one of --markdown and --accel-sim")
+    if compare_with and (markdown or accel_sim):
+        _fail("--compare goes with the HTML report, not with --markdown or --accel-sim")
     if accel_sim:
         out = out or Path("accel-sim.config")
         outputs_ok(out, out.with_suffix(".json"))
@@ -112,9 +119,12 @@ def report_cmd(
     out = out or Path("report.html")
     outputs_ok(out)
     rs, data_dir = _source(data, db)
+    others = _load_sets(compare_with, at_least=1) if compare_with else []
     with writing(out) as (tmp,):
-        write_html(rs, tmp, data_dir)
-    console.print(f"report of {rs.gpu} ({', '.join(rs.suites())}) -> {out} ({out.stat().st_size // 1024} KiB)")
+        write_html(rs, tmp, data_dir, others, threshold)
+    beside = f", beside {', '.join(o.gpu for o in others)}" if others else ""
+    console.print(f"report of {rs.gpu} ({', '.join(rs.suites())}){beside} -> {out} "
+                  f"({out.stat().st_size // 1024} KiB)")
 
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:
@@ -141,70 +151,103 @@ def simexport_cmd(
     _simexport(rs, out, json_out)
 
 
+def _and(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _load_sets(specs: list[str], at_least: int = 2) -> list:
+    from gpudissect.report.load import LoadError, load_result_set
+
+    if len(specs) < at_least:
+        _fail("compare needs at least two result sets (e.g. gpudissect compare data/h100 a100)")
+    try:
+        return [load_result_set(s) for s in specs]
+    except LoadError as e:
+        _fail(str(e))
+
+
+def _compare_table(sets: list, rows: list, limit: int) -> Table:
+    """The comparison on the terminal: a row per quantity, a column per set, then each later
+    set's difference to the first; rows that differ in red (bold where every later set does)."""
+    from gpudissect.report.compare import headings, rel_text, show_value
+
+    heads, rel_heads = headings(sets, terminal=True)
+    t = Table(title=" vs ".join(s.gpu for s in sets))
+    t.add_column("quantity", overflow="fold", min_width=20)
+    for name in heads:
+        t.add_column(escape(name), justify="right", min_width=6)
+    t.add_column("unit", min_width=6)
+    for name in rel_heads:
+        t.add_column(name, justify="right", min_width=6)
+    t.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=40)
+    for r in rows[:limit]:
+        rels = [f"[bold]{rel_text(r, i) or 'differs'}[/]" if r.partial and r.diffs[i] else rel_text(r, i)
+                for i in range(1, len(sets))]
+        style = ("red" if r.partial else "bold red") if r.differs else None
+        t.add_row(escape(r.label or r.key), *(escape(show_value(v)) for v in r.values), escape(r.unit), *rels,
+                  escape(r.notes), style=style)
+    return t
+
+
 def compare_cmd(
-    a: str = typer.Argument(..., help="result set A: data directory, suite JSON, results DB, or 'a100'"),
-    b: str = typer.Argument(..., help="result set B (same kinds)"),
+    specs: list[str] = typer.Argument(..., metavar="SETS", help="result sets, two or more: data "
+                                      "directory, suite JSON, results DB, or 'a100' (the published A100 "
+                                      "reference); each later set is compared with the first"),
     threshold: float = typer.Option(0.10, help="highlight relative differences at least this large"),
-    only_diff: bool = typer.Option(False, "--only-diff", help="show only the quantities that differ"),
-    all_keys: bool = typer.Option(False, "--all", help="also quantities present on one side only"),
+    only_diff: bool = typer.Option(False, "--only-diff", help="show only the quantities that differ "
+                                   "(in any set)"),
+    all_keys: bool = typer.Option(False, "--all", help="also quantities missing in some sets"),
+    key: bool = typer.Option(False, "--key", help="only the key quantities (data/metrics.toml groups: "
+                             "latency, bandwidth, sizes, tensor peaks, instructions)"),
     pattern: str = typer.Option(None, "--filter", help="glob on the quantity key (e.g. 'instr/add.*')"),
     limit: int = typer.Option(200, help="rows printed on the terminal (files get all)"),
     md: Path = typer.Option(None, "--markdown", help="write the comparison as markdown"),
     html: Path = typer.Option(None, "--html", help="write the comparison as HTML"),
     json_out: Path = typer.Option(None, "--json", help="write the comparison as JSON"),
 ) -> None:
-    """Two result sets side by side (two GPUs, drivers or runs; or a GPU against the published
-    A100 reference 'a100'), differences highlighted."""
-    from gpudissect.report.compare import compare, compare_document, compare_html, compare_markdown
-    from gpudissect.report.load import LoadError, load_result_set
+    """Result sets side by side (two GPUs, drivers or runs; H100 vs H200 vs the published A100
+    reference 'a100'; ...), each against the first, differences highlighted."""
+    from gpudissect.report.compare import (
+        compare_maps,
+        comparison_document,
+        comparison_html,
+        comparison_markdown,
+        key_rows,
+        references,
+        values,
+    )
 
     outputs_ok(md, html, json_out)
-    try:
-        ra, rb = load_result_set(a), load_result_set(b)
-    except LoadError as e:
-        _fail(str(e))
-    rows = compare(ra, rb, threshold, include_one_sided=all_keys)
+    sets = _load_sets(specs)
+    vmaps = [values(s) for s in sets]
+    rows = key_rows(vmaps, threshold) if key else compare_maps(vmaps, threshold, include_one_sided=all_keys)
     if not rows:
-        _fail(f"{a} and {b} have no quantities in common" + ("" if all_keys else
+        _fail(f"{_and(specs)} have no key quantities" if key else
+              f"{_and(specs)} have no quantities in common" + ("" if all_keys else
+              " (--all lists those missing in some sets)" if len(specs) > 2 else
               " (--all lists those present on one side only)"))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r.key, pattern)]
         if not rows:
-            _fail(f"no quantity of {a} and {b} matches '{pattern}'")
+            _fail(f"no quantity of {_and(specs)} matches '{pattern}'")
     n_common = len(rows)
     if only_diff:
         rows = [r for r in rows if r.differs]
-    t = Table(title=f"{ra.gpu} vs {rb.gpu}")
-    t.add_column("quantity", overflow="fold", min_width=20)
-    for name in (f"A: {ra.label}", f"B: {rb.label}"):
-        t.add_column(name, justify="right", min_width=6)
-    t.add_column("unit", min_width=6)
-    t.add_column("B vs A", justify="right", min_width=6)
-    t.add_column("notes", no_wrap=True, overflow="ellipsis", max_width=40)
-    for r in rows[:limit]:
-        from gpudissect.report.compare import _show
-
-        rel = "" if r.rel is None else f"{r.rel:+.0%}"
-        style = "bold red" if r.differs else None
-        notes = "; ".join(x for x in ((r.a.note if r.a else ""), (r.b.note if r.b else "")) if x)
-        t.add_row(escape(r.key), _show(r.a), _show(r.b), escape((r.a or r.b).unit), rel, escape(notes),
-                  style=style)
     if rows:
-        console.print(t)
-    n = sum(r.differs for r in rows)
-    if rows:
+        console.print(_compare_table(sets, rows, limit))
+        n = sum(r.differs for r in rows)
         console.print(f"{len(rows)} quantities compared, [bold red]{n}[/] differ by {threshold:.0%} or more"
                       + (f" (first {limit} shown)" if len(rows) > limit else ""))
     else:  # --only-diff and nothing differs
         console.print(f"no differences: none of the {n_common} quantities compared differs by "
                       f"{threshold:.0%} or more")
-    ref = ra.reference or rb.reference
-    if ref:
+    for ref in references(sets):
         console.print(f"reference: {ref['source']['citation']}", markup=False, highlight=False, soft_wrap=True)
+    view = "key" if key else None
     outs = [(path, text) for path, text in (
-        (md, lambda: compare_markdown(ra, rb, rows, threshold)),
-        (html, lambda: compare_html(ra, rb, rows, threshold)),
-        (json_out, lambda: json.dumps(compare_document(ra, rb, rows, threshold), indent=1) + "\n")) if path]
+        (md, lambda: comparison_markdown(sets, rows, threshold)),
+        (html, lambda: comparison_html(sets, rows, threshold)),
+        (json_out, lambda: json.dumps(comparison_document(sets, rows, threshold, view), indent=1) + "\n")) if path]
     write_texts(outs)
     for path, _ in outs:
         console.print(f"-> {path}")

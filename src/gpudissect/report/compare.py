@@ -1,23 +1,31 @@
-"""Compare two result sets (two GPUs, two drivers, two runs of one GPU, or a GPU against a
-published reference) quantity by quantity, with the differences highlighted.
+"""Compare result sets (two GPUs, two drivers, two runs of one GPU, a GPU against a published
+reference; or N of them, such as H100 vs H200 vs the A100 reference) quantity by quantity, each
+set against the first, with the differences highlighted.
 
-Both sides are flattened to ``{key: Value}``:
+Every set is flattened to ``{key: Value}``:
 
 * ``instr/<variant>/latency`` and ``instr/<variant>/throughput`` (instruction suite);
 * ``quantity/<name>`` for the canonical quantities of ``data/metrics.toml`` (L1 latency, ...);
 * ``<suite>/<variant>/<measure>[/<params>]`` for the records of the other suites;
 * for a reference (``a100``): its tables mapped onto the same keys, each value citing its
-  table and row.
+  table and row, and the quantities of ``data/metrics.toml`` that name their place in it.
+
+A comparison is one row per key and one column per set (A, B, C, ...); each later column has its
+relative difference to A. Two sets are the N = 2 case of the same code (headed 'A' and 'B').
+The key view is the quantities of ``data/metrics.toml`` that have a ``group`` (latency,
+bandwidth, sizes, tensor peaks, a few instructions), in the same rows.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 from dataclasses import dataclass
 
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import all_metrics
+from gpudissect.report.metrics import all_metrics, key_quantities, metric_specs
 from gpudissect.suites import suite_module
 
 SCHEMA = "gpudissect.compare/1"
@@ -68,7 +76,38 @@ def reference_values(ref: dict) -> dict[str, Value]:
                                                     f"{ref['name']} Table III row {row['row']} ({row['sass_count']}x {row['sass']})")
         v, text = _ref_value(row, "throughput")
         out[f"tensor/{row['ptx']}/tflops"] = Value(v, unit, f"{ref['name']} Table III row {row['row']}", text)
+    _spec_quantities(out)
     return out
+
+
+def _globs(pattern) -> list[str]:
+    return list(pattern) if isinstance(pattern, (list, tuple)) else [pattern]
+
+
+def _from_reference(out: dict[str, Value], src: dict) -> Value | None:
+    """A ``reference`` source of data/metrics.toml: the reference's value under the first key
+    its globs match, or with ``best = "max"`` the highest."""
+    hits = [(k, v) for k, v in sorted(out.items()) if v.value is not None
+            and any(fnmatch.fnmatchcase(k, g) for g in _globs(src["reference"]))]
+    if not hits:
+        return None
+    best = src.get("best") == "max"
+    k, v = max(hits, key=lambda kv: kv[1].value) if best else hits[0]
+    more = f", highest of {len(hits)}" if best and len(hits) > 1 else ""
+    return Value(v.value, v.unit, f"{v.note} ({k}{more})", v.text)
+
+
+def _spec_quantities(out: dict[str, Value]) -> None:
+    """``quantity/<name>`` for the quantities of data/metrics.toml with a ``reference`` source
+    (where no table row named the quantity itself)."""
+    for name, spec in metric_specs().items():
+        if f"quantity/{name}" in out:
+            continue
+        for src in spec.get("from", []):
+            v = _from_reference(out, src) if "reference" in src else None
+            if v is not None:
+                out[f"quantity/{name}"] = v
+                break
 
 
 def _flags(flags) -> str:
@@ -97,32 +136,133 @@ def values(rs: ResultSet) -> dict[str, Value]:
     return reference_values(rs.reference) if rs.reference else measured_values(rs)
 
 
+# --- rows ---------------------------------------------------------------------------------------
 @dataclass
 class Row:
+    """One quantity across the sets: its value in each (None: not in that set), each value's
+    relative difference to the first set's, and whether it differs by the threshold or more."""
     key: str
-    a: Value | None
-    b: Value | None
-    rel: float | None  # (b - a) / a
-    differs: bool
+    values: list[Value | None]
+    rels: list[float | None]  # (v - first) / |first|; None for the first set and where not computable
+    diffs: list[bool]  # differs from the first set; False for the first set
+    label: str = ""  # the key view's name of the quantity ("L1 latency")
+
+    @property
+    def a(self) -> Value | None:
+        return self.values[0]
+
+    @property
+    def b(self) -> Value | None:
+        return self.values[1]
+
+    @property
+    def rel(self) -> float | None:
+        """B against A (the two-way comparison's one difference)."""
+        return self.rels[1]
+
+    @property
+    def differs(self) -> bool:
+        return any(self.diffs)
+
+    @property
+    def partial(self) -> bool:
+        """Some later sets differ from the first and some do not: the cells say which."""
+        return self.differs and not all(self.diffs[1:])
+
+    @property
+    def unit(self) -> str:
+        return next((v.unit for v in self.values if v is not None), "")
+
+    @property
+    def notes(self) -> str:
+        return "; ".join(v.note for v in self.values if v is not None and v.note)
 
 
-def compare(a: ResultSet, b: ResultSet, threshold: float = 0.10, include_one_sided: bool = False) -> list[Row]:
-    va, vb = values(a), values(b)
-    keys = sorted(set(va) | set(vb)) if include_one_sided else sorted(set(va) & set(vb))
+def _rel(first: Value | None, v: Value | None) -> float | None:
+    if first and v and first.value is not None and v.value is not None and first.value != 0:
+        return (v.value - first.value) / abs(first.value)
+    return None
+
+
+def _differs(first: Value | None, v: Value | None, rel: float | None, threshold: float) -> bool:
+    if rel is not None and abs(rel) >= threshold:
+        return True
+    return bool(first and v and (first.value is None) != (v.value is None))  # measured on one side only
+
+
+def make_row(key: str, vals: list[Value | None], threshold: float, label: str = "") -> Row:
+    rels = [None] + [_rel(vals[0], v) for v in vals[1:]]
+    diffs = [False] + [_differs(vals[0], v, r, threshold) for v, r in zip(vals[1:], rels[1:], strict=True)]
+    return Row(key, vals, rels, diffs, label)
+
+
+def compare_maps(vmaps: list[dict[str, Value]], threshold: float = 0.10,
+                 include_one_sided: bool = False) -> list[Row]:
+    """One row per key in every set (``include_one_sided``: in any set), sorted by key."""
+    keysets = [set(m) for m in vmaps]
+    keys = set().union(*keysets) if include_one_sided else set.intersection(*keysets)
+    return [make_row(k, [m.get(k) for m in vmaps], threshold) for k in sorted(keys)]
+
+
+def key_rows(vmaps: list[dict[str, Value]], threshold: float = 0.10) -> list[Row]:
+    """The key view: a row for each quantity of data/metrics.toml with a ``group``, in the
+    groups' order, wherever at least one set has it."""
     rows = []
-    for k in keys:
-        x, y = va.get(k), vb.get(k)
-        rel = None
-        if x and y and x.value is not None and y.value is not None and x.value != 0:
-            rel = (y.value - x.value) / abs(x.value)
-        differs = rel is not None and abs(rel) >= threshold
-        if x and y and (x.value is None) != (y.value is None):
-            differs = True
-        rows.append(Row(k, x, y, rel, differs))
+    for name, spec in key_quantities().items():
+        vals = [m.get(f"quantity/{name}") for m in vmaps]
+        if any(v is not None for v in vals):
+            rows.append(make_row(f"quantity/{name}", vals, threshold, spec.get("label") or name))
     return rows
 
 
-def _show(v: Value | None) -> str:
+def compare_sets(sets: list[ResultSet], threshold: float = 0.10, include_one_sided: bool = False) -> list[Row]:
+    return compare_maps([values(s) for s in sets], threshold, include_one_sided)
+
+
+def compare(a: ResultSet, b: ResultSet, threshold: float = 0.10, include_one_sided: bool = False) -> list[Row]:
+    return compare_sets([a, b], threshold, include_one_sided)
+
+
+# --- what the columns are called ------------------------------------------------------------------
+def letter(i: int) -> str:
+    """Column letter of the i-th set: A, B, ..., Z, AA, AB, ..."""
+    return chr(65 + i) if i < 26 else letter(i // 26 - 1) + chr(65 + i % 26)
+
+
+def set_name(rs: ResultSet) -> str:
+    """A set as a column names it: its GPU without 'NVIDIA '; a reference marked so ("A100
+    (reference)")."""
+    gpu = rs.gpu.removeprefix("NVIDIA ").strip()
+    if not rs.reference:
+        return gpu
+    short = re.sub(r"\s*\(.*\)$", "", gpu) or gpu
+    return f"{short} (reference)"
+
+
+def set_names(sets: list[ResultSet]) -> list[str]:
+    """Each set's name, with its label where two sets would have the same name."""
+    names = [set_name(s) for s in sets]
+    return [f"{n} [{s.label}]" if names.count(n) > 1 else n for n, s in zip(names, sets, strict=True)]
+
+
+def headings(sets: list[ResultSet], terminal: bool = False) -> tuple[list[str], list[str]]:
+    """(a heading per set, a heading per difference column). Two sets keep the two-way
+    headings ('A', 'B'; on the terminal 'A: <label>'); more are named by their GPU
+    ('A: H100 80GB HBM3', 'B: H200', 'C: A100 (reference)'). Differences: 'B vs A', ..."""
+    letters = [letter(i) for i in range(len(sets))]
+    if len(sets) == 2:
+        heads = [f"{c}: {s.label}" for c, s in zip(letters, sets, strict=True)] if terminal else letters
+    else:
+        heads = named_headings(sets)
+    return heads, [f"{c} vs A" for c in letters[1:]]
+
+
+def named_headings(sets: list[ResultSet]) -> list[str]:
+    """'A: H100 80GB HBM3', 'B: H200', 'C: A100 (reference)', ..."""
+    return [f"{letter(i)}: {n}" for i, n in enumerate(set_names(sets))]
+
+
+def show_value(v: Value | None) -> str:
     if v is None:
         return ""
     if v.text and v.value is not None:
@@ -130,54 +270,118 @@ def _show(v: Value | None) -> str:
     return fmt_num(v.value)
 
 
-def compare_document(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> dict:
-    def side(v: Value | None):
-        return None if v is None else {"value": v.value, "unit": v.unit, "note": v.note, "text": v.text}
-
-    return {"schema": SCHEMA, "a": {"label": a.label, "gpu": a.gpu, "source": a.source},
-            "b": {"label": b.label, "gpu": b.gpu, "source": b.source}, "threshold": threshold,
-            "caveats": (a.reference or b.reference or {}).get("source", {}).get("caveats", []),
-            "rows": [{"key": r.key, "a": side(r.a), "b": side(r.b), "rel_diff": r.rel, "differs": r.differs}
-                     for r in rows]}
+_show = show_value  # the name it had
 
 
-def compare_markdown(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> str:
-    L = [f"# {a.gpu} ({a.label}) vs {b.gpu} ({b.label})", "",
-         f"A: `{a.source}`; B: `{b.source}`. Differences of {threshold:.0%} or more (relative to A) "
+def rel_text(r: Row, i: int) -> str:
+    """The i-th set's difference to the first ('' for the first set and where none)."""
+    return "" if r.rels[i] is None else f"{r.rels[i]:+.0%}"
+
+
+def references(sets: list[ResultSet]) -> list[dict]:
+    """The published references among the sets, each once."""
+    refs: dict[str, dict] = {}
+    for s in sets:
+        if s.reference:
+            refs.setdefault(s.reference.get("name", s.label), s.reference)
+    return list(refs.values())
+
+
+def _title(sets: list[ResultSet]) -> str:
+    return " vs ".join(f"{s.gpu} ({s.label})" for s in sets)
+
+
+# --- outputs ------------------------------------------------------------------------------------
+def _side(v: Value | None) -> dict | None:
+    return None if v is None else {"value": v.value, "unit": v.unit, "note": v.note, "text": v.text}
+
+
+def _set_doc(s: ResultSet) -> dict:
+    return {"label": s.label, "gpu": s.gpu, "source": s.source}
+
+
+def _row_doc(r: Row) -> dict:
+    d = {"key": r.key, "a": _side(r.a), "b": _side(r.b), "rel_diff": r.rel, "differs": r.differs, "unit": r.unit,
+         "values": [_side(v) for v in r.values], "rel_diffs": r.rels, "differs_each": r.diffs}
+    return {**d, "label": r.label} if r.label else d
+
+
+def comparison_document(sets: list[ResultSet], rows: list[Row], threshold: float, view: str | None = None) -> dict:
+    """The comparison as data: every set (``sets``, with its column letter and name), every row
+    with each set's value (``values``), difference to the first (``rel_diffs``) and whether it
+    differs (``differs_each``; ``differs``: any). ``a``, ``b`` and a row's ``a``, ``b``,
+    ``rel_diff``: the first two sets (the two-way document's fields)."""
+    names = set_names(sets)
+    doc = {"schema": SCHEMA, "a": _set_doc(sets[0]), "b": _set_doc(sets[1]),
+           "sets": [{"column": letter(i), "name": names[i], **_set_doc(s)} for i, s in enumerate(sets)],
+           "threshold": threshold,
+           "caveats": [c for ref in references(sets) for c in ref.get("source", {}).get("caveats", [])],
+           "rows": [_row_doc(r) for r in rows]}
+    return {**doc, "view": view} if view else doc
+
+
+def _md_rel(r: Row, i: int) -> str:
+    text = rel_text(r, i)
+    return f"**{text or 'differs'}**" if r.diffs[i] else text
+
+
+def comparison_markdown(sets: list[ResultSet], rows: list[Row], threshold: float) -> str:
+    heads, rel_heads = headings(sets)
+    legend = "; ".join(f"{letter(i)}: `{s.source}`" for i, s in enumerate(sets))
+    L = [f"# {_title(sets)}", "",
+         f"{legend}. Differences of {threshold:.0%} or more (relative to A) "
          "are in **bold**; 'range' values from a reference compare at their midpoint.", ""]
-    ref = a.reference or b.reference
-    if ref:
-        L += [f"Reference: {ref['source']['citation']}.", ""] + [f"* {c}" for c in ref["source"].get("caveats", [])] + [""]
-    L += ["| quantity | A | B | unit | B vs A | notes |", "|---|---:|---:|---|---:|---|"]
+    for ref in references(sets):
+        L += [f"Reference: {ref['source']['citation']}.", ""]
+        L += [f"* {c}" for c in ref["source"].get("caveats", [])] + [""]
+    n = len(sets)
+    L += ["| quantity | " + " | ".join(heads) + " | unit | " + " | ".join(rel_heads) + " | notes |",
+          "|---|" + "---:|" * n + "---|" + "---:|" * (n - 1) + "---|"]
     for r in rows:
-        unit = (r.a or r.b).unit if (r.a or r.b) else ""
-        rel = "" if r.rel is None else f"{r.rel:+.0%}"
-        if r.differs:
-            rel = f"**{rel or 'differs'}**"
-        notes = "; ".join(x for x in ((r.a.note if r.a else ""), (r.b.note if r.b else "")) if x)
-        L.append(f"| `{r.key}` | {_show(r.a)} | {_show(r.b)} | {unit} | {rel} | {notes} |")
-    n = sum(r.differs for r in rows)
-    L += ["", f"{len(rows)} quantities compared, {n} differ by {threshold:.0%} or more.", ""]
+        cells = [r.label or f"`{r.key}`", *map(show_value, r.values), r.unit,
+                 *(_md_rel(r, i) for i in range(1, n)), r.notes]
+        L.append("| " + " | ".join(cells) + " |")
+    n_diff = sum(r.differs for r in rows)
+    L += ["", f"{len(rows)} quantities compared, {n_diff} differ by {threshold:.0%} or more.", ""]
     return "\n".join(L)
 
 
-def compare_html(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> str:
+def _html_rel(r: Row, i: int) -> str:
     from markupsafe import escape
 
+    text = str(escape(rel_text(r, i)))
+    return f"<b>{text or 'differs'}</b>" if r.partial and r.diffs[i] else text
+
+
+def comparison_html(sets: list[ResultSet], rows: list[Row], threshold: float) -> str:
+    from markupsafe import escape
+
+    heads, rel_heads = headings(sets)
     body = []
     for r in rows:
-        unit = (r.a or r.b).unit if (r.a or r.b) else ""
-        rel = "" if r.rel is None else f"{r.rel:+.0%}"
-        notes = "; ".join(x for x in ((r.a.note if r.a else ""), (r.b.note if r.b else "")) if x)
         cls = ' class="differs"' if r.differs else ""
-        body.append(f"<tr{cls}><td><code>{escape(r.key)}</code></td><td>{escape(_show(r.a))}</td>"
-                    f"<td>{escape(_show(r.b))}</td><td>{escape(unit)}</td><td>{escape(rel)}</td>"
-                    f"<td>{escape(notes)}</td></tr>")
+        quantity = escape(r.label) if r.label else f"<code>{escape(r.key)}</code>"
+        cells = [quantity, *(escape(show_value(v)) for v in r.values), escape(r.unit),
+                 *(_html_rel(r, i) for i in range(1, len(sets))), escape(r.notes)]
+        body.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    ths = "".join(f"<th>{escape(h)}</th>" for h in ["quantity", *heads, "unit", *rel_heads, "notes"])
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>gpudissect compare</title><style>"
             "body{font:14px system-ui,sans-serif;margin:1em 2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ddd;padding:2px 6px}tr.differs td{background:#ffe08a}"
             "</style></head><body>"
-            f"<h1>{escape(a.gpu)} ({escape(a.label)}) vs {escape(b.gpu)} ({escape(b.label)})</h1>"
+            f"<h1>{' vs '.join(f'{escape(s.gpu)} ({escape(s.label)})' for s in sets)}</h1>"
             f"<p>Highlighted: differences of {threshold:.0%} or more relative to A.</p>"
-            "<table><tr><th>quantity</th><th>A</th><th>B</th><th>unit</th><th>B vs A</th><th>notes</th></tr>"
-            + "".join(body) + "</table></body></html>\n")
+            f"<table><tr>{ths}</tr>" + "".join(body) + "</table></body></html>\n")
+
+
+# the two-way names of the outputs
+def compare_document(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> dict:
+    return comparison_document([a, b], rows, threshold)
+
+
+def compare_markdown(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> str:
+    return comparison_markdown([a, b], rows, threshold)
+
+
+def compare_html(a: ResultSet, b: ResultSet, rows: list[Row], threshold: float) -> str:
+    return comparison_html([a, b], rows, threshold)

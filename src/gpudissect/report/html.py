@@ -4,7 +4,9 @@ What a reader needs comes first: each suite's key table (instructions, memory le
 peaks, behaviour verdicts), its findings as a table, its figures; the raw dumps (summary data,
 records, the suite's own wording of single-variant findings) follow folded away in closed
 ``<details>``. Numbers are formatted (units, dates) by :mod:`gpudissect.report.fmt`, never
-changed.
+changed. With other result sets to compare with (``report --compare``), a GPU comparison
+follows the key quantities: the key view of :mod:`gpudissect.report.compare`, then the full
+comparison folded away.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
+from gpudissect.report import compare as cmp
 from gpudissect.report.figures import Figure, suite_figures
 from gpudissect.report.fmt import fmt_keyed, fmt_num, fmt_quantity, fmt_seconds, fmt_timestamp
 from gpudissect.report.load import ResultSet
@@ -184,11 +187,63 @@ def _suite_entry(s: str, rs: ResultSet, workdir: Path, data_dir: Path | None, wa
     return entry
 
 
-def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path) -> dict:
+MAX_COMPARE_ROWS = 2000  # rows of the folded full comparison (gpudissect compare --html writes all)
+
+
+def _compare_cells(r: cmp.Row) -> list[Cell]:
+    """A comparison row as cells: the quantity, each set's value, the unit, each later set's
+    difference to the first, the notes; a set's value and difference marked where it differs."""
+    mark = ["differs" if d else "" for d in r.diffs]
+    values = [Cell(cmp.show_value(v), v.value if v is not None else None, mark[i]) for i, v in enumerate(r.values)]
+    rels = [Cell(cmp.rel_text(r, i) or ("differs" if r.diffs[i] else ""), r.rels[i], mark[i])
+            for i in range(1, len(r.values))]
+    quantity = Cell(r.label, cls="subject") if r.label else Cell(r.key)
+    notes = "; ".join(dict.fromkeys(v.note for v in r.values if v is not None and v.note))  # each once
+    return [quantity, *values, Cell(r.unit), *rels, Cell(notes, cls="note")]
+
+
+def comparison_table(sets: list[ResultSet], rows: list[cmp.Row], key: str, title: str, **kw) -> ReportTable:
+    n = len(sets)
+    heads = cmp.named_headings(sets)
+    t = ReportTable(key, title, ["quantity", *heads, "unit", *(f"{cmp.letter(i)} vs A" for i in range(1, n)),
+                                 "notes"], numeric=(*range(1, n + 1), *range(n + 2, 2 * n + 1)),
+                    wrap=(0, 2 * n + 1), **kw)
+    for r in rows:
+        t.add(*_compare_cells(r))
+    return t
+
+
+def comparison_context(rs: ResultSet, others: list[ResultSet], threshold: float) -> dict | None:
+    """The report's GPU comparison: this result set (A) against ``others`` (B, C, ...): the key
+    quantities, and every quantity the sets have in common (folded)."""
+    if not others:
+        return None
+    sets = [rs, *others]
+    vmaps = [cmp.values(s) for s in sets]
+    full = cmp.compare_maps(vmaps, threshold)
+    shown = full[:MAX_COMPARE_ROWS]
+    more = (f" The first {len(shown)} of {len(full)} rows; gpudissect compare --html writes all."
+            if len(full) > len(shown) else "")
+    return {
+        "sets": [{"column": cmp.letter(i), "name": n, "source": s.source}
+                 for i, (s, n) in enumerate(zip(sets, cmp.set_names(sets), strict=True))],
+        "threshold": f"{threshold:.0%}",
+        "references": [r["source"] for r in cmp.references(sets)],
+        "key": comparison_table(sets, cmp.key_rows(vmaps, threshold), "compare-key", "Key quantities side by side",
+                                sortable=False),
+        "full": comparison_table(sets, shown, "compare-all", "Every quantity in common", collapsed=True,
+                                 scroll=True, code=(0,), note=f"{len(full)} quantities in common, "
+                                 f"{sum(r.differs for r in full)} differ.{more}"),
+    }
+
+
+def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
+                  compare_with: list[ResultSet] | None = None, threshold: float = 0.10) -> dict:
     warnings: list[str] = []
     suites = [_suite_entry(s, rs, workdir, data_dir, warnings) for s in rs.suites()]
     prov = rs.provenance()
     return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
+            "comparison": comparison_context(rs, compare_with or [], threshold),
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "summary_line": _summary_line(rs, prov), "clocks_before": clocks_text(prov.get("clocks_before")),
             "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
@@ -196,7 +251,8 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path) -> dict:
             "render": render_value}
 
 
-def render_html(rs: ResultSet, data_dir: Path | None = None) -> str:
+def render_html(rs: ResultSet, data_dir: Path | None = None, compare_with: list[ResultSet] | None = None,
+                threshold: float = 0.10) -> str:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("gpudissect.report", "templates"),
@@ -204,11 +260,12 @@ def render_html(rs: ResultSet, data_dir: Path | None = None) -> str:
                              undefined=jinja2.StrictUndefined)
     tpl = env.get_template("report.html.j2")
     with tempfile.TemporaryDirectory() as td:
-        ctx = build_context(rs, data_dir, Path(td))
+        ctx = build_context(rs, data_dir, Path(td), compare_with, threshold)
         return tpl.render(**ctx)
 
 
-def write_html(rs: ResultSet, out: Path, data_dir: Path | None = None) -> Path:
+def write_html(rs: ResultSet, out: Path, data_dir: Path | None = None, compare_with: list[ResultSet] | None = None,
+               threshold: float = 0.10) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(rs, data_dir))
+    out.write_text(render_html(rs, data_dir, compare_with, threshold))
     return out

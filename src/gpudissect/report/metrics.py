@@ -16,6 +16,8 @@ from gpudissect.report.load import ResultSet
 
 # flags that make a value unusable for a derived quantity (the report still shows it, flagged)
 BAD_FLAGS = ("error", "unverified", "non-positive slope", "sass")
+# the groups of the key view of a comparison (a quantity's ``group`` in metrics.toml), in order
+KEY_GROUPS = ("device", "latency", "bandwidth", "size", "tensor", "instruction")
 
 
 @dataclass
@@ -61,6 +63,50 @@ def _where(path: list) -> str:
     return " > ".join(str(p) for p in path)
 
 
+def _globs(pattern) -> list[str]:
+    return list(pattern) if isinstance(pattern, (list, tuple)) else [pattern]
+
+
+def _record_value(r: dict, src: dict) -> float | None:
+    """A record's value, or with ``param`` the number under that key of its params."""
+    if r.get("value") is None:
+        return None
+    return _number((r.get("params") or {}).get(src["param"])) if "param" in src else float(r["value"])
+
+
+def _usable_records(doc: dict, src: dict) -> list[tuple[dict, float]]:
+    """The records a ``record`` source names (variant globs, measure), without those whose
+    flags make them unusable, each with its value."""
+    out = []
+    for r in doc.get("records") or []:
+        if src.get("measure") and r.get("measure") != src["measure"]:
+            continue
+        if not any(fnmatch.fnmatchcase(r.get("variant") or "", g) for g in _globs(src["record"])):
+            continue
+        if any(f.split(":")[0].startswith(BAD_FLAGS) for f in r.get("flags") or []):
+            continue
+        v = _record_value(r, src)
+        if v is not None:
+            out.append((r, v))
+    return out
+
+
+def _from_records(name: str, spec: dict, src: dict, doc: dict) -> Found | None:
+    """The first usable record of a ``record`` source, or with ``best = "max"`` the highest."""
+    usable = _usable_records(doc, src)
+    if not usable:
+        return None
+    r, v = max(usable, key=lambda rv: rv[1]) if src.get("best") == "max" else usable[0]
+    where = f"{src['suite']} record {r['variant']} {r.get('measure')}"
+    if "param" in src:
+        where += f" {src['param']}"
+    if src.get("best") == "max":
+        where += f" (highest of {len(usable)})"
+    flags = tuple(f.split(":")[0] for f in r.get("flags") or [])
+    unit = spec["unit"] if "param" in src else (r.get("unit") or spec["unit"])
+    return Found(name, v, unit, where, spec["what"], flags)
+
+
 def lookup(rs: ResultSet, name: str) -> Found | None:
     spec = metric_specs().get(name)
     if spec is None:
@@ -74,7 +120,7 @@ def lookup(rs: ResultSet, name: str) -> Found | None:
                     return Found(name, v, spec["unit"], f"{s} provenance {key}", spec["what"])
             continue
         doc = rs.docs.get(src.get("suite", ""))
-        if doc is None:
+        if doc is None:  # also a "reference" source: published figures, read by compare
             continue
         if "summary" in src:
             v = _number(_dig(doc.get("summary") or {}, src["summary"]))
@@ -82,17 +128,18 @@ def lookup(rs: ResultSet, name: str) -> Found | None:
                 return Found(name, v, spec["unit"], f"{src['suite']} summary {_where(src['summary'])}",
                              spec["what"])
         elif "record" in src:
-            for r in doc.get("records") or []:
-                if r.get("value") is None or (src.get("measure") and r.get("measure") != src["measure"]):
-                    continue
-                if not fnmatch.fnmatchcase(r.get("variant") or "", src["record"]):
-                    continue
-                flags = tuple(f.split(":")[0] for f in r.get("flags") or [])
-                if any(f.startswith(BAD_FLAGS) for f in flags):
-                    continue
-                return Found(name, float(r["value"]), r.get("unit") or spec["unit"],
-                             f"{src['suite']} record {r['variant']} {r.get('measure')}", spec["what"], flags)
+            found = _from_records(name, spec, src, doc)
+            if found is not None:
+                return found
     return None
+
+
+def key_quantities() -> dict[str, dict]:
+    """The quantities of the key view of a comparison (those with a ``group``), group by
+    group in the order of :data:`KEY_GROUPS`, each group in the file's order."""
+    specs = {n: s for n, s in metric_specs().items() if s.get("group")}
+    rank = {g: i for i, g in enumerate(KEY_GROUPS)}
+    return dict(sorted(specs.items(), key=lambda kv: rank.get(kv[1]["group"], len(rank))))
 
 
 def all_metrics(rs: ResultSet) -> dict[str, Found | None]:
