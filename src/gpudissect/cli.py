@@ -243,7 +243,7 @@ def _device(index: int, isolate: bool = False, timeout: float = 60.0):
 
 
 def _store(db: Path | None, create: bool = False):
-    """The results database; for reading (``create=False``) an existing one only (.db or .db.gz),
+    """The results database; for reading (``create=False``) an existing one only (.db, .db.gz or packed .db.xz),
     never a new file."""
     from gpudissect.store.db import StoreError, open_store
 
