@@ -285,3 +285,30 @@ def test_json_export_is_the_stable_interface(tmp_path, sweep):
         assert isinstance(rec["flags"], list)
     md = table_v(records(store))
     assert "| `add.f32` | FADD | 4 |" in md
+
+
+def test_a_suite_prepared_in_the_background_is_only_measured_by_its_run(tmp_path, sweep):
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import AHEAD, prepare_in_background, run
+    from gpudissect.suites import get_suite
+    from gpudissect.target import make_target
+
+    store = Store(tmp_path / "r.db")
+    ctx = Context(FakeDevice(model), store, make_target("sm_90"), quick=True, jobs=2)
+    suite = get_suite("instructions")
+    calls = []
+    prepare = suite.prepare
+    suite.prepare = lambda c, items: (calls.append(len(items)), prepare(c, items))[1]
+    try:
+        (fut,) = prepare_in_background([(suite, ctx, ["add.f32"])])
+        out = run(suite, ctx, ["add.f32"], ahead=fut)
+    finally:
+        del suite.prepare
+    assert len(calls) == 1 and AHEAD not in ctx.state  # prepared once, in the background
+    assert out.timing["compiled_ahead"] == 1.0
+    assert {r["variant"] for r in store.results(out.run_id)} >= {"add.f32"}
+    # a failure of the background prepare is the run's
+    bad = Context(FakeDevice(model), store, make_target("sm_90"), quick=True, jobs=2)
+    (fut,) = prepare_in_background([(suite, bad, ["no.such.variant"])])
+    with pytest.raises(Exception, match="no.such.variant"):
+        run(suite, bad, ["no.such.variant"], ahead=fut)

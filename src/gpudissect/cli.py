@@ -451,12 +451,13 @@ def _follow(prog: Progress, task, label: str) -> Callable[[str, int, int], None]
     return cb
 
 
-def _suite_run(s, ctx, patterns: list[str] | None, resume: bool, progress):
-    """The runner on one suite; its failures as :class:`_SuiteFailed`."""
+def _suite_run(s, ctx, patterns: list[str] | None, resume: bool, progress, ahead=None):
+    """The runner on one suite (``ahead``: its prepare under way in the background); its
+    failures as :class:`_SuiteFailed`."""
     from gpudissect.bench.runner import run
 
     try:
-        return run(s, ctx, patterns, resume=resume, progress=progress)
+        return run(s, ctx, patterns, resume=resume, progress=progress, ahead=ahead)
     except (CatalogError, ValueError) as e:  # SuiteInputError included
         raise _SuiteFailed(str(e)) from None
     except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
@@ -521,15 +522,20 @@ def _run_all(suites: dict, plan: dict[str, list[str] | None], a: _RunArgs, repor
     """``run`` without ``--suite``: the suites one after another on one GPU into one database
     (one failing never stops the others), a summary line each, then the report and the timing
     reference; exit 1 at the end when a suite failed."""
+    from gpudissect.bench.runner import prepare_in_background
+
     dev, store, target = _open(a)
     runs: list[_SuiteRun] = []
+    ctxs = {name: _context(a, dev, store, target) for name in plan}
+    later = list(plan)[1:]  # they compile in the background while the GPU measures the first ones
+    ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later]), strict=True))
     with _progress() as prog:
         overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
         for i, name in enumerate(plan, 1):
             label = f"[{i}/{len(plan)}] {name}"
             task = prog.add_task(label, total=None)
-            runs.append(_run_listed(suites[name], _context(a, dev, store, target), plan[name], a.resume,
-                                    _follow(prog, task, label)))
+            runs.append(_run_listed(suites[name], ctxs[name], plan[name], a.resume,
+                                    _follow(prog, task, label), ahead.get(name)))
             prog.remove_task(task)
             prog.advance(overall)
     _print_worker_failures(dev)
@@ -544,11 +550,11 @@ def _run_all(suites: dict, plan: dict[str, list[str] | None], a: _RunArgs, repor
              "they stored is kept, and the same command resumes what is unfinished", code=1)
 
 
-def _run_listed(s, ctx, patterns: list[str] | None, resume: bool, progress) -> _SuiteRun:
+def _run_listed(s, ctx, patterns: list[str] | None, resume: bool, progress, ahead=None) -> _SuiteRun:
     """One suite of the run of every suite: a failure is said in one line and recorded, never raised."""
     t0 = time.perf_counter()
     try:
-        out = _suite_run(s, ctx, patterns, resume, progress)
+        out = _suite_run(s, ctx, patterns, resume, progress, ahead)
         _print_run(ctx.store, s.name, out, t0)
         problem = _came_to_nothing(ctx.store, s.name, out)
     except _SuiteFailed as e:

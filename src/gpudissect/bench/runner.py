@@ -4,8 +4,10 @@ split. Suites declare their work through the contract in ``bench/contract.py``."
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from gpudissect import __version__
@@ -84,12 +86,54 @@ def clocks(ctx: Context) -> dict:
     return {**ctx.dev.clocks(), **measure_sm_clock(ctx.dev, ctx.target)}
 
 
-def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
-        progress: Callable[[str, int, int], None] | None = None) -> RunOutcome:
-    """Run ``suite`` on ``ctx.dev`` into ``ctx.store``; an unfinished run of the same suite and
-    GPU is resumed (``resume``), its stored items skipped."""
+AHEAD = "prepared_ahead"  # ctx.state: the plan that prepare_ahead() prepared
+
+
+def prepare_ahead(suite: SuiteBase, ctx: Context, patterns: list[str] | None) -> None:
+    """Plan and prepare (generate, compile, check) every item of ``suite`` before its run: in a
+    background thread while another suite holds the GPU, so that the compile of one suite
+    overlaps the measurements of another (neither touches the other's context; a prepare
+    uses no GPU). :func:`run` given the future of this call waits for it and only measures."""
     suite.validate(patterns, ctx.options)
     plan = suite.plan(ctx, patterns)
+    if plan.items:
+        suite.prepare(ctx, plan.items)
+    ctx.state[AHEAD] = plan
+
+
+def prepare_in_background(work: list[tuple[SuiteBase, Context, list[str] | None]]) -> list[Future]:
+    """:func:`prepare_ahead` of each (suite, context, patterns), one after another in a daemon
+    thread (an interrupted run does not wait for it; its compile processes die with this one);
+    one future each, in order."""
+    futs: list[Future] = [Future() for _ in work]
+
+    def go() -> None:
+        for f, (suite, ctx, patterns) in zip(futs, work, strict=True):
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                prepare_ahead(suite, ctx, patterns)
+                f.set_result(None)
+            except BaseException as e:  # noqa: BLE001 - the run of that suite raises it
+                f.set_exception(e)
+
+    threading.Thread(target=go, name="gpudissect-prepare", daemon=True).start()
+    return futs
+
+
+def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
+        progress: Callable[[str, int, int], None] | None = None, ahead: Future | None = None) -> RunOutcome:
+    """Run ``suite`` on ``ctx.dev`` into ``ctx.store``; an unfinished run of the same suite and
+    GPU is resumed (``resume``), its stored items skipped. ``ahead``: the future of
+    :func:`prepare_ahead` on this context (its time still to wait is the run's compile time)."""
+    t = time.perf_counter()
+    if ahead is not None:
+        ahead.result()
+        plan = ctx.state.pop(AHEAD)
+    else:
+        suite.validate(patterns, ctx.options)
+        plan = suite.plan(ctx, patterns)
+    waited = time.perf_counter() - t
     store, dev = ctx.store, ctx.dev
     run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
     if run_id is None:
@@ -100,9 +144,11 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     todo = [i for i in plan.items if i.name not in done]
     timing = {"compile_s": 0.0, "gpu_s": 0.0, "store_s": 0.0, "analysis_s": 0.0}
     t = time.perf_counter()
-    if todo:
+    if todo and ahead is None:
         suite.prepare(ctx, todo)
-    timing["compile_s"] = time.perf_counter() - t
+    timing["compile_s"] = time.perf_counter() - t + waited
+    if ahead is not None:
+        timing["compiled_ahead"] = 1.0  # compile_s: only what was left to wait for
     for n, item in enumerate(todo):
         if progress:
             progress(item.name, n, len(todo))
