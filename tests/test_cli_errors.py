@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from gpudissect.cli import app
 from gpudissect.kernel import toolchain
 from gpudissect.outputs import OutputError, atomic_outputs, check_outputs
+from gpudissect.store.pack import unpack
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "data" / "h100"
@@ -228,12 +229,17 @@ def test_reading_commands_without_a_database_create_nothing(tmp_path, monkeypatc
     assert files(tmp_path) == set()
 
 
-@pytest.mark.skipif(not (H100 / "instructions.db.gz").exists(), reason="no committed H100 data")
-def test_show_reads_a_gzipped_database():
+def test_show_reads_packed_and_gzipped_databases(tmp_path):
+    packed = H100 / "instructions.db.xz"
+    assert packed.exists()  # the shipped store
+    gz = tmp_path / "instructions.db.gz"
+    unpack(packed, tmp_path / "i.db")
+    gz.write_bytes(gzip.compress((tmp_path / "i.db").read_bytes()))
     before = files(H100)
-    res = invoke("show", "add.f32", "--db", str(H100 / "instructions.db.gz"))
-    assert res.exit_code == 0, res.output
-    assert "FADD" in res.output
+    for db in (packed, gz):
+        res = invoke("show", "add.f32", "--db", str(db))
+        assert res.exit_code == 0, res.output
+        assert "FADD" in res.output
     assert files(H100) == before
 
 
