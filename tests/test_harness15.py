@@ -573,3 +573,34 @@ def test_a_64bit_add_companion_takes_out_one_low_and_one_carry_half():
     assert own_sass({"IADD3": "2", "IADD3.X": "1"}, add, 2) == {"IADD3": 1.0}
     assert own_sass({"POPC": "2", "IADD3": "1", "IADD3.X": "0.5", "IMAD.X": "0.5"}, add, 2) == {"POPC": 2.0}
     assert own_sass({"LOP3.LUT": "1", "IMAD.IADD": "1"}, add, 1) == {"LOP3.LUT": 1.0}
+
+
+class CrashesAt(RateByConfig):
+    """The worker dies (a fault) at one throughput configuration, while the rate still rises."""
+
+    def __init__(self, at: tuple[int, int]):
+        super().__init__(lambda k, w: k * w / 8)
+        self.at = at
+
+    def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+        chains = int(kernel.split("_t")[1].split("_")[0]) if "_t" in kernel else 0
+        if kernel.startswith("v0_t") and (chains, block // 32) == self.at:
+            raise WorkerFailed("faulted: CUDA_ERROR_ILLEGAL_ADDRESS (test); worker killed")
+        return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+
+class WorkerFailed(RuntimeError):
+    pass
+
+
+def test_a_worker_failure_in_the_sweep_is_recorded_and_flags_the_peak(tmp_path, sweep):
+    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16),
+                distances=(2,), distance_units=(16, 32), reps=3, launches=2)
+    store = Store(tmp_path / "r.db")
+    run_id = sweep(CrashesAt((1, 16)), store, ["add.f32"], suite=InstructionsSuite(full=plan), quick=False).run_id
+    rows = [r for r in store.results(run_id) if r["variant"] == "add.f32"]
+    crashed = [r for r in rows if r["measure"] == "throughput" and r["params"].get("warps") == 16
+               and r["params"]["chains"] == 1]
+    assert crashed and any(f.startswith("error: WorkerFailed: faulted") for f in crashed[0]["flags"])
+    peak = next(r for r in rows if r["measure"] == "throughput_peak")
+    assert any(f.startswith("sweep-aborted: WorkerFailed: faulted") for f in peak["flags"])

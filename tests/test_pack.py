@@ -56,3 +56,9 @@ def test_a_damaged_packed_store_is_one_clear_error(tmp_path):
         open_store(cut)
     with pytest.raises(StoreError, match="read-only"):
         open_store(tmp_path / "new.db.xz", create=True)
+
+
+def test_packing_a_missing_store_creates_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such results database"):
+        pack(tmp_path / "none.db", tmp_path / "none.db.xz")
+    assert list(tmp_path.iterdir()) == []

@@ -529,15 +529,23 @@ def _run_all(suites: dict, plan: dict[str, list[str] | None], a: _RunArgs, repor
     ctxs = {name: _context(a, dev, store, target) for name in plan}
     later = list(plan)[1:]  # they compile in the background while the GPU measures the first ones
     ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later]), strict=True))
-    with _progress() as prog:
-        overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
-        for i, name in enumerate(plan, 1):
-            label = f"[{i}/{len(plan)}] {name}"
-            task = prog.add_task(label, total=None)
-            runs.append(_run_listed(suites[name], ctxs[name], plan[name], a.resume,
-                                    _follow(prog, task, label), ahead.get(name)))
-            prog.remove_task(task)
-            prog.advance(overall)
+    try:
+        with _progress() as prog:
+            overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
+            for i, name in enumerate(plan, 1):
+                label = f"[{i}/{len(plan)}] {name}"
+                task = prog.add_task(label, total=None)
+                runs.append(_run_listed(suites[name], ctxs[name], plan[name], a.resume,
+                                        _follow(prog, task, label), ahead.get(name)))
+                prog.remove_task(task)
+                prog.advance(overall)
+    except KeyboardInterrupt:  # at once: the background compile is not waited for (its workers die with us)
+        err.print(f"interrupted: every item measured so far is stored in {store.path}; `gpudissect run "
+                  "--suite NAME` resumes the suite that was running (the same command runs the finished "
+                  "suites again)", highlight=False, soft_wrap=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
     _print_worker_failures(dev)
     dev.close()
     store.close()

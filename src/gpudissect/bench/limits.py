@@ -20,7 +20,7 @@ from functools import cache
 from gpudissect import DATA_DIR
 
 UNIT = "warp-instr/clk/SM"
-BRANCHES = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK", "WARPSYNC"})
+BRANCHES = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK"})
 _COUNT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*\*\s*(\S+)\s*$")  # "0.5*IADD3"
 
 

@@ -54,7 +54,9 @@ def fit_line(xs, ys) -> Fit:
     slope = sxy / sxx
     intercept = float(y.mean()) - slope * float(x.mean())
     resid = y - (intercept + slope * x)
-    if syy == 0.0 or np.allclose(resid, 0.0, atol=1e-8 * max(1.0, float(np.abs(y).max()))):
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        r2 = 0.0
+    elif syy == 0.0 or np.allclose(resid, 0.0, atol=1e-8 * max(1.0, float(np.abs(y).max()))):
         r2 = 1.0  # the points lie on the line (a constant series included)
     else:
         r2 = min(1.0, sxy * sxy / (sxx * syy))

@@ -26,6 +26,8 @@ PRESET = 6  # 8 MiB dictionary: a variant's kernels lie together in the store
 def pack(db: Path | str, out: Path | str) -> int:
     """Pack the store ``db`` into ``out`` (xz); returns the bytes written."""
     db, out = Path(db), Path(out)
+    if not db.is_file():
+        raise FileNotFoundError(f"{db}: no such results database")
     with tempfile.TemporaryDirectory(prefix="gpudissect-pack-") as td:
         copy = Path(td) / "s.db"
         src = sqlite3.connect(db)

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase, SuiteInputError
 from gpudissect.bench.contract import Plan as RunPlan
-from gpudissect.bench.limits import Limit, check, limit_for
+from gpudissect.bench.limits import BRANCHES, Limit, check, limit_for, parse_sass
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import (
     Fit,
@@ -184,12 +184,16 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                 if bad is not None:
                     f.error = str(bad)
                     continue
-                res = check_built(v, strat, bs)  # type: ignore[arg-type]
+                try:
+                    res = check_built(v, strat, bs)  # type: ignore[arg-type]
+                    f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
+                    if f.measure != "throughput":
+                        f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
+                except Exception as e:  # noqa: BLE001 - this family fails, not the whole build
+                    f.error = f"checking the built kernels: {type(e).__name__}: {e}"
+                    continue
                 if not res.ok:
                     f.error = res.reason
-                f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
-                if f.measure != "throughput":
-                    f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
                 f.built = [b.light() for b in bs]  # type: ignore[union-attr]
     return [fams for _, _, fams in chunk]
 
@@ -228,8 +232,9 @@ def _base_flags(w: VariantWork) -> list[str]:
         flags.append(f"glue: {w.record.glue}")
     if w.record.companion:
         flags.append(f"companion: {w.record.companion}")
-    if any("BRA" in s for s in w.record.sass):
-        flags.append("branch: data-dependent path in the instruction's SASS")
+    if any(op.split(".")[0] in BRANCHES for op, _ in parse_sass(w.record.sass)):
+        flags.append("branch: data-dependent path or call in the instruction's SASS (no limit from "
+                     "its static count)")
     return flags
 
 
@@ -293,7 +298,8 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
 
 
 def _skipped(w: VariantWork, f: Family, failed: Exception | None) -> Result:
-    return _error_result(w, f, f"error: skipped: an earlier kernel of this variant failed ({failed})")
+    return _error_result(w, f, f"error: skipped: a kernel of this variant failed "
+                               f"({type(failed).__name__}: {failed})")
 
 
 def _cite(w: VariantWork, f: Family, texts: dict) -> tuple[list[str], dict] | Result:
@@ -365,11 +371,11 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
         try:
             r = _throughput(dev, v, f, plan, W, flags, cite, limit, facts["max_warps_per_block"])
         except Exception as e:  # one configuration the driver refuses (registers) or that fails
-            if type(e).__name__ == WORKER_FAILED:
-                raise  # the device is gone: the variant's remaining kernels would fail alike
             word = "refused" if "OUT_OF_RESOURCES" in str(e) else "error"
             out[i].append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
                                  flags=flags + [f"{word}: {type(e).__name__}: {e}"[:300]], **cite))
+            if type(e).__name__ == WORKER_FAILED:
+                raise  # the device is gone: the variant's remaining kernels would fail alike
             stopped.add(i)
             continue
         out[i].append(r)
@@ -513,6 +519,7 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
                        flags=[f"no clean configuration: {', '.join(why) or 'none measured'}"],
                        sass=first.sass, strategy=first.strategy, cls=v.cls)]
     best = max(clean, key=lambda r: r.value or 0)
+    aborted = next((f for r in tps for f in r.flags if f.startswith("error:") and WORKER_FAILED in f), None)
     ok = [r for r in clean if (r.value or 0) >= (1 - PEAK_TOL) * (best.value or 0)]
     smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
     limit = limit_for(best.sass, target.base)
@@ -525,6 +532,8 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
     rising = _still_rising(best, clean, tps)
     if rising and not (limit is not None and (best.value or 0) >= (1 - PEAK_TOL) * limit.value):
         flags.append(f"not-saturated: {rising}")
+    if aborted:  # the sweep ended early: what it did not reach is unknown
+        flags.append(f"sweep-aborted: {aborted.removeprefix('error: ')}"[:300])
     return [Result(v.name, "throughput_peak", best.value, unit,
                    "max over clean (chains, warps) configurations",
                    params={"best": {"chains": best.params["chains"], "warps": best.params["warps"]},
