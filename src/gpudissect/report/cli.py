@@ -101,30 +101,23 @@ def report_cmd(
         rs, _ = _source(data, db)
         _simexport(rs, out, None)
         return
-    if markdown:
-        from gpudissect.report.markdown import timing_reference
+    from gpudissect.report import write  # the files `gpudissect run` writes too
 
+    if markdown:
         out = out or Path("timing-reference.md")
         outputs_ok(out)
         rs, _ = _source(data, db)
-        write_texts([(out, lambda: timing_reference(rs))])
-        console.print(f"timing reference of {rs.gpu} ({', '.join(rs.suites())}) -> {out}")
+        write.markdown(rs, out)
         return
     try:
         import jinja2  # noqa: F401
     except ImportError:
         _fail("the HTML report needs jinja2 and matplotlib: pip install 'gpudissect[report]'")
-    from gpudissect.report.html import write_html
-
     out = out or Path("report.html")
     outputs_ok(out)
     rs, data_dir = _source(data, db)
     others = _load_sets(compare_with, at_least=1) if compare_with else []
-    with writing(out) as (tmp,):
-        write_html(rs, tmp, data_dir, others, threshold)
-    beside = f", beside {', '.join(o.gpu for o in others)}" if others else ""
-    console.print(f"report of {rs.gpu} ({', '.join(rs.suites())}){beside} -> {out} "
-                  f"({out.stat().st_size // 1024} KiB)")
+    write.html(rs, out, data_dir, others, threshold)
 
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:

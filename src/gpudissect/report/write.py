@@ -42,12 +42,15 @@ def _what(rs: ResultSet) -> str:
     return f"{rs.gpu} ({', '.join(rs.suites())})"
 
 
-def html(rs: ResultSet, out: Path, data_dir: Path | None) -> None:
+def html(rs: ResultSet, out: Path, data_dir: Path | None, others: list[ResultSet] | None = None,
+         threshold: float = 0.1) -> None:
+    """The HTML report (``others``: result sets set beside it, differences from ``threshold``)."""
     from gpudissect.report.html import write_html
 
     with writing(out) as (tmp,):
-        write_html(rs, tmp, data_dir)
-    console.print(f"report of {_what(rs)} -> {out} ({out.stat().st_size // 1024} KiB)",
+        write_html(rs, tmp, data_dir, others or [], threshold)
+    beside = f", beside {', '.join(o.gpu for o in others)}" if others else ""
+    console.print(f"report of {_what(rs)}{beside} -> {out} ({out.stat().st_size // 1024} KiB)",
                   highlight=False, soft_wrap=True)
 
 
