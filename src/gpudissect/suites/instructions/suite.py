@@ -302,15 +302,15 @@ def _skipped(w: VariantWork, f: Family, failed: Exception | None) -> Result:
                                f"({type(failed).__name__}: {failed})")
 
 
-def _cite(w: VariantWork, f: Family, texts: dict) -> tuple[list[str], dict] | Result:
-    """The flags every result of family ``f`` carries and the kernel it cites, or the result
-    that says why the family is not timed."""
+def _cite(w: VariantWork, f: Family) -> tuple[list[str], dict] | Result:
+    """The flags every result of family ``f`` carries and the kernel it cites (its texts go into
+    the store once a result of it is measured), or the result that says why the family is not
+    timed."""
     v = w.variant
     if f.error:  # not built, or its SASS is not the instruction's: no number could be used
         return Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
                       strategy=w.record.strategy)
-    texts.update(f.built[-1].texts())  # the kernel each result cites
     flags = _base_flags(w)
     cited = f.built[-1]
     return flags, dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
@@ -328,10 +328,11 @@ def _as_pair(r: Result) -> Result:
 
 def _measure_family(dev: Device, w: VariantWork, f: Family, plan: Plan, texts: dict) -> list[Result]:
     """A chain family: latency, issue interval or dependence distance."""
-    c = _cite(w, f, texts)
+    c = _cite(w, f)
     if isinstance(c, Result):
         return [c]
     flags, cite = c
+    texts.update(f.built[-1].texts())  # the kernel the result cites
     return [_chain(dev, w, f, plan, flags, cite)]
 
 
@@ -348,7 +349,7 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
     limit = limit_for(w.record.sass, target.base)
     cites: dict[int, tuple[list[str], dict]] = {}
     for i in tp:
-        c = _cite(w, fams[i], texts)
+        c = _cite(w, fams[i])
         if isinstance(c, Result):
             out[i] = [c]
         else:
@@ -361,6 +362,7 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             continue
         f, (flags, cite) = fams[i], cites[i]
         params = {"chains": f.chains, "warps": W}
+        texts.update(f.built[-1].texts())  # the kernel its results cite (a family never reached: none)
         if W > facts["max_warps_per_block"] and f.regs * 32 * W > facts["registers_per_sm"]:
             out[i].append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
                                  flags=flags + [f"refused: {W} warps need {f.regs * 32 * W} registers "
