@@ -86,18 +86,23 @@ def test_nothing_of_the_harness_between_the_clock_reads(catalog, name, strat, me
     assert not {"STG", "BAR", "BRA"} & set(ops), ops
     for kind in ("memory", "barrier", "branch"):
         assert not [x.full for x in region if KINDS[kind].match(x.opcode)], kind
-    # the loop: one backward branch, from after the end clock read back to the barrier that
-    # releases the block's warps before each repetition (the BRA to itself after EXIT is
-    # ptxas's padding, not a loop)
+    # two loops: the repetitions, a backward branch from after the end clock read back to the
+    # barrier that releases the block's warps before each repetition, and inside it, before the
+    # start clock read, the wait of the per-SM rendezvous (kernel/timing.py SmSync: an atomic
+    # count, 32-bit clock reads for its deadline, a second barrier). The BRA to itself after
+    # EXIT is ptxas's padding, not a loop.
     at = labels(b.cubin)
     target = {i: at[re.search(r"(\.L_x_\d+)", x.operands[0]).group(1)]
               for i, x in enumerate(ins) if x.opcode == "BRA"}
-    back = [i for i, t in target.items() if t < ins[i].offset]
-    assert len(back) == 1, "expected exactly one loop"
-    end = back[0]
+    back = sorted(i for i, t in target.items() if t < ins[i].offset)
+    assert len(back) == 2, "expected the repetition loop and the rendezvous' wait"
+    spin, end = back
     head = next(i for i, x in enumerate(ins) if x.offset == target[end])
-    assert head < clocks[0] < clocks[1] < end
-    assert any(x.opcode == "BAR" for x in ins[head : clocks[0]])
+    spin_head = next(i for i, x in enumerate(ins) if x.offset == target[spin])
+    assert head < spin_head < spin < clocks[0] < clocks[1] < end
+    before = ins[head : clocks[0]]
+    assert sum(x.opcode == "BAR" for x in before) == 3  # the loop's, then two after the wait
+    assert any(x.opcode in ("ATOMG", "ATOM", "RED", "REDG") for x in before)
     # no store in the loop: the timestamps stay in registers until lane 0 writes them after it
     stores = [i for i, x in enumerate(ins) if x.opcode == "STG"]
     assert stores and min(stores) > end
@@ -317,6 +322,17 @@ def test_companion_removed_latency_and_the_same_single_sass_stands_for_the_throu
                                      {"abs.s32", "a.paired"}))["throughput_peak"]
     assert t.value is None and t.params["pair"] == 1.0
     assert t.flags[0].startswith("includes companion: xor.b32 {o}, {o}, {k};: the pair's rate (1)")
+    # a paired variant (two instances per IABS) stands for it at half its rate per instance
+    peak["two.lanes"] = row("two.lanes", "throughput_peak", 3.2, sass=["0.5*IABS"])
+    t = by_measure(companion_removed(w, "lop3.b32", XOR, LAT, peak, pair,
+                                     {"abs.s32", "a.paired"}))["throughput_peak"]
+    assert t.value == pytest.approx(1.6) and t.flags == ["same SASS as two.lanes"]
+    assert "halved" in t.statistic
+    # ... but one of exactly that SASS comes first
+    peak["iabs.only"] = row("iabs.only", "throughput_peak", 1.5, sass=["IABS"])
+    t = by_measure(companion_removed(w, "lop3.b32", XOR, LAT, peak, pair,
+                                     {"abs.s32", "a.paired"}))["throughput_peak"]
+    assert t.value == pytest.approx(1.5)
 
 
 def test_a_64bit_chain_takes_out_two_companion_sass(catalog):
@@ -604,3 +620,24 @@ def test_a_worker_failure_in_the_sweep_is_recorded_and_flags_the_peak(tmp_path, 
     assert crashed and any(f.startswith("error: WorkerFailed: faulted") for f in crashed[0]["flags"])
     peak = next(r for r in rows if r["measure"] == "throughput_peak")
     assert any(f.startswith("sweep-aborted: WorkerFailed: faulted") for f in peak["flags"])
+
+
+def test_paired_lanes_are_timed_per_instance_against_their_own_limit(tmp_path, sweep):
+    """min.f16: 2 chains share the two lanes of each HMNMX2 (a paired family). Its records
+    carry that SASS and say so; its limit is per PTX instance (8 for HMNMX2's 4 per clock), so a
+    rate above the one-chain family's limit of 4 is no failure."""
+    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(128, 256), tp_warps=(4, 8),
+                distances=(2,), distance_units=(16, 32), reps=4, launches=2)
+    dev = RateByConfig(lambda k, w: 6.0 if k == 2 else 2.0)
+    store = Store(tmp_path / "r.db")
+    run_id = sweep(dev, store, ["min.f16"], suite=InstructionsSuite(full=plan), quick=False).run_id
+    rows = [r for r in store.results(run_id) if r["variant"] == "min.f16"]
+    two = [r for r in rows if r["measure"] == "throughput" and r["params"]["chains"] == 2]
+    one = [r for r in rows if r["measure"] == "throughput" and r["params"]["chains"] == 1]
+    assert two and all(r["sass"] == ["0.5*HMNMX2"] for r in two)
+    assert all(any(f.startswith("paired:") for f in r["flags"]) for r in two)
+    assert not any(f.startswith("exceeds-limit") for r in two for f in r["flags"])
+    assert one and all(r["sass"] == ["HMNMX2"] and not any(f.startswith("paired") for f in r["flags"])
+                       for r in one)
+    peak = next(r for r in rows if r["measure"] == "throughput_peak")
+    assert peak["value"] == pytest.approx(6.0, rel=0.01) and peak["sass"] == ["0.5*HMNMX2"]

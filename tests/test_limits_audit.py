@@ -114,6 +114,17 @@ def test_limit_problem(clean: Path):
     assert "exceeds-limit: 4.5 > 4" in lines[0]
 
 
+def test_a_throughput_is_checked_against_its_own_sass_mix(clean: Path):
+    """A family whose kernels hold another mix than the map's (ptxas chose IMAD.X for some
+    IADD3.X) is checked against its own (``params.own_sass``)."""
+    doc = _load(clean, "instructions")
+    r = _record(doc, "fma.rn.f32", "throughput_peak")
+    r["value"], r["params"] = 3.0, {**(r.get("params") or {}), "own_sass": ["FFMA", "FFMA"]}
+    _save(clean, "instructions", doc)
+    lines = audit(clean)
+    assert len(lines) == 1 and "exceeds-limit: 3 > 2" in lines[0]
+
+
 def test_low_opt_problem(clean: Path):
     doc = _load(clean, "instructions")
     _record(doc, "add.f64", "latency")["strategy"] = "reg-O0"

@@ -442,3 +442,63 @@ def test_toolchain_found_through_env(monkeypatch, tmp_path):
         assert find_tool("ptxas") == exe
     finally:
         find_tool.cache_clear()
+
+
+# --- two instances in the two lanes of one SASS (ptxas pairs independent 16-bit chains) ---
+
+
+def _pairs(units):
+    """2 chains in the two lanes of one register: one HMNMX2 per two instances."""
+    return ["HMNMX2 R4, R4, R6, !PT"] * (units // 2)
+
+
+def test_paired_lanes_are_timed_as_two_instances(sass, sm90):
+    from gpudissect.target import paired_sass
+
+    res = check_family(family(sass, _pairs, chains=2), paired=paired_sass(sm90.arch).search)
+    assert res.ok and res.paired, res.reason
+    assert res.sass == ["0.5*HMNMX2"]
+
+
+def test_paired_lanes_without_the_facts_are_folded(sass):
+    res = check_family(family(sass, _pairs, chains=2))
+    assert not res.ok and res.reason.startswith("folded") and not res.paired
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda u: ["FMNMX R4, R4, R6, !PT"] * (u // 2), id="one-lane-opcode-halved"),
+        pytest.param(lambda u: ["HMNMX2 R4, R4, R6, !PT"] * (u // 4), id="two-lane-quartered"),
+    ],
+)
+def test_only_exact_halves_of_two_lane_sass_pair(sass, sm90, make):
+    from gpudissect.target import paired_sass
+
+    res = check_family(family(sass, make, chains=4), paired=paired_sass(sm90.arch).search)
+    assert not res.ok and res.reason.startswith("folded")
+
+
+def test_paired_families_of_the_real_toolchain(sm90):
+    """min.f16, 2 chains, as the throughput sweep builds it: ptxas pairs the chains into the
+    lanes of HMNMX2 (accepted, timed per PTX instance). In the map's short kernels it fuses two
+    dependent steps into one three-input VHMNMX instead: work merged, still folded."""
+    from gpudissect.catalog.model import load_catalog
+    from gpudissect.kernel.build import build_module
+    from gpudissect.suites.instructions.suite import Plan, timing_families
+    from gpudissect.suites.instructions.verify import check_built
+    from gpudissect.target import paired_sass
+
+    pairs = paired_sass(sm90.arch).search
+    v = load_catalog().select(["min.f16"])[0]
+    _, short = verify_family(v, strategy("reg"), sm90, chains=2)
+    res = check_built(v, strategy("reg"), short, paired=pairs)
+    assert not res.ok and res.reason.startswith("folded") and "VHMNMX" in res.per_unit
+    rec = autoverify(v, sm90)
+    fam = next(f for f in timing_families(v, rec, sm90, Plan(), 0)
+               if f.measure == "throughput" and f.chains == 2)
+    built = build_module(fam.kernels, sm90.arch, strategy(rec.strategy).opt)
+    builts = [built[k.name] for k in fam.kernels]
+    assert not check_built(v, strategy("reg"), builts).ok
+    res = check_built(v, strategy("reg"), builts, paired=pairs)
+    assert res.ok and res.paired and res.sass == ["0.5*HMNMX2"], res.reason

@@ -83,6 +83,18 @@ class Target:
         return DATA_DIR / name
 
 
+@cache
+def paired_sass(arch: str) -> re.Pattern | None:
+    """The two-lane SASS of ``arch``'s facts (``paired_sass``: one instruction, two 16-bit
+    lanes), or None where the facts name none."""
+    m = ARCH_RE.fullmatch(arch or "")
+    path = ARCH_DIR / f"sm_{m.group(1)}.toml" if m else None
+    if path is None or not path.exists():
+        return None
+    pattern = tomllib.loads(path.read_text())["target"].get("paired_sass")
+    return re.compile(pattern) if pattern else None
+
+
 def make_target(arch: str, ptxas_version: str | None = None) -> Target:
     """The target for ``arch`` (``sm_90`` or ``sm_90a``); one clear error for anything else.
     ``ptxas_version`` defaults to the installed ptxas's release."""

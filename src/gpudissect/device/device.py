@@ -33,6 +33,9 @@ class DeviceInfo:
         return asdict(self)
 
 
+SM_COUNTER_WORDS = 512  # u64 words of per-SM u32 counters after run()'s inputs (1024 SM ids)
+
+
 @dataclass
 class LaunchResult:
     times: np.ndarray  # (warps, 2*reps+1) uint64: (t0, t1) per rep, then smid (kernel/timing.py)
@@ -282,15 +285,18 @@ class CudaDevice:
         threads = grid * block
         warps = grid * -(-block // 32)
         tpt = 2 * reps + 1
-        host_in = np.array(inputs or [0], dtype=np.uint64)
+        # the inputs, then zeroed per-SM counters (kernel/timing.py SmSync), zeroed again
+        # before each launch
+        host_in = np.concatenate([np.array(inputs or [0], dtype=np.uint64),
+                                  np.zeros(SM_COUNTER_WORDS, dtype=np.uint64)])
         b_in = self._buf("in", host_in.nbytes)
         b_out = self._buf("out", threads * max(n_sink, 1) * 8)
         b_t = self._buf("times", warps * tpt * 8)
         self.stream.sync()
-        self._check(self._cu.cuMemcpyHtoD(int(b_in.handle), host_in.ctypes.data, host_in.nbytes))
         cfg = LaunchConfig(grid=(grid, 1, 1), block=(block, 1, 1))
         results = []
         for _ in range(launches):
+            self._check(self._cu.cuMemcpyHtoD(int(b_in.handle), host_in.ctypes.data, host_in.nbytes))
             t = time.perf_counter()
             launch(self.stream, cfg, k, b_in, b_out, b_t)
             self.stream.sync()

@@ -7,11 +7,17 @@ may alternate IADD3 and IMAD.IADD). The verifier rejects what distorts a timing:
 barriers, memory accesses and branches that the instruction itself does not bring,
 folded or hoisted work (fewer than one real instruction per instance), too many register
 moves, and chains the compiler shortened (dependence depth below one per instance).
+
+One exception to "fewer than one": two-lane SASS (``paired``: HADD2, HFMA2, ... of the target's
+facts) that holds exactly half an instruction per instance. ptxas put two independent 16-bit
+instances into the two lanes of one instruction: the work is all there, two instances per SASS
+(``CheckResult.paired``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -42,6 +48,7 @@ class CheckResult:
     base: dict[str, Fraction] = field(default_factory=dict)
     depth_per_instance: Fraction = Fraction(0)
     moves_per_unit: Fraction = Fraction(0)
+    paired: bool = False  # two instances per two-lane SASS (see the module's text)
 
     @property
     def sass(self) -> list[str]:
@@ -73,8 +80,10 @@ def check_family(
     max_moves: Fraction = Fraction(1),
     check_depth: bool = True,
     min_real: int = 1,
+    paired: Callable[[str], bool] | None = None,
 ) -> CheckResult:
-    """Verify a family of kernels that differ only in the number of instances."""
+    """Verify a family of kernels that differ only in the number of instances. ``paired``
+    tells the opcodes of two-lane SASS (None: no pairing is accepted)."""
     if len(samples) < 2:
         raise ValueError("need at least two chain lengths to verify")
     samples = sorted(samples, key=lambda s: s.units)
@@ -124,7 +133,11 @@ def check_family(
 
     moves = max(sum((c for op, c in per_unit.items() if op.startswith("MOV:")), Fraction(0)), Fraction(0))
     res.moves_per_unit = moves
-    if real < min_real:
+    work = [op for op, c in per_unit.items() if c > 0 and not op.startswith("MOV:")]
+    if (paired is not None and min_real == 1 and real == Fraction(1, 2) and work
+            and all(paired(op) for op in work)):
+        res.paired = True  # two instances in the two lanes of each SASS: nothing removed
+    elif real < min_real:
         extra = " beside the companion" if min_real > 1 else ""
         res.reason = (
             f"folded: {float(real - (min_real - 1)):g} real SASS instructions per PTX instance{extra} "

@@ -48,7 +48,7 @@ from gpudissect.suites.instructions.template import (
     generate,
 )
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many, check_built
-from gpudissect.target import Target
+from gpudissect.target import Target, paired_sass
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,8 @@ class Family:
     error: str | None = None
     regs: int = 0  # registers per thread (the most of its kernels)
     stall: float | None = None  # ptxas's stall model of a chain family (single-SASS variants)
+    sass: list[str] | None = None  # a throughput family's own SASS per instance (its limit)
+    paired: bool = False  # two instances in the two lanes of each SASS (checks.py)
 
 
 @dataclass
@@ -161,6 +163,7 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
     family: its kernels built (without the parsed SASS, which only the checks need), or why
     not; the registers per thread; ptxas's stall model for a chain family."""
     chunk, arch = job
+    pairs = paired_sass(arch)
     by_opt: dict[int, list[tuple[Variant, MapRecord, list[Family]]]] = {}
     for item in chunk:
         by_opt.setdefault(get_strategy(item[1].strategy).opt, []).append(item)
@@ -185,7 +188,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     f.error = str(bad)
                     continue
                 try:
-                    res = check_built(v, strat, bs)  # type: ignore[arg-type]
+                    res = check_built(v, strat, bs,  # type: ignore[arg-type]
+                                      paired=pairs.search if pairs and f.measure == "throughput" else None)
                     f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
                     if f.measure != "throughput":
                         f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
@@ -194,6 +198,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     continue
                 if not res.ok:
                     f.error = res.reason
+                elif f.measure == "throughput":
+                    f.sass, f.paired = res.sass, res.paired  # its own mix (IADD3.X / IMAD.X vary)
                 f.built = [b.light() for b in bs]  # type: ignore[union-attr]
     return [fams for _, _, fams in chunk]
 
@@ -312,8 +318,11 @@ def _cite(w: VariantWork, f: Family) -> tuple[list[str], dict] | Result:
                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
                       strategy=w.record.strategy)
     flags = _base_flags(w)
+    if f.paired:
+        flags.append(f"paired: ptxas put two independent instances into the two lanes of each "
+                     f"{' '.join(op.split('*')[-1] for op in f.sass)} (rate per PTX instance)")
     cited = f.built[-1]
-    return flags, dict(sass=w.record.sass, strategy=w.record.strategy, cls=v.cls,
+    return flags, dict(sass=f.sass if f.paired else w.record.sass, strategy=w.record.strategy, cls=v.cls,
                        ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
 
 
@@ -346,7 +355,6 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
     the limit only ends the search, the value is the measured one)."""
     v, fams = w.variant, w.families
     facts = target.facts["target"]
-    limit = limit_for(w.record.sass, target.base)
     cites: dict[int, tuple[list[str], dict]] = {}
     for i in tp:
         c = _cite(w, fams[i])
@@ -354,6 +362,7 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             out[i] = [c]
         else:
             cites[i] = c
+    limits = {i: limit_for(fams[i].sass or cite["sass"], target.base) for i, (_, cite) in cites.items()}
     configs = sorted((W * fams[i].chains, W, i) for i in cites for W in plan.tp_warps)
     stopped: set[int] = set()
     best: dict[int, float] = dict.fromkeys(cites, 0.0)
@@ -371,7 +380,7 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             stopped.add(i)
             continue
         try:
-            r = _throughput(dev, v, f, plan, W, flags, cite, limit, facts["max_warps_per_block"])
+            r = _throughput(dev, v, f, plan, W, flags, cite, limits[i], facts["max_warps_per_block"])
         except Exception as e:  # one configuration the driver refuses (registers) or that fails
             word = "refused" if "OUT_OF_RESOURCES" in str(e) else "error"
             out[i].append(Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
@@ -386,6 +395,7 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
         if best[i] and r.value < RISE * best[i]:
             stopped.add(i)  # saturated: more warps no longer raise the rate
         best[i] = max(best[i], r.value)
+        limit = limits[i]
         if limit is not None and r.value >= (1 - PEAK_TOL) * limit.value:
             return  # at the physical limit: no configuration can rise further
 
@@ -478,6 +488,8 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
             series.append(spans)
     params = {"chains": f.chains, "warps": W, "blocks_per_sm": blocks, "lengths": xs,
               "launches": plan.launches, "repeats_per_launch": plan.reps - 1}
+    if f.sass and f.sass != cite.get("sass"):  # this family's own mix, which its limit is of
+        params["own_sass"] = f.sass
     if len(xs) < 2:
         return Result(v.name, "throughput", None, "warp_instr/cycle/SM", "none", params=params,
                       flags=flags + [f"not timed: no SM held exactly {W} warps"], **cite)
@@ -524,7 +536,8 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
     aborted = next((f for r in tps for f in r.flags if f.startswith("error:") and WORKER_FAILED in f), None)
     ok = [r for r in clean if (r.value or 0) >= (1 - PEAK_TOL) * (best.value or 0)]
     smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
-    limit = limit_for(best.sass, target.base)
+    own = best.params.get("own_sass")
+    limit = limit_for(own or best.sass, target.base)
     bound = "unknown (no SASS, or a data-dependent path)"
     if limit is not None:
         share = (best.value or 0) / limit.value
@@ -541,7 +554,8 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
                    params={"best": {"chains": best.params["chains"], "warps": best.params["warps"]},
                            "smallest_within_2pct": {"chains": smallest.params["chains"],
                                                     "warps": smallest.params["warps"]},
-                           "bound": bound, "configurations": len(tps), "clean": len(clean)},
+                           "bound": bound, "configurations": len(tps), "clean": len(clean),
+                           **({"own_sass": own} if own else {})},
                    flags=flags, sass=best.sass, strategy=best.strategy, cls=v.cls,
                    ptx_hash=best.ptx_hash, sass_hash=best.sass_hash)]
 
@@ -602,10 +616,16 @@ def own_sass(counts: dict[str, str], comp: tuple[str, ...], n: int) -> dict[str,
     return {op: c for op, c in own.items() if c > 1e-9}
 
 
-def _clean_single(rows: dict[str, dict], op: str, exclude: set[str]) -> dict | None:
-    """A clean record of a variant whose one instance is exactly the SASS ``op``."""
-    return next((r for v, r in sorted(rows.items()) if v not in exclude and _clean(r)
-                 and r["sass"] == [op]), None)
+def _clean_single(rows: dict[str, dict], op: str, exclude: set[str]) -> tuple[dict, float] | None:
+    """A clean record of a variant whose one instance is exactly the SASS ``op``, with the
+    factor that makes its rate that SASS's: 1; or, failing one, a paired record (half an ``op``
+    per instance: two instances in its two lanes) and 0.5."""
+    clean = [r for v, r in sorted(rows.items()) if v not in exclude and _clean(r)]
+    for sass, factor in (([op], 1.0), ([f"0.5*{op}"], 0.5)):
+        r = next((r for r in clean if r["sass"] == sass), None)
+        if r is not None:
+            return r, factor
+    return None
 
 
 def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...],
@@ -646,11 +666,13 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
         out.append(Result(v.name, "latency", None, "cycles", "none", params={"pair": pl and pl["value"]},
                           flags=keep + [f"includes companion: {comp}: {why}"], **base))
     pt = pair.get("throughput_peak")
-    same = _clean_single(peak, sass[0], paired | {v.name}) if len(own) == 1 and sass == list(own) else None
-    if same is not None:
-        out.append(Result(v.name, "throughput_peak", same["value"], "warp_instr/cycle/SM",
+    found = _clean_single(peak, sass[0], paired | {v.name}) if len(own) == 1 and sass == list(own) else None
+    if found is not None:
+        same, factor = found
+        half = "" if factor == 1 else ", halved: it holds two instances per SASS (paired lanes)"
+        out.append(Result(v.name, "throughput_peak", same["value"] * factor, "warp_instr/cycle/SM",
                           f"the clean throughput of {same['variant']}: the same single SASS "
-                          f"({sass[0]}) as this variant without its companion",
+                          f"({sass[0]}) as this variant without its companion{half}",
                           params={"same_sass_as": same["variant"], "pair": pt and pt["value"],
                                   **{k: same["params"][k] for k in ("best", "bound")
                                      if k in (same["params"] or {})}},

@@ -13,7 +13,9 @@ instruction cache). The three measurements of the mission are all this one templ
 Kernel ABI (all instruction kernels):
 ``.entry k(.param .u64 in, .param .u64 out, .param .u64 times)``
 
-* ``in``: u64 slots holding operand bit patterns (``Kernel.inputs``);
+* ``in``: u64 slots holding operand bit patterns (``Kernel.inputs``), then the zeroed u32
+  per-SM counters with which the blocks of an SM start each repetition together
+  (``kernel/timing.py`` ``SmSync``; the device zeroes them before each launch);
 * ``out``: ``n_sink`` u64 slots per thread receiving the chains' final values;
 * ``times``: ``2*reps + 1`` u64 per warp, written by lane 0 after the loop (kernel/timing.py):
   (start, end) clock64 per repetition, then %smid.
@@ -35,7 +37,7 @@ from gpudissect.catalog.model import (
 )
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
 from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.kernel.timing import Repeat, repeated, row_words
+from gpudissect.kernel.timing import Repeat, SmSync, repeated, row_words
 from gpudissect.suites.instructions.strategies import Strategy
 from gpudissect.target import Target
 
@@ -279,7 +281,7 @@ def generate(
             f".visible .entry {name}(.param .u64 p_in, .param .u64 p_out, .param .u64 p_times)",
             "{",
             *regs.decls(),
-            "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff;",
+            "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff, %sync;",
             "  .reg .b32 %ti, %nt, %ct, %gt, %gw, %rep, %sm, %smem, %lane;",
             "  .reg .b16 %lane16;",
             "  .reg .b64 %lane64;",
@@ -305,7 +307,8 @@ def generate(
             "  add.u64 %outp, %outp, %toff;",
             *smem_setup,
             *lines,
-            *repeated(body, str(reps), REPEAT, keep=reps, after=fold),
+            f"  add.u64 %sync, %in, {8 * max(len(inputs), 1)};",  # the SM counters follow the inputs
+            *repeated(body, str(reps), REPEAT, keep=reps, after=fold, sync=SmSync("%sync")),
             *store,
             "  ret;",
             "}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from gpudissect.catalog.model import Variant
@@ -58,11 +59,14 @@ def _family(variant: Variant, strategy: Strategy, target: Target, prefix: str, c
             for n in lengths]
 
 
-def check_built(variant: Variant, strategy: Strategy, builts: list[Built]) -> CheckResult:
+def check_built(variant: Variant, strategy: Strategy, builts: list[Built],
+                paired: Callable[[str], bool] | None = None) -> CheckResult:
+    """The SASS check of one family (``paired``: the two-lane opcodes that may hold two
+    instances; None where a family must hold one instruction per instance, as in the map)."""
     samples = [Sample(units=b.kernel.units, length=b.kernel.length, region=b.region) for b in builts]
     min_real = 2 if strategy.chain == "companion" else 1
     res = check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
-                       min_real=min_real)
+                       min_real=min_real, paired=paired)
     if res.ok:
         stalled = compiler_stalls(builts[-1])
         if stalled:
