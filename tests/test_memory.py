@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import bw_synth
 import numpy as np
 import pytest
 
@@ -177,6 +178,16 @@ class FakeHierarchy:
             self.footprint = args[0].nbytes
             self.spacing = int(args[3])
             return {}
+        if kernel == "link":  # the TLB study's page chains (one page per >= 2 MiB)
+            self.footprint, self.spacing = args[0].nbytes, 1 << 21
+            return {}
+        if kernel == "l2probe":  # two partitions: SM parity against line parity
+            lines = args[4].data.astype(np.int64) // 128
+            sm = np.arange(grid) % 4
+            out = np.zeros(3 * grid, dtype=np.uint64)
+            out[0::3] = ((250 + 40 * ((sm % 2) != (lines % 2))) * int(args[3]) * gm.UNROLL).astype(np.uint64)
+            out[2::3] = sm
+            return {"out": out}
         if kernel.startswith("chase"):
             warm, iters = int(args[2]), int(args[3])
             lat = {"chase_lds": 30, "chase_sts": 50, "chase_ldl": 40}.get(kernel)
@@ -193,6 +204,8 @@ class FakeHierarchy:
             out = np.zeros(3, dtype=np.uint64)
             out[0] = int((24 + 2 * d) * int(args[2]) * gm.UNROLL)
             return {"bankout": out}
+        if kernel.startswith(bw_synth.PREFIX):  # bandwidth streams: a saturating synthetic rate
+            return bw_synth.outputs(kernel, grid, block, args, sms=4)
         return {"_gpu_ms": [1.0, 0.9, 0.9]}
 
 
@@ -228,8 +241,10 @@ def test_suite_on_fake_device(tmp_path):
     assert lo <= L2 < hi
     assert s["line_sizes"]["L1"]["bytes"] == LINE
     assert len(s["tlb"]["steps"]) == 1 and 32 * MiB <= s["tlb"]["reach_bytes"][0] <= 64 * MiB
-    assert "L2_inner_steps" not in s["sizes"]  # the TLB step is not taken for an L2 level
-    pages = [r["params"]["footprint"] for r in doc["records"] if r["variant"] == "sweep/cg-pages"
+    # the TLB step (600 -> 750 past 64 MiB) is set aside as translation, not taken for an L2 level
+    assert [lv["name"] for lv in s["l2"]["levels"]] == ["L2"]
+    assert [t["levels_cycles"] for t in s["l2"]["translation_steps"]] == [[600.0, 750.0]]
+    pages = [r["params"]["footprint"] for r in doc["records"] if r["variant"] == "tlb/2MiB"
              and r["value"] is not None]
     # the page sweep spans most of the free memory, past the cache sweeps' sweep_max
     assert max(pages) > 512 * MiB
@@ -241,7 +256,7 @@ def test_suite_on_fake_device(tmp_path):
     assert len(s["conclusions"]) >= 8
     # resumable: a second call with the run finished starts a new run; items are all stored
     items = {r["variant"].split("/")[0] for r in doc["records"]}
-    assert {"latency", "sweep", "stride", "nearfar", "bandwidth", "bank"} <= items
+    assert {"latency", "sweep", "stride", "l2map", "tlb", "bandwidth", "bank"} <= items
     json.dumps(doc)
     # figures from the document
     from gpudissect.suites.memory.figures import figures

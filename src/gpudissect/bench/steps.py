@@ -9,6 +9,11 @@ evidence: the last footprint on the lower plateau (the capacity estimate: the la
 working set still served at the lower level), the first on the upper one, both levels and
 their ratio. Plateau end points further than max(min_rel, 3 sigma) from the plateau's
 level are trimmed off (they belong to the transition).
+
+The level change that counts as a step (``min_rel``) is either fixed (12 %: the cache
+staircase, whose levels differ by tens of percent) or comes from the measured spread of the
+repeats (:func:`spread_threshold`: ``SPREAD_K`` x the pooled relative spread of each point's
+repeated launches), for small effects such as translation misses.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 NOISE_FLOOR = 0.01  # log-units: 1 % relative noise assumed at least (noise-free synthetic data)
+SPREAD_K = 5.0  # a step must exceed this many pooled relative spreads of the repeats
+SPREAD_FLOOR = 0.005  # and at least 0.5 % (repeats that agree exactly still leave rounding)
 
 
 @dataclass
@@ -43,12 +50,12 @@ class Step:
         return asdict(self)
 
 
-def _noise(z: np.ndarray) -> float:
+def _noise(z: np.ndarray, floor: float = NOISE_FLOOR) -> float:
     if z.size < 3:
-        return NOISE_FLOOR
+        return floor
     d = np.diff(z)
     mad = float(np.median(np.abs(d - np.median(d))))
-    return max(NOISE_FLOOR, 1.4826 * mad / np.sqrt(2))
+    return max(floor, 1.4826 * mad / np.sqrt(2))
 
 
 def segment(z: np.ndarray, penalty: float) -> list[tuple[int, int]]:
@@ -78,9 +85,32 @@ def segment(z: np.ndarray, penalty: float) -> list[tuple[int, int]]:
     return segs[::-1]
 
 
+def pooled_spread(samples) -> float:
+    """Relative spread of repeated measurements, pooled over the points: per point the
+    standard deviation of its repeats over their median, then the median over the points
+    (one wild point does not set it). ``samples``: one list of repeats per point; points
+    with fewer than two finite repeats do not count. 0 when no point has repeats."""
+    rel = []
+    for reps in samples:
+        a = np.asarray([v for v in reps if v is not None and np.isfinite(v)], dtype=float)
+        if a.size >= 2 and np.median(a) > 0:
+            rel.append(float(np.std(a, ddof=1) / np.median(a)))
+    return float(np.median(rel)) if rel else 0.0
+
+
+def spread_threshold(samples, k: float = SPREAD_K, floor: float = SPREAD_FLOOR) -> float:
+    """The relative level change that counts as a step: ``k`` x :func:`pooled_spread` of the
+    repeats, at least ``floor``."""
+    return max(floor, k * pooled_spread(samples))
+
+
 def detect(xs, ys, min_rel: float = 0.12, min_points: int = 2,
-           penalty_scale: float = 8.0) -> tuple[list[Plateau], list[Step]]:
-    """Plateaus and steps of y(x) (x increasing, y > 0)."""
+           penalty_scale: float = 8.0, noise: float | None = None
+           ) -> tuple[list[Plateau], list[Step]]:
+    """Plateaus and steps of y(x) (x increasing, y > 0). ``min_rel``: the smallest relative
+    level change kept as a step (:func:`spread_threshold` derives it from the repeats);
+    ``noise``: a relative noise level measured from repeats, used beside the one estimated
+    from the data's first differences (the larger wins) for the segmentation penalty."""
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
     if x.size != y.size or x.size == 0:
@@ -92,7 +122,8 @@ def detect(xs, ys, min_rel: float = 0.12, min_points: int = 2,
     if x.size < min_points:
         return [], []
     z = np.log(y)
-    sigma = _noise(z)
+    # measured repeats replace the assumed 1 % floor (the data's own scatter still counts)
+    sigma = _noise(z) if noise is None else max(_noise(z, 0.1 * SPREAD_FLOOR), noise)
     segs = segment(z, penalty_scale * sigma * sigma * max(1.0, np.log(z.size)))
     # merge neighbours whose levels differ by less than min_rel
     merged: list[list[int]] = []

@@ -10,7 +10,10 @@ Conventions (those of Accel-Sim's microbenchmark tuner):
 * initiation interval: cycles between two warp-instructions on one unit, with one unit per
   scheduler: ``schedulers_per_sm / throughput`` (warp-instr/cycle/SM), at least 1;
 * ``-gpgpu_l2_rop_latency`` = L2 hit latency - L1 hit latency, ``-dram_latency`` = device
-  memory latency - L2 hit latency (GPGPU-Sim adds the stages up).
+  memory latency - L2 hit latency (GPGPU-Sim adds the stages up);
+* cache geometry: the memory suite's stride sweeps measure the fill (sector) granularity (what
+  one miss brings in), not the line; the line (allocation unit) comes from its capacity
+  against node spacing. Only a measured line is offered as a line size.
 """
 
 from __future__ import annotations
@@ -30,8 +33,21 @@ META_KEYS = ("option", "trace", "latency_option", "suite")
 
 
 @cache
+def _spec_file() -> dict:
+    return tomllib.loads(resources.files("gpudissect").joinpath("data", "simexport.toml").read_text())
+
+
 def slot_specs() -> dict:
-    return tomllib.loads(resources.files("gpudissect").joinpath("data", "simexport.toml").read_text())["class"]
+    return _spec_file()["class"]
+
+
+def _memory_summary(rs: ResultSet, key: str) -> dict:
+    """The memory summary's part named by simexport.toml's [memory] table."""
+    path = (_spec_file().get("memory") or {}).get(key) or []
+    d = (rs.docs.get("memory") or {}).get("summary") or {}
+    for k in path:
+        d = d.get(k) if isinstance(d, dict) else None
+    return d if isinstance(d, dict) else {}
 
 
 def _usable(flags: list[str]) -> bool:
@@ -159,7 +175,8 @@ def _options(rs: ResultSet, classes: dict, q: dict, nsched: int, sched) -> list[
                      else "shared memory latency not measured"))
     if l1 and l2:
         out.append(_line("-gpgpu_l2_rop_latency", round(l2.value - l1.value),
-                         f"L2 hit {fmt_num(l2.value)} - L1 hit {fmt_num(l1.value)} cycles ({l2.source}; {l1.source})"))
+                         f"L2 hit {fmt_num(l2.value)} - L1 hit {fmt_num(l1.value)} cycles ({l2.source}; {l1.source})"
+                         + _l2_note(rs)))
     else:
         out.append(_line("-gpgpu_l2_rop_latency", None, "needs L2 and L1 hit latencies: "
                          + ", ".join(n for n, f in (("L2", l2), ("L1", l1)) if f is None) + " not measured"))
@@ -175,12 +192,33 @@ def _options(rs: ResultSet, classes: dict, q: dict, nsched: int, sched) -> list[
     banks = q["smem_banks"]
     out.append(_line("-gpgpu_shmem_num_banks", int(banks.value) if banks else None,
                      f"bank-conflict sweep, {banks.source}" if banks else "bank count not measured"))
+    lines = _memory_summary(rs, "lines")
     for lvl, opt in (("l1", "-gpgpu_cache:dl1"), ("l2", "-gpgpu_cache:dl2")):
-        size, line = q[f"{lvl}_size"], q[f"{lvl}_line"]
-        have = ", ".join(f"{w} {fmt_num(f.value)} B ({f.source})" for w, f in (("size", size), ("line", line)) if f)
+        size, fill = q[f"{lvl}_size"], q[f"{lvl}_line"]  # metrics' l*_line: the fill granularity
+        line = (lines.get(lvl.upper()) or {}).get("bytes")
+        have = ", ".join([f"size {fmt_num(size.value)} B ({size.source})"] if size else [])
+        have += (", " if have and line else "") + (f"line {line} B (capacity against node spacing)"
+                                                   if line else "")
+        have += (", " if have and fill else "") + (f"fill (sector) granularity {fmt_num(fill.value)} B, "
+                                                   f"not a line size ({fill.source})" if fill else "")
         out.append(_line(opt, None, "needs sets:line:associativity; associativity not measured"
-                         + (f"; measured {have}" if have else "; size and line not measured either")))
+                         + (f"; measured {have}" if have else "; size and line not measured either")
+                         + ("" if line else "; line size not measured")))
     return out
+
+
+def _l2_note(rs: ResultSet) -> str:
+    """The L2's near/far partitions as measured (GPGPU-Sim has no option for them)."""
+    l2 = _memory_summary(rs, "l2")
+    if len(l2.get("levels") or []) < 2:
+        return ""
+    near, far = l2["levels"][0], l2["levels"][-1]
+    probe = l2.get("probe") or {}
+    return (f"; the L2 is two partitions (no GPGPU-Sim option models them): near "
+            f"{fmt_num(near['latency_cycles'])} cycles up to {fmt_num(near['bytes'] / 2**20)} MiB, far "
+            f"{fmt_num(far['latency_cycles'])} cycles up to {fmt_num(l2['capacity_bytes'] / 2**20)} MiB"
+            + (f"; per-SM hits near {fmt_num(probe['near_cycles'])}, far {fmt_num(probe['far_cycles'])} cycles"
+               if probe.get("near_cycles") else ""))
 
 
 def accel_sim_config(data: dict) -> str:

@@ -1,5 +1,7 @@
-"""Analysis of the memory suite: sizes from the staircase, line sizes from stride sweeps,
-TLB reach, bandwidth figures, the shared-memory bank-conflict rule, and the conclusions.
+"""Analysis of the memory suite: sizes from the staircase (L1; the L2 as its near and far
+partition levels), fill granularity from stride sweeps and line size from capacity against
+node spacing, the per-SM L2 partition map, the TLB study, bandwidth figures, the
+shared-memory bank-conflict rule, and the conclusions.
 
 Works on store/export records (dicts with variant, measure, value, params, samples, flags)."""
 
@@ -8,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpudissect.bench.stats import fit_line
-from gpudissect.bench.steps import detect
+from gpudissect.bench.steps import detect, pooled_spread, spread_threshold
+from gpudissect.suites.memory import bandwidth as bwm
+from gpudissect.suites.memory import texture as tex
 
 KiB, MiB = 1 << 10, 1 << 20
 BANKS, BANK_BYTES = 32, 4
@@ -80,7 +84,77 @@ def two_groups(vals: list[float]) -> dict:
     bimodal = bool(gaps[i] > 0.03 * med and min(lo.size, hi.size) >= 0.1 * v.size)
     return {"bimodal": bimodal, "near_mean": float(lo.mean()), "far_mean": float(hi.mean()),
             "near_sms": int(lo.size), "far_sms": int(hi.size), "gap": float(gaps[i]),
+            "threshold": float((lo[-1] + hi[0]) / 2),
             "min": float(v[0]), "max": float(v[-1]), "median": med}
+
+
+def partition_map(sms: list[int], matrix: list[list[float | None]]) -> dict:
+    """Which SMs see which L2 lines as near. The SM x line latency matrix is modelled as
+    SM offset + line offset + a near/far term: after removing the SM and line means, a
+    two-partition L2 leaves a rank-one pattern (side(SM) x home(line), signs) whose leading
+    singular vectors give each SM's side and each line's home; ``var_explained``: its share
+    of the variance left. Near: the cells where an SM meets a line of its own side (the
+    faster median). The split counts when that pattern dominates (>= 50 %), at least 90 % of
+    the SMs have their near median below their far median and both groups (of SMs and of
+    lines) hold at least 10 %. Otherwise, SMs whose mean latencies split in two
+    (:func:`two_groups`) whatever the line form a position split (not by address)."""
+    m = np.array([[np.nan if v is None else float(v) for v in row] for row in matrix], dtype=float)
+    if m.ndim != 2 or m.size == 0 or len(sms) != m.shape[0] or not np.isfinite(m).any():
+        return {"split": False, "why": "no SM x line matrix"}
+    n_sm, n_line = m.shape
+    ok = np.isfinite(m)
+    row, col, grand = np.nanmean(m, 1), np.nanmean(m, 0), float(np.nanmean(m))
+    filled = np.where(ok, m, row[:, None] + col[None, :] - grand)
+    resid = filled - filled.mean(1, keepdims=True) - filled.mean(0, keepdims=True) + filled.mean()
+    base = {"sms": n_sm, "lines": n_line, "median": float(np.nanmedian(m)),
+            "min": float(np.nanmin(m)), "max": float(np.nanmax(m))}
+    u, sv, vt = np.linalg.svd(resid, full_matrices=False)
+    var1 = float(sv[0] ** 2 / (sv ** 2).sum()) if (sv ** 2).sum() > 0 else 0.0
+    side = np.where(u[:, 0] >= 0, 1.0, -1.0)
+    home = np.where(vt[0] >= 0, 1.0, -1.0)
+    if (side > 0).sum() < (side < 0).sum():  # side A: the larger group (a stable orientation)
+        side, home = -side, -home
+    same = np.outer(side, home) > 0
+    near = same if np.median(m[same & ok]) <= np.median(m[~same & ok]) else ~same
+
+    def med(mask_row: np.ndarray, i: int) -> float:
+        v = m[i][mask_row & ok[i]]
+        return float(np.median(v)) if v.size else np.nan
+    sm_near = np.array([med(near[i], i) for i in range(n_sm)])
+    sm_far = np.array([med(~near[i], i) for i in range(n_sm)])
+    consistent = float(np.mean(sm_near < sm_far))
+    mid = (sm_near + sm_far) / 2
+    agree = float(np.mean(((m < mid[:, None]) == near)[ok]))
+    a_idx = [i for i in range(n_sm) if side[i] > 0]
+    b_idx = [i for i in range(n_sm) if side[i] < 0]
+    near_a = [j for j in range(n_line) if near[a_idx[0], j]] if a_idx else []
+    near_b = [j for j in range(n_line) if j not in near_a]
+    split = (var1 >= 0.5 and consistent >= 0.9 and min(len(a_idx), len(b_idx)) >= 0.1 * n_sm
+             and min(len(near_a), len(near_b)) >= 0.1 * n_line)
+    if split:
+        return {**base, "split": True, "address_dependent": True, "var_explained": var1,
+                "sm_consistent": consistent, "agreement": agree,
+                "side_a": [int(sms[i]) for i in a_idx], "side_b": [int(sms[i]) for i in b_idx],
+                "lines_near_a": len(near_a), "lines_near_b": len(near_b), "lines_split": n_line,
+                "near_cycles": float(np.median(m[near & ok])), "far_cycles": float(np.median(m[~near & ok])),
+                "far_minus_near": float(np.median(m[~near & ok]) - np.median(m[near & ok])),
+                "sm_near_range": [float(np.nanmin(sm_near)), float(np.nanmax(sm_near))],
+                "sm_far_range": [float(np.nanmin(sm_far)), float(np.nanmax(sm_far))],
+                "sm_order": [int(sms[i]) for i in a_idx + b_idx], "line_order": near_a + near_b}
+    g = two_groups(np.nanmedian(m, 1).tolist())
+    if not g.get("bimodal"):
+        return {**base, "split": False, "var_explained": var1, "sm_consistent": consistent,
+                "why": f"no address pattern (its share of the variance {var1:.0%}, SMs consistent "
+                       f"{consistent:.0%}) and the SMs' mean latencies do not split in two"}
+    rows = np.nanmedian(m, 1)
+    fast = [i for i in range(n_sm) if rows[i] <= g["threshold"]]
+    slow = [i for i in range(n_sm) if rows[i] > g["threshold"]]
+    a, b = fast, slow  # side A: the faster SMs, whatever the line
+    return {**base, "split": True, "address_dependent": False, "var_explained": var1,
+            "side_a": [int(sms[i]) for i in a], "side_b": [int(sms[i]) for i in b],
+            "near_cycles": float(np.nanmedian(m[fast])), "far_cycles": float(np.nanmedian(m[slow])),
+            "far_minus_near": float(np.nanmedian(m[slow]) - np.nanmedian(m[fast])),
+            "lines_split": 0, "sm_order": [int(sms[i]) for i in a + b], "line_order": list(range(n_line))}
 
 
 # --- line sizes
@@ -104,25 +178,6 @@ def knee(strides: list[int], ys: list[float], frac: float = 0.85) -> dict | None
     return None
 
 
-# --- sizes used by later benchmarks
-
-def bandwidth_footprints(sizes: dict, free: int) -> tuple[dict, dict]:
-    """Footprints of the bandwidth runs from the measured sizes (flagged generic fallbacks
-    where a size was not measured)."""
-    flags: dict[str, list[str]] = {}
-    l1 = (sizes.get("L1") or {}).get("bytes")
-    l2 = (sizes.get("L2") or {}).get("bytes")
-    if not l1:
-        l1 = 64 * KiB
-        flags["L1"] = ["fallback: L1 size not measured; generic 64 KiB footprint"]
-    if not l2:
-        l2 = 16 * MiB
-        flags["L2"] = ["fallback: L2 size not measured; generic 16 MiB footprint"]
-        flags["DRAM"] = ["fallback: DRAM footprint not derived from a measured L2 size"]
-    dram = int(min(max(8 * l2, 256 * MiB), free // 3))
-    return {"l1": int(l1), "l2": int(l2), "dram": dram}, flags
-
-
 # --- summary
 
 def _by(records: list[dict], prefix: str) -> dict[str, list[dict]]:
@@ -136,15 +191,57 @@ def _by(records: list[dict], prefix: str) -> dict[str, list[dict]]:
 def staircase(records: list[dict]) -> dict:
     out = {}
     for variant, rows in _by(records, "sweep/").items():
-        pts = sorted((r["params"]["footprint"], r["value"]) for r in rows
+        pts = sorted((r["params"]["footprint"], r["value"], r.get("samples") or []) for r in rows
                      if r.get("value") is not None and "footprint" in (r.get("params") or {}))
         if not pts:
             continue
-        plateaus, steps = detect([p[0] for p in pts], [p[1] for p in pts], min_points=3)
+        plateaus, steps = detect([p[0] for p in pts], [p[1] for p in pts], min_rel=STAIR_MIN_REL,
+                                 min_points=3)
         out[variant] = {"points": len(pts),
                         "plateaus": [vars(p) for p in plateaus],
-                        "steps": [s.to_json() for s in steps]}
+                        "steps": [s.to_json() for s in steps],
+                        "spread_rel": pooled_spread([p[2] for p in pts]),
+                        "curve": [[p[0], p[1]] for p in pts]}
     return out
+
+
+STAIR_MIN_REL = 0.2  # cache levels differ by far more; a flat stretch of a gradual transition
+# (a random chain just past a capacity keeps some hits) is not a level
+LEVEL_TOL = 0.03  # a point is on a level within 3 % of it (or 3 launch spreads, if larger)
+
+
+def crossing(curve: list, lo: float, hi: float, start: float) -> float | None:
+    """The footprint at which latency, rising from level ``lo`` to ``hi`` after ``start``,
+    crosses their midpoint (interpolated in log footprint): the capacity of the lower level
+    where the transition is gradual (hashed sets, random order); for a sharp LRU cliff it
+    lies between the last point on the level and the first above it."""
+    mid = (lo + hi) / 2
+    pts = [(x, y) for x, y in curve if x >= start]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+        if y0 < mid <= y1:
+            t = (mid - y0) / (y1 - y0)
+            return float(2 ** (np.log2(x0) + t * (np.log2(x1) - np.log2(x0))))
+    return None
+
+
+def _level_span(curve: list, level: float, start: float, tol: float) -> tuple[float, float | None]:
+    """(last footprint on ``level`` counting from ``start``, the first one off it after
+    that); points before the first one on the level (the end of the transition into it)
+    are skipped."""
+    last, off, seen = start, None, False
+    for x, y in curve:
+        if x < start:
+            continue
+        if abs(y / level - 1) <= tol:
+            last, seen = x, True
+        elif seen:
+            off = x
+            break
+    return last, off
+
+
+def _first_on(curve: list, level: float, after: float, tol: float) -> float | None:
+    return next((x for x, y in curve if x > after and abs(y / level - 1) <= tol), None)
 
 
 def _step_json(s: dict, source: str) -> dict:
@@ -152,52 +249,333 @@ def _step_json(s: dict, source: str) -> dict:
             "levels_cycles": [s["level_below"], s["level_above"]], "source": source}
 
 
-def _overlaps(a: dict, b: dict) -> bool:
-    return a["x_below"] < b["x_above"] and b["x_below"] < a["x_above"]
+L2_SWEEPS = ("sweep/ca-strided", "sweep/cg-random", "sweep/ca-random")  # the L2 model's, in order
 
 
-def sizes_from(stair: dict) -> tuple[dict, dict]:
-    """L1: the first step of a .ca staircase (strided chain preferred: sharper).
-    TLB: the steps of the page sweep (``sweep/cg-pages``: one node per ~1 MiB, so its few lines
-    stay in L2 and any step is translation). L2: among the later steps of the strided .ca
-    chain (else the random .cg chain) that no TLB step explains, the last one (into device
-    memory); earlier ones are L2-internal levels. The random .cg chain is a cross-check."""
+def _translation(a: dict, b: dict, tlb_steps: list[dict]) -> dict | None:
+    """The TLB level (if any) that explains the staircase step from plateau a to b: its reach
+    bracket overlaps the step's and its miss cost is at least 2/3 of the step."""
+    for t in tlb_steps:
+        lo, hi = t["bracket"]
+        if lo < b["x_first"] and a["x_last"] < hi and b["level"] - a["level"] <= 1.5 * t["miss_cycles"]:
+            return t
+    return None
+
+
+def _onchip(variant: str, st: dict, tlb_steps: list[dict] | None = None
+            ) -> tuple[list[dict], dict | None, dict | None, list[dict]]:
+    """(the L2 plateaus, the L1 plateau, the device-memory plateau, the translation steps set
+    aside) of a sweep: the last plateau is device memory, a .ca sweep's first one is L1;
+    those between are L2 levels. A top step that a TLB level explains is translation: the
+    plateau below it is device memory."""
+    pl = list(st.get("plateaus") or [])
+    first = 1 if "/ca-" in variant else 0
+    aside = []
+    while len(pl) >= first + 3 and (t := _translation(pl[-2], pl[-1], tlb_steps or [])):
+        aside.append({"bracket": [pl[-2]["x_last"], pl[-1]["x_first"]],
+                      "levels_cycles": [pl[-2]["level"], pl[-1]["level"]], "tlb_reach": t["reach_bytes"]})
+        pl.pop()
+    if len(pl) < first + 2:
+        return [], (pl[0] if first and pl else None), None, aside
+    return pl[first:-1], (pl[0] if first else None), pl[-1], aside
+
+
+def l2_levels(variant: str, st: dict, tlb_steps: list[dict] | None = None) -> dict | None:
+    """The L2 of one sweep as levels: the first L2 plateau is the near partition (an SM's
+    own half), the last the far one (between them, intermediate levels); each with its
+    latency, the last footprint it serves (its size) and the bracket up to the next level.
+    L2 capacity: where the last on-chip level ends (the step into device memory)."""
+    levels, l1, dram, aside = _onchip(variant, st, tlb_steps)
+    if not levels or dram is None:
+        return None
+    pl = st["plateaus"]
+    curve = st.get("curve") or []
+    tol = max(LEVEL_TOL, 3 * float(st.get("spread_rel") or 0.0))
+    out = []
+    for i, lv in enumerate(levels):
+        nxt = pl[pl.index(lv) + 1]
+        name = ("L2" if len(levels) == 1 else "L2 near" if i == 0
+                else "L2 far" if i == len(levels) - 1 else f"L2 level {i + 1}")
+        last, _ = _level_span(curve, lv["level"], lv["x_first"], tol) if curve else (lv["x_last"], None)
+        reach = _first_on(curve, nxt["level"], last, tol) if curve else None
+        cap = crossing(curve, lv["level"], nxt["level"], lv["x_first"]) if curve else None
+        out.append({"name": name, "latency_cycles": lv["level"], "bytes": int(round(cap)) if cap else last,
+                    "last_on_level": last, "from_bytes": lv["x_first"],
+                    "bracket": [last, reach or nxt["x_first"]], "points": lv["points"],
+                    "estimate": "midpoint crossing to the next level" if cap else "last point on the level"})
+    return {"source": variant, "levels": out, "capacity_bytes": out[-1]["bytes"],
+            "capacity_bracket": out[-1]["bracket"],
+            "dram_cycles": dram["level"], "l1_cycles": l1["level"] if l1 else None,
+            "translation_steps": aside}
+
+
+def l2_model(stair: dict, reported: float | None, pmap: dict | None,
+             tlb_steps: list[dict] | None = None) -> dict:
+    """The L2 from the staircase (the first of :data:`L2_SWEEPS` with a device-memory step;
+    the others cross-check), compared with the driver's L2 size, with the per-SM map;
+    staircase steps that a TLB level explains are set aside (:func:`_onchip`)."""
+    models = {v: m for v in L2_SWEEPS if v in stair and (m := l2_levels(v, stair[v], tlb_steps))}
+    if not models:
+        return {"why": "no sweep shows an L2 level below a device-memory step"}
+    main = next(iter(models.values()))
+    out = {**main, "crosscheck": {v: {"capacity_bytes": m["capacity_bytes"],
+                                      "capacity_bracket": m["capacity_bracket"],
+                                      "levels": [(lv["name"], lv["latency_cycles"], lv["last_on_level"])
+                                                 for lv in m["levels"]]}
+                                  for v, m in models.items() if v != main["source"]}}
+    lv = main["levels"]
+    pen = []
+    if main.get("l1_cycles") is not None:
+        pen.append({"miss": "L1", "to": lv[0]["name"], "cycles": lv[0]["latency_cycles"] - main["l1_cycles"]})
+    for a, b in zip(lv, lv[1:], strict=False):
+        pen.append({"miss": a["name"], "to": b["name"], "cycles": b["latency_cycles"] - a["latency_cycles"]})
+    pen.append({"miss": lv[-1]["name"], "to": "device memory", "cycles": main["dram_cycles"] - lv[-1]["latency_cycles"]})
+    out["miss_penalties"] = pen
+    if len(lv) > 1:
+        out["near_fraction"] = lv[0]["bytes"] / main["capacity_bytes"]
+    if reported:
+        cap = main["capacity_bytes"]
+        out["reported_bytes"] = float(reported)
+        out["capacity_over_reported"] = cap / float(reported)
+        # the capacity is the last footprint still served on chip: it cannot exceed the L2
+        out["within_reported"] = bool(cap <= 1.02 * float(reported))
+    if pmap and pmap.get("split"):
+        out["probe"] = {k: pmap.get(k) for k in ("near_cycles", "far_cycles", "far_minus_near",
+                                                 "address_dependent", "agreement")}
+        out["probe"]["sms"] = [len(pmap.get("side_a") or []), len(pmap.get("side_b") or [])]
+    return out
+
+
+def sizes_from(stair: dict, l2: dict | None = None) -> dict:
+    """L1: the first step of a .ca staircase (strided chain preferred: sharper). L2: the
+    capacity of the L2 model (the end of its last on-chip level) and its near partition."""
     sizes: dict = {}
-    pages = stair.get("sweep/cg-pages")
-    tlb_steps = pages["steps"] if pages else []
-    tlb: dict = {"steps": tlb_steps, "reach_bytes": [t["x_below"] for t in tlb_steps],
-                 "source": "sweep/cg-pages: random chain with one node per ~1 MiB region; the "
-                           "data touched stays in L2, so each step is a translation level "
-                           "running out of reach"}
-    if pages and not tlb_steps:
-        top = pages["plateaus"][-1]["x_last"] if pages["plateaus"] else None
-        tlb["note"] = (f"no step in the page sweep up to {human(top)}: TLB reach is at least "
-                       "that (or its misses cost too little to see)")
-    elif not pages:
-        tlb["note"] = "page sweep not measured"
     for variant in ("sweep/ca-strided", "sweep/ca-random"):
         st = stair.get(variant)
         if st and st["steps"]:
             sizes["L1"] = _step_json(st["steps"][0], f"first step of {variant}")
             break
-    for variant, first in (("sweep/ca-strided", 1), ("sweep/cg-random", 0)):
-        st = stair.get(variant)
-        if not st:
+    if l2 and l2.get("levels"):
+        lv = l2["levels"]
+        sizes["L2"] = {"bytes": l2["capacity_bytes"], "bracket": l2["capacity_bracket"],
+                       "levels_cycles": [lv[-1]["latency_cycles"], l2["dram_cycles"]],
+                       "source": f"end of the last on-chip level of {l2['source']}"}
+        if len(lv) > 1:
+            sizes["L2_near"] = {"bytes": lv[0]["bytes"], "bracket": lv[0]["bracket"],
+                                "levels_cycles": [lv[0]["latency_cycles"], lv[1]["latency_cycles"]],
+                                "source": f"end of the first L2 level of {l2['source']}"}
+        for v, c in (l2.get("crosscheck") or {}).items():
+            sizes.setdefault("L2_crosscheck", {"bytes": c["capacity_bytes"], "source": v})
+    return sizes
+
+
+# --- TLB
+
+TLB_LEVEL_POINTS = 3  # rises separated by a shorter plateau are one gradual transition
+
+
+def _merge_rises(steps: list[dict], xs: list[float]) -> list[dict]:
+    """Join consecutive rises whose plateau between them holds fewer than TLB_LEVEL_POINTS
+    points: one level running out gradually (a narrow page stride, where several pages share
+    an entry and the random order spreads the reuse distance), not several levels."""
+    out: list[dict] = []
+    for st in steps:
+        prev = out[-1] if out else None
+        between = sum(1 for x in xs if prev and prev["bytes_above"] <= x <= st["bytes_below"])
+        if prev and prev["miss_cycles"] > 0 and st["miss_cycles"] > 0 and between < TLB_LEVEL_POINTS:
+            out[-1] = {**prev, "pages_above": st["pages_above"], "bytes_above": st["bytes_above"],
+                       "level_above": st["level_above"], "miss_cycles": st["level_above"] - prev["level_below"],
+                       "transition": (prev.get("transition") or []) + [[prev["bytes_above"], prev["level_above"]]]
+                       + (st.get("transition") or []), "merged": prev.get("merged", 1) + 1}
+        else:
+            out.append(dict(st))
+    return out
+
+def tlb_study(records: list[dict]) -> dict:
+    """Per page stride: latency against pages visited; steps found with a threshold from
+    the spread of the launches (each its own page order and lines). A rise is a translation
+    level running out: its reach is the last footprint before it (at the smallest stride),
+    its entries the fewest pages at which any stride steps, its miss cost the level change.
+    No rise at any stride: misses are hidden (or the reach exceeds every chain), with the
+    evidence."""
+    series: dict[str, dict] = {}
+    for variant, rows in _by(records, "tlb/").items():
+        pts = sorted((r["params"]["pages"], r["params"]["footprint"], r["value"], r.get("samples") or [])
+                     for r in rows if r.get("value") is not None and "pages" in (r.get("params") or {}))
+        if len(pts) < 3:
             continue
-        cand = [x for x in st["steps"][first:] if not any(_overlaps(x, t) for t in tlb_steps)]
-        if cand:
-            sizes["L2"] = _step_json(cand[-1], f"last step of {variant} not explained by a "
-                                     "TLB step (into device memory)")
-            sizes["L2"]["transition"] = cand[-1].get("transition")
-            if len(cand) > 1:
-                sizes["L2_inner_steps"] = cand[:-1]
-            break
-    cg = stair.get("sweep/cg-random")
-    if cg and cg["steps"] and sizes.get("L2", {}).get("source", "").find("cg-random") < 0:
-        cand = [x for x in cg["steps"] if not any(_overlaps(x, t) for t in tlb_steps)]
-        if cand:
-            sizes["L2_crosscheck"] = _step_json(cand[-1], "last non-TLB step of sweep/cg-random")
-    return sizes, tlb
+        stride = int(rows[0]["params"]["page_stride"])
+        samples = [p[3] for p in pts]
+        spread, thr = pooled_spread(samples), spread_threshold(samples)
+        ys = [p[2] for p in pts]
+        pl, st = detect([p[1] for p in pts], ys, min_rel=thr, min_points=2, noise=spread)
+        steps = [{"pages_below": int(round(x.x_below / stride)), "pages_above": int(round(x.x_above / stride)),
+                  "bytes_below": x.x_below, "bytes_above": x.x_above, "level_below": x.level_below,
+                  "level_above": x.level_above, "miss_cycles": x.level_above - x.level_below,
+                  "transition": x.transition} for x in st]
+        steps = _merge_rises(steps, [p[1] for p in pts])
+        tail = None
+        if pl and pts[-1][1] > pl[-1].x_last and ys[-1] > pl[-1].level * (1 + thr):
+            # the largest chains rise above the last plateau: a level may run out here (one
+            # point above it is not a plateau; reported as such)
+            after = [p for p in pts if p[1] > pl[-1].x_last]
+            tail = {"pages_below": int(round(pl[-1].x_last / stride)), "pages": [p[0] for p in after],
+                    "level_below": pl[-1].level, "values": [p[2] for p in after],
+                    "rise_cycles": ys[-1] - pl[-1].level}
+        series[variant] = {"stride": stride, "points": len(pts), "pages_max": pts[-1][0],
+                           "footprint_max": pts[-1][1], "spread_rel": spread, "threshold_rel": thr,
+                           "range_rel": max(ys) / min(ys) - 1, "plateaus": [vars(x) for x in pl],
+                           "rises": [x for x in steps if x["miss_cycles"] > 0],
+                           "falls": [x for x in steps if x["miss_cycles"] <= 0], "tail_rise": tail}
+    out: dict = {"series": series, "steps": [], "reach_bytes": [],
+                 "method": "chains over N pages (random page order, lines kept in L2, .cg), per "
+                           "page stride; step threshold = max(0.5 %, 5 x the pooled spread of "
+                           "the launches)"}
+    if not series:
+        out["note"] = "TLB study not measured"
+        return out
+    by_stride = sorted(series.values(), key=lambda x: x["stride"])
+    out["tail_rises"] = {human(x["stride"]): x["tail_rise"] for x in by_stride if x["tail_rise"]}
+    ref = next((x for x in by_stride if x["rises"]), None)
+    if ref is None:
+        big = max(by_stride, key=lambda x: x["footprint_max"])
+        out["hidden"] = True
+        out["evidence"] = {human(x["stride"]): {"pages_max": x["pages_max"], "footprint_max": x["footprint_max"],
+                                                "range_rel": x["range_rel"], "threshold_rel": x["threshold_rel"]}
+                           for x in by_stride}
+        out["note"] = (f"no translation step at any page stride up to {big['pages_max']} pages "
+                       f"({human(big['footprint_max'])}): latency varies by at most "
+                       f"{max(x['range_rel'] for x in by_stride):.1%} over each chain range, below "
+                       "the step thresholds ("
+                       + ", ".join(f"{human(x['stride'])}: {x['threshold_rel']:.1%}" for x in by_stride)
+                       + "); misses are hidden or the reach exceeds every chain")
+        return out
+    out["hidden"] = False
+    for lv in _tlb_levels(by_stride):
+        by = lv["by_stride"]
+        narrow = min(by)  # the narrowest stride showing the level: its footprint is the reach
+        rise = by[narrow]
+        sharp = [m for m in by.values() if m["pages_below"] <= 1.5 * lv["entries"]]
+        level = {"reach_bytes": rise["bytes_below"], "bracket": [rise["bytes_below"], rise["bytes_above"]],
+                 "stride": narrow, "entries": lv["entries"],
+                 "bytes_per_entry": rise["bytes_below"] / lv["entries"],
+                 "miss_cycles": float(np.median([m["miss_cycles"] for m in sharp or by.values()])),
+                 "level_below": rise["level_below"], "level_above": rise["level_above"],
+                 "by_stride": {human(st): {"pages": [m["pages_below"], m["pages_above"]],
+                                           "miss_cycles": m["miss_cycles"], "merged": m.get("merged", 1)}
+                               for st, m in sorted(by.items())},
+                 # the fields of the page sweep's steps (kept for readers of earlier documents)
+                 "x_below": rise["bytes_below"], "x_above": rise["bytes_above"]}
+        out["steps"].append(level)
+        out["reach_bytes"].append(rise["bytes_below"])
+    return out
+
+
+def _join(a: dict, b: dict) -> dict:
+    """One rise from ``a``'s start to ``b``'s end (a level running out gradually)."""
+    return {**a, "pages_above": b["pages_above"], "bytes_above": b["bytes_above"],
+            "level_above": b["level_above"], "miss_cycles": b["level_above"] - a["level_below"],
+            "merged": a.get("merged", 1) + b.get("merged", 1)}
+
+
+def _tlb_levels(by_stride: list[dict]) -> list[dict]:
+    """Translation levels from the rises of every stride, widest stride first. A level of E
+    entries each covering P bytes steps at E pages for strides >= P (one entry per page: a
+    sharp step, the stride is entry-limited) and at E x P bytes for narrower ones (several
+    pages per entry: a gradual rise). A stride's rise belongs to the widest-reaching level
+    whose entries fit below it; a second rise of the same stride on that level is a new
+    level only if the stride is entry-limited there (its first step came at the entries),
+    else it is the rest of the gradual rise and is joined to it."""
+    levels: list[dict] = []  # {"entries": E, "by_stride": {stride: rise}}
+    for x in sorted(by_stride, key=lambda v: -v["stride"]):
+        stride = x["stride"]
+        for rise in x["rises"]:
+            fit = [lv for lv in levels if lv["entries"] <= 1.5 * rise["pages_below"]]
+            lv = fit[-1] if fit else None
+            if lv is None:
+                levels.append({"entries": rise["pages_below"], "by_stride": {stride: rise}})
+                continue
+            own = lv["by_stride"].get(stride)
+            if own is None:
+                lv["by_stride"][stride] = rise
+                lv["entries"] = min(lv["entries"], rise["pages_below"])
+            elif own["pages_below"] <= 1.5 * lv["entries"]:
+                levels.append({"entries": rise["pages_below"], "by_stride": {stride: rise}})
+            else:
+                lv["by_stride"][stride] = _join(own, rise)
+    return sorted(levels, key=lambda v: v["entries"])
+
+
+# --- line size from capacity against node spacing
+
+def _curve_of(rows: list[dict]) -> list[list[float]]:
+    return [[x, y] for x, y in sorted((r["params"]["footprint"], r["value"]) for r in rows
+                                      if r.get("value") is not None and "footprint" in (r.get("params") or {}))]
+
+
+def cache_lines(records: list[dict], sizes: dict, l2: dict | None = None) -> dict:
+    """Line (allocation) size per level: a strided chain at node spacing s > line allocates
+    one line per node, so its capacity (the midpoint crossing of its step) moves from C to
+    C x s / line; line = s / ratio. L1: the reference C is the same item's sweep at the fill
+    granularity; L2: the staircase's near-partition and total capacities (the crossings of
+    the spaced chain between the same levels). A ratio within 20 % of 1: the line is at
+    least s (not resolved)."""
+    out: dict = {}
+    by = _by(records, "line/")
+    for level in ("L1", "L2"):
+        ser = {int(v.split("@")[1]): rows for v, rows in by.items() if v.startswith(f"line/{level}@")}
+        if not ser:
+            continue
+        ref_sp = next((sp for sp, rows in ser.items()
+                       if any((r.get("params") or {}).get("reference") for r in rows)), None)
+        pairs: list[tuple[str, float | None, float | None, float | None]] = []  # key, lo, hi, reference
+        if level == "L1" and ref_sp:
+            ref_curve = _curve_of(ser[ref_sp])
+            pl, _ = detect([p[0] for p in ref_curve], [p[1] for p in ref_curve], min_points=2) \
+                if len(ref_curve) >= 4 else ([], [])
+            if len(pl) >= 2:
+                pairs.append(("step", pl[0].level, pl[1].level,
+                              crossing(ref_curve, pl[0].level, pl[1].level, pl[0].x_first)))
+        elif l2 and l2.get("levels"):
+            lv = l2["levels"]
+            for a, b in zip(lv, lv[1:], strict=False):
+                pairs.append((f"{a['name']} -> {b['name']}", a["latency_cycles"], b["latency_cycles"], a["bytes"]))
+            pairs.append((f"{lv[-1]['name']} -> device memory", lv[-1]["latency_cycles"], l2["dram_cycles"],
+                          l2["capacity_bytes"]))
+        ests, evidence = [], {}
+        for sp, rows in sorted(ser.items()):
+            if sp == ref_sp:
+                continue
+            curve = _curve_of(rows)
+            for key, lo, hi, ref in pairs:
+                cap = crossing(curve, lo, hi, curve[0][0]) if curve else None
+                if not cap or not ref:
+                    continue
+                ratio = cap / ref
+                est = sp / ratio if ratio > 1.2 else None
+                evidence[f"{sp} B spacing, {key}"] = {"capacity_bytes": cap, "reference_bytes": ref,
+                                                      "ratio": ratio, "line_estimate": est}
+                if est:
+                    ests.append(est)
+        if ests:
+            raw = float(np.median(ests))
+            out[level] = {"bytes": int(2 ** round(np.log2(raw))), "estimate": raw, "evidence": evidence,
+                          "method": "capacity step against node spacing (one line allocated per node)"}
+        else:
+            out[level] = {"bytes": None, "evidence": evidence,
+                          "why": "no capacity step moved with the node spacing (line not resolved)"}
+    return out
+
+
+# --- summary
+
+def _noisy(records: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        if any(str(f).startswith("noisy") for f in r.get("flags") or []):
+            key = r["variant"].split("@")[0]
+            out[key] = out.get(key, 0) + 1
+    return out
 
 
 def summarize(records: list[dict]) -> dict:
@@ -207,24 +585,24 @@ def summarize(records: list[dict]) -> dict:
         if r["variant"].startswith("latency/"):
             lat[r["variant"].split("/", 1)[1]] = r["value"]
     stair = staircase(records)
-    sizes, tlb = sizes_from(stair)
-    lines = {}
+    pmap: dict = {}
+    for r in records:
+        if r["variant"].startswith("l2map/") and isinstance(r.get("samples"), dict):
+            pmap = partition_map(r["samples"].get("sm") or [], r["samples"].get("latency") or [])
+    reported = next((r["value"] for r in records if r["variant"] == "device/l2_size_reported"), None)
+    tlb = tlb_study(records)
+    l2 = l2_model(stair, reported, pmap, tlb.get("steps"))
+    sizes = sizes_from(stair, l2)
+    fills = {}
     for variant, rows in _by(records, "stride/").items():
         k = knee([r["params"]["stride"] for r in rows if "stride" in r["params"]],
                  [r["value"] for r in rows if "stride" in r["params"]])
         if k:
-            lines[variant.split("/")[1]] = k
-    bw = {}
-    for r in records:
-        if r["variant"].startswith("bandwidth/"):
-            p = r.get("params") or {}
-            bw[r["variant"].split("/", 1)[1]] = {
-                "GB/s": r["value"], "bytes_per_cycle_per_sm": p.get("bytes_per_cycle_per_sm"),
-                "footprint": p.get("footprint"), "flags": r.get("flags") or []}
-    dram_read = (bw.get("DRAM/read") or {}).get("GB/s")
-    copy = (bw.get("DRAM/copy") or {}).get("GB/s")
-    if dram_read and copy:
-        bw["DRAM/read_over_copy"] = dram_read / copy
+            fills[variant.split("/")[1]] = {**k, "what": "fill (sector) granularity: the bytes a miss "
+                                                          "brings in, not the line (tag) size"}
+    lines = cache_lines(records, sizes, l2)
+    bw = bwm.summarize(records)
+    texture = tex.summarize(records)
     banks = {}
     for variant, rows in _by(records, "bank/").items():
         banks[variant.split("/")[1]] = {
@@ -234,17 +612,116 @@ def summarize(records: list[dict]) -> dict:
                        "cycles": r["value"]} for r in rows if r.get("params")],
             "fit": bank_rule(rows)}
     nearfar = {}
-    for r in records:
-        if r["variant"].startswith("nearfar/"):
-            nearfar = {"median": r["value"], **((r.get("params") or {}).get("split") or {})}
-    return {"conclusions": conclusions(lat, sizes, lines, tlb, bw, banks, nearfar, stair),
-            "latency": lat, "staircase": stair, "sizes": sizes, "line_sizes": lines, "tlb": tlb,
-            "bandwidth": bw, "bank_conflicts": banks, "nearfar": nearfar,
-            "figures": ["memory_staircase", "memory_line_sizes", "memory_bandwidth",
-                        "memory_bank_conflicts"]}
+    if pmap.get("split"):
+        nearfar = {"bimodal": True, "near_mean": pmap["near_cycles"], "far_mean": pmap["far_cycles"],
+                   "near_sms": len(pmap["side_a"]), "far_sms": len(pmap["side_b"]),
+                   "median": pmap["median"], "address_dependent": pmap["address_dependent"]}
+    elif pmap:
+        nearfar = {"bimodal": False, "median": pmap.get("median"), "min": pmap.get("min"),
+                   "max": pmap.get("max"), "why": pmap.get("why")}
+    noisy = _noisy(records)
+    return {"conclusions": conclusions(lat, sizes, fills, lines, tlb, bw, banks, l2, pmap, noisy)
+            + tex.conclusions(texture),
+            "latency": lat, "staircase": stair, "sizes": sizes, "l2": l2, "texture": texture,
+            "line_sizes": fills, "fill_granularity": fills, "cache_lines": lines, "tlb": tlb,
+            "l2map": pmap, "nearfar": nearfar, "noisy_points": noisy,
+            "bandwidth": bw, "bank_conflicts": banks,
+            "figures": ["memory_staircase", "memory_l2_map", "memory_tlb", "memory_line_sizes",
+                        "memory_bandwidth", "memory_bank_conflicts", "memory_bandwidth_occupancy",
+                        "memory_dram_footprint"]}
 
 
-def conclusions(lat, sizes, lines, tlb, bw, banks, nearfar, stair) -> list[str]:
+def _levels_text(l2: dict) -> str:
+    return "; ".join(f"{lv['name']} {lv['latency_cycles']:.0f} cycles, size {human(lv['bytes'])} "
+                     f"(on the level to {human(lv['last_on_level'])})" for lv in l2["levels"])
+
+
+def _l2_conclusions(l2: dict, pmap: dict, tlb: dict) -> list[str]:
+    c = []
+    if not l2.get("levels"):
+        return [f"L2: {l2.get('why', 'not measured')}."]
+    lv = l2["levels"]
+    lo, hi = l2["capacity_bracket"]
+    cap = l2["capacity_bytes"]
+    c.append(f"L2 ({l2['source']}): {_levels_text(l2)}; device memory {l2['dram_cycles']:.0f} cycles "
+             f"from {human(hi)}. L2 capacity (where the last on-chip level ends: half-way to device "
+             f"memory): {human(cap)} (last point on the level {human(lo)}, first at device memory "
+             f"{human(hi)}).")
+    if len(lv) > 1:
+        c.append(f"L2 partitions: the near level ends at {human(lv[0]['bytes'])}, "
+                 f"{l2['near_fraction']:.0%} of the capacity; the far level serves up to "
+                 f"{human(lv[-1]['bytes'])} at {lv[-1]['latency_cycles']:.0f} cycles"
+                 + (f" (one SM's chain; slower than a far-partition hit in the per-SM map, "
+                    f"{l2['probe']['far_cycles']:.0f} cycles: not plain far hits)"
+                    if (l2.get("probe") or {}).get("far_cycles") and lv[-1]["latency_cycles"]
+                    > 1.25 * l2["probe"]["far_cycles"] else "") + ".")
+    else:
+        c.append("L2: one on-chip level only (no near/far split resolved in the staircase).")
+    if l2.get("reported_bytes"):
+        rep = l2["reported_bytes"]
+        ok = "within" if l2["within_reported"] else "ABOVE"
+        c.append(f"L2 size reported by the driver: {human(rep)}; measured capacity {human(cap)} "
+                 f"= {l2['capacity_over_reported']:.0%} of it ({ok} the reported size).")
+    for v, x in (l2.get("crosscheck") or {}).items():
+        lo2, hi2 = x.get("capacity_bracket") or [None, None]
+        c.append(f"L2 cross-check {v}: "
+                 + ", ".join(f"{n} {lat:.0f} cycles (on the level to {human(b)})" for n, lat, b in x["levels"])
+                 + f"; device memory from {human(hi2)}.")
+    c.append("Miss penalties (staircase plateaus): "
+             + ", ".join(f"{p['miss']} miss -> {p['to']} +{p['cycles']:.0f}" for p in l2["miss_penalties"]) + ".")
+    for t in l2.get("translation_steps") or []:
+        c.append(f"The staircase step {t['levels_cycles'][0]:.0f} -> {t['levels_cycles'][1]:.0f} cycles "
+                 f"between {human(t['bracket'][0])} and {human(t['bracket'][1])} is translation (the TLB "
+                 f"study's level reaching {human(t['tlb_reach'])}), not a cache level.")
+    return c
+
+
+def _map_conclusions(pmap: dict) -> list[str]:
+    if not pmap:
+        return []
+    if not pmap.get("split"):
+        return [f"Per-SM L2 map ({pmap.get('sms', '?')} SMs x {pmap.get('lines', '?')} lines): no "
+                f"two-group split ({pmap.get('why', '')}); latency {pmap.get('min', 0):.0f}–"
+                f"{pmap.get('max', 0):.0f} cycles."]
+    a, b = len(pmap["side_a"]), len(pmap["side_b"])
+    head = (f"Per-SM L2 map ({pmap['sms']} SMs x {pmap['lines']} lines, .cg one-line chases; "
+            f"the near/far pattern holds {pmap.get('var_explained', 0):.0%} of the variance left after "
+            f"SM and line means" + (f", {pmap['agreement']:.1%} of cells on their side"
+                                    if pmap.get("agreement") is not None else "") + "): ")
+    if pmap["address_dependent"]:
+        nr, fr = pmap.get("sm_near_range") or [0, 0], pmap.get("sm_far_range") or [0, 0]
+        return [head + f"{a} SMs see {pmap['lines_near_a']} lines as near and {b} SMs the other "
+                f"{pmap['lines_near_b']}: near hits {pmap['near_cycles']:.0f} cycles, far hits "
+                f"{pmap['far_cycles']:.0f} (+{pmap['far_minus_near']:.0f}): two L2 partitions, "
+                f"{a}/{b} SMs attached to each. Per SM the near median ranges {nr[0]:.0f}–{nr[1]:.0f} "
+                f"and the far one {fr[0]:.0f}–{fr[1]:.0f} cycles (the SM's position on the chip)."]
+    return [head + f"the same {b} SMs are slower ({pmap['far_cycles']:.0f} against "
+            f"{pmap['near_cycles']:.0f} cycles) for every line: the split follows the SMs' "
+            "position, not the address (no line is far for one group and near for the other)."]
+
+
+def _tlb_conclusions(tlb: dict) -> list[str]:
+    c = []
+    for k, t in enumerate(tlb.get("steps", [])):
+        per = (f" = {t['entries']} entries of about {human(t['bytes_per_entry'])} each (the fewest "
+               "pages any stride steps at: wider strides need one entry per page)"
+               if t.get("bytes_per_entry") else "")
+        c.append(f"TLB level {k + 1}: reach {human(t['reach_bytes'])} at a {human(t['stride'])} page "
+                 f"stride (the rise is complete by {human(t['bracket'][1])}){per}; a miss costs "
+                 f"{t['miss_cycles']:.0f} cycles ({t['level_below']:.0f} -> {t['level_above']:.0f}); "
+                 "steps by stride: " + ", ".join(f"{s} at {v['pages'][0]}–{v['pages'][1]} pages "
+                                                 f"(+{v['miss_cycles']:.0f})" for s, v in t["by_stride"].items()) + ".")
+    for s, t in (tlb.get("tail_rises") or {}).items():
+        c.append(f"TLB: at the {s} stride the largest chains rise above the last plateau "
+                 f"({t['level_below']:.0f} cycles up to {t['pages_below']} pages; "
+                 + ", ".join(f"{v:.0f} at {n}" for n, v in zip(t["pages"], t["values"], strict=True))
+                 + " pages): a further level may run out there (free memory ends the sweep).")
+    if tlb.get("note"):
+        c.append("TLB: " + tlb["note"] + ".")
+    return c
+
+
+def conclusions(lat, sizes, fills, lines, tlb, bw, banks, l2, pmap, noisy) -> list[str]:
     c = []
     got = {k: v for k, v in lat.items() if v is not None}
     if got:
@@ -253,44 +730,27 @@ def conclusions(lat, sizes, lines, tlb, bw, banks, nearfar, stair) -> list[str]:
     missing = [k for k, v in lat.items() if v is None]
     if missing:
         c.append("Not measured (see flags): " + ", ".join(missing) + ".")
-    for name, s in sizes.items():
-        if name in ("L1", "L2", "L2_crosscheck"):
-            lo, hi = s["bracket"]
-            mid = s.get("transition") or []
-            label = {"L2_crosscheck": "L2 cross-check (.cg random chain)"}.get(name, name)
-            c.append(f"{label}: latency stays at {s['levels_cycles'][0]:.0f} cycles up to "
-                     f"{human(lo)} and reaches {s['levels_cycles'][1]:.0f} at {human(hi)} "
-                     f"({s['source']}): capacity between {human(lo)} and {human(hi)}"
-                     + (" (in between: " + ", ".join(f"{y:.0f} at {human(x)}" for x, y in mid)
-                        + ")" if mid else "") + ".")
-    if sizes.get("L2_inner_steps"):
-        for s in sizes["L2_inner_steps"]:
-            c.append(f"Below the L2 capacity, an intermediate step at {human(s['x_below'])}–"
-                     f"{human(s['x_above'])} ({s['level_below']:.0f} -> {s['level_above']:.0f} "
-                     "cycles): part of the L2 answers slower (a far L2 partition, or a "
-                     "translation level).")
-    for s in tlb.get("steps", []):
-        c.append(f"TLB: in the page sweep latency steps from {s['level_below']:.0f} to "
-                 f"{s['level_above']:.0f} cycles between {human(s['x_below'])} and "
-                 f"{human(s['x_above'])} of footprint: a translation level reaches about "
-                 f"{human(s['x_below'])}.")
-    if tlb.get("note"):
-        c.append("TLB: " + tlb["note"] + ".")
+    if "L1" in sizes:
+        s = sizes["L1"]
+        lo, hi = s["bracket"]
+        c.append(f"L1: latency stays at {s['levels_cycles'][0]:.0f} cycles up to {human(lo)} and "
+                 f"reaches {s['levels_cycles'][1]:.0f} at {human(hi)} ({s['source']}): capacity "
+                 f"between {human(lo)} and {human(hi)}.")
+    c += _l2_conclusions(l2, pmap, tlb)
+    c += _map_conclusions(pmap)
+    c += _tlb_conclusions(tlb)
+    for lvl, k in fills.items():
+        if k.get("bytes"):
+            c.append(f"{lvl} fill (sector) granularity {k['bytes']} B: a cold pass reaches its miss "
+                     f"latency ({k['plateau_cycles']:.0f} cycles, from {k['low_cycles']:.0f}) at a "
+                     f"{k['bytes']} B stride (what one miss brings in; not the line size).")
     for lvl, k in lines.items():
         if k.get("bytes"):
-            c.append(f"{lvl} fill granularity {k['bytes']} B: cold-pass latency reaches its "
-                     f"plateau ({k['plateau_cycles']:.0f} cycles, from {k['low_cycles']:.0f}) "
-                     f"at a {k['bytes']} B stride.")
-    for key, v in bw.items():
-        if isinstance(v, dict) and v.get("GB/s"):
-            bpc = v.get("bytes_per_cycle_per_sm")
-            c.append(f"Bandwidth {key}: {v['GB/s']:.0f} GB/s"
-                     + (f" ({bpc:.1f} B/cycle/SM)" if bpc else "")
-                     + (f", footprint {human(v['footprint'])}" if v.get("footprint") else "")
-                     + (" [" + "; ".join(v["flags"]) + "]" if v.get("flags") else "") + ".")
-    if "DRAM/read_over_copy" in bw:
-        c.append(f"DRAM read bandwidth is {bw['DRAM/read_over_copy']:.2f} x a device-to-device "
-                 "copy kernel's (read + write bytes) in the same run.")
+            c.append(f"{lvl} line (allocation) size {k['bytes']} B (estimate {k['estimate']:.0f} B): "
+                     "the capacity step of wider node spacings moves up by spacing / line.")
+        else:
+            c.append(f"{lvl} line size: not measured ({k.get('why')}).")
+    c += bwm.conclusions(bw)
     for w, b in banks.items():
         f = b["fit"]
         if f.get("rule"):
@@ -300,13 +760,7 @@ def conclusions(lat, sizes, lines, tlb, bw, banks, nearfar, stair) -> list[str]:
             c.append(f"Shared {w}: cycles = {m['intercept']:.1f} + {m['cycles_per_wavefront']:.2f}"
                      f" x {f['rule']} (r2 {m['r2']:.3f}"
                      + (f"; the other model r2 {o['r2']:.3f}" if o else "") + ").")
-    if nearfar.get("median") is not None:
-        if nearfar.get("bimodal"):
-            c.append(f"L2 near/far: per-SM latency to one address splits into {nearfar['near_sms']}"
-                     f" SMs at {nearfar['near_mean']:.0f} and {nearfar['far_sms']} at "
-                     f"{nearfar['far_mean']:.0f} cycles.")
-        else:
-            c.append(f"L2 near/far: per-SM latency to one address ranges {nearfar.get('min', 0):.0f}"
-                     f"–{nearfar.get('max', 0):.0f} cycles (median {nearfar['median']:.0f}); "
-                     "no clear two-group split.")
+    if noisy:
+        c.append("Noisy points (launch spread above 2 %): "
+                 + ", ".join(f"{k} {n}" for k, n in sorted(noisy.items())) + ".")
     return c

@@ -16,6 +16,10 @@ kernel wrote, all inside the buffer.
 Kernel ABIs (parameters in order):
 
 * ``scatter(buf u64, next u64, n u64, spacing u64)``: ``buf[i*spacing] = buf + next[i]*spacing``
+* ``link(buf u64, offs u64, n u64, lim u64)``: ``buf[offs[i]] = buf + offs[(i+1) mod n]`` (an
+  offset chain, :func:`offset_chain`: the TLB study's page chains)
+* ``l2probe(chain u64, out u64, warm u32, iters u32, offs u64, lim u64)``: block b chases a
+  one-line self-loop at ``chain + offs[b]`` with ``ld.global.cg`` (the per-SM L2 map)
 * ``chase_<path>(chain u64, out u64, warm u32, iters u32)``: one thread per block follows
   ``warm`` links untimed, then ``iters * UNROLL`` links timed; writes (cycles, sink, smid)
   to ``out[3 * ctaid]``. Shared/local paths take the chain as u32 byte offsets
@@ -23,9 +27,9 @@ Kernel ABIs (parameters in order):
   the ``warm`` parameter doubles as the word count there, every word is visited once warm).
   ``chase_tex`` takes a texture object handle instead of ``chain`` (u32 elements holding the
   next node's element index, :func:`element_indices`) and returns the final index as sink.
-* ``bw_<kind>(buf u64, out u64, slice u32, block_stride u32, reps u32)``: each block streams
-  ``slice`` 16-byte vectors starting at ``ctaid * block_stride`` vectors, ``reps`` times.
-* ``copy(src u64, dst u64, nvec u64)``: grid-stride 16-byte copy.
+* ``bw_st_cg(buf u64, out u64, slice u32, block_stride u32, reps u32)``: each block writes
+  ``slice`` 16-byte vectors starting at ``ctaid * block_stride`` vectors, ``reps`` times (the
+  L2 flush of the stride sweep; the bandwidth benchmarks' kernels are in ``bandwidth.py``).
 * ``bank_w<bits>(out u64, stride u32, iters u32)``: one warp, lane address
   ``lane * stride`` bytes in shared memory holding itself (a self-loop), timed dependent loads.
 """
@@ -364,13 +368,138 @@ WD:
                    {"path": "ld.const", "expect": "constant", "footprint": chain.footprint})
 
 
+# --- offset chains: nodes at arbitrary (host-validated) byte offsets of one buffer
+
+ALIGN_MASK = "0xFFFFFFFFFFFFFFF8"  # clears the low 3 bits: every node is a u64 slot
+
+
+def offset_chain(offsets, nbytes: int, limit: int | None = None) -> np.ndarray:
+    """Validate the node byte offsets of a chain visited in the given order (node i links to
+    node i+1, the last to the first; a single node links to itself): unique, 8-byte aligned,
+    inside a buffer of ``nbytes``, the first at offset 0 (where the chases start). Returns
+    them as the u64 array :func:`link_kernel` takes."""
+    o = np.asarray(offsets, dtype=np.int64)
+    if o.ndim != 1 or o.size < 1:
+        raise ChainError("an offset chain needs at least one node")
+    if limit is not None and nbytes > limit:
+        raise ChainError(f"buffer of {nbytes / 2**20:.1f} MiB exceeds the free device memory "
+                         f"({limit / 2**20:.1f} MiB available): refused")
+    if int(o[0]) != 0:
+        raise ChainError("the first node of an offset chain must sit at offset 0")
+    if (o % 8).any() or int(o.min()) < 0 or int(o.max()) + 8 > nbytes:
+        raise ChainError("offset chain node outside the buffer or not 8-byte aligned")
+    if np.unique(o).size != o.size:
+        raise ChainError("offset chain visits a node twice")
+    return o.astype(np.uint64)
+
+
+def page_chain_offsets(pages: int, stride: int, region: int, lines: int, seed: int = 0,
+                       shift: int = 0) -> np.ndarray:
+    """Node offsets of a translation (TLB) chain: ``pages`` regions ``stride`` bytes apart,
+    visited ``lines`` rounds in one fixed random page order (so the distance between two
+    visits of a page is exactly ``pages`` pages, as in a cycle); round j touches another
+    64-byte line inside the first ``region`` bytes of each page, so the chain holds
+    ``pages * lines`` distinct lines (their L2 slices average out) while its translation
+    working set stays ``pages`` pages. An odd per-page step (4160 B) spreads the lines over
+    cache sets; ``shift`` (a multiple of 64 below region / lines) moves every line but the
+    first (another sample of lines for a repeat)."""
+    if pages < 1 or lines < 1 or stride < region or region // lines < 64:
+        raise ChainError(f"page chain: {pages} pages, {lines} lines of a {region}-byte region, "
+                         f"stride {stride}: not a valid layout")
+    if shift % 64 or not 0 <= shift < region // lines:
+        raise ChainError(f"page chain shift {shift}: a multiple of 64 below {region // lines}")
+    rng = np.random.default_rng(seed)
+    k = np.concatenate([[0], 1 + rng.permutation(pages - 1)]).astype(np.int64)
+    step = region // lines
+    rows = [k * stride + (k * 4160 + j * step + shift) % region // 64 * 64 for j in range(lines)]
+    o = np.concatenate(rows)
+    o[0] = 0  # the chases start at the buffer's first byte
+    return o
+
+
+def link_kernel(header: str) -> Kernel:
+    """``link(buf, offs, n, lim)``: ``buf[offs[i]] = buf + offs[(i + 1) mod n]`` for every
+    node (the offsets validated on the host by :func:`offset_chain`; clamped to ``lim`` and
+    8-byte aligned here as a second guard)."""
+    e = """
+.visible .entry link(.param .u64 buf, .param .u64 offs, .param .u64 n, .param .u64 lim)
+{
+    .reg .u64 %b, %x, %n, %l, %i, %j, %a, %v, %w, %st, %t;
+    .reg .u32 %r<4>;
+    .reg .pred %p;
+    ld.param.u64 %b, [buf];
+    ld.param.u64 %x, [offs];
+    ld.param.u64 %n, [n];
+    ld.param.u64 %l, [lim];
+{_GRID_STRIDE}L:
+    setp.ge.u64 %p, %i, %n;
+    @%p bra D;
+    add.u64 %j, %i, 1;
+    setp.ge.u64 %p, %j, %n;
+    @%p mov.u64 %j, 0;
+    shl.b64 %a, %j, 3;
+    add.u64 %a, %x, %a;
+    ld.global.u64 %v, [%a];
+    min.u64 %v, %v, %l;
+    and.b64 %v, %v, {MASK};
+    add.u64 %v, %b, %v;
+    shl.b64 %a, %i, 3;
+    add.u64 %a, %x, %a;
+    ld.global.u64 %w, [%a];
+    min.u64 %w, %w, %l;
+    and.b64 %w, %w, {MASK};
+    add.u64 %w, %b, %w;
+    st.global.u64 [%w], %v;
+    add.u64 %i, %i, %st;
+    bra L;
+D:
+    ret;
+}
+"""
+    e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE).replace("{MASK}", ALIGN_MASK)
+    return _kernel("link", header, e, "setup", {"kind": "setup"})
+
+
+def l2probe_kernel(header: str) -> Kernel:
+    """Per-SM L2 probe ``l2probe(buf, out, warm, iters, offs, lim)``: block b takes the line
+    at ``buf + offs[b]`` (host-validated; clamped to ``lim`` and 8-byte aligned here), stores
+    the line's own address into it (a one-line self-loop), follows it ``warm`` times
+    untimed and ``iters * UNROLL`` times timed with ``ld.global.cg`` (L1 bypassed: every
+    load is an L2 access); writes (cycles, sink, smid) to ``out[3 * ctaid]``."""
+    body = "\n".join("    ld.global.cg.u64 %p, [%p];" for _ in range(UNROLL))
+    e = f"""
+.visible .entry l2probe(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters, .param .u64 offs, .param .u64 lim)
+{{
+    .reg .u64 %p, %t0, %t1, %o, %oo, %a, %l;
+    .reg .u32 %n, %c;
+    .reg .pred %q;
+    ld.param.u64 %p, [chain];
+    ld.param.u64 %a, [offs];
+    ld.param.u64 %l, [lim];
+    mov.u32 %c, %ctaid.x;
+    mul.wide.u32 %oo, %c, 8;
+    add.u64 %a, %a, %oo;
+    ld.global.u64 %a, [%a];
+    min.u64 %a, %a, %l;
+    and.b64 %a, %a, {ALIGN_MASK};
+    add.u64 %p, %p, %a;
+    st.global.u64 [%p], %p;
+    ld.param.u32 %n, [warm];
+W:
+    setp.eq.u32 %q, %n, 0;
+    @%q bra WD;
+    ld.global.cg.u64 %p, [%p];
+    sub.u32 %n, %n, 1;
+    bra W;
+WD:
+{_timed(body, '%p')}"""
+    return _kernel("l2probe", header, e, "chase", {"path": "ld.global.cg", "expect": "global"})
+
+
 BW_KINDS = {
-    # name: (memory access PTX for vector j at address %a<j> / %s<j>, expected class)
-    "ld_ca": ("ld.global.ca.v4.u32 {{%v{j}0, %v{j}1, %v{j}2, %v{j}3}}, [%a{j}];", "global"),
-    "ld_cg": ("ld.global.cg.v4.u32 {{%v{j}0, %v{j}1, %v{j}2, %v{j}3}}, [%a{j}];", "global"),
+    # name: (memory access PTX for vector j at address %a<j> / %s<j>, expected class); the
+    # store stream is the L2 flush (suite._flush); bandwidth is measured by bandwidth.py
     "st_cg": ("st.global.cg.v4.u32 [%a{j}], {{%w, %w, %w, %w}};", "global"),
-    "ld_shared": ("ld.shared.v4.u32 {{%v{j}0, %v{j}1, %v{j}2, %v{j}3}}, [%s{j}];", "shared"),
-    "st_shared": ("st.shared.v4.u32 [%s{j}], {{%w, %w, %w, %w}};", "shared"),
 }
 BW_SMEM_BYTES = 32 * 1024
 BW_UNROLL = 4  # vectors in flight per thread and loop trip: slice must be a multiple of 4*block
@@ -445,34 +574,6 @@ LD:
     @%q bra E;
 {_TAIL_E}"""
     return _kernel(f"bw_{kind}", header, e, "bandwidth", {"path": kind, "expect": cls, "stream": True})
-
-
-def copy_kernel(header: str) -> Kernel:
-    e = """
-.visible .entry copy(.param .u64 src, .param .u64 dst, .param .u64 nvec)
-{
-    .reg .u64 %s, %d, %n, %i, %st, %a, %t;
-    .reg .u32 %r<4>, %v<4>;
-    .reg .pred %p;
-    ld.param.u64 %s, [src];
-    ld.param.u64 %d, [dst];
-    ld.param.u64 %n, [nvec];
-{_GRID_STRIDE}L:
-    setp.ge.u64 %p, %i, %n;
-    @%p bra D;
-    shl.b64 %a, %i, 4;
-    add.u64 %t, %s, %a;
-    ld.global.cs.v4.u32 {%v0, %v1, %v2, %v3}, [%t];
-    add.u64 %t, %d, %a;
-    st.global.cs.v4.u32 [%t], {%v0, %v1, %v2, %v3};
-    add.u64 %i, %i, %st;
-    bra L;
-D:
-    ret;
-}
-"""
-    e = e.replace("{_GRID_STRIDE}", _GRID_STRIDE)
-    return _kernel("copy", header, e, "copy", {"kind": "copy"})
 
 
 BANK_WIDTHS = {32: ("u32", "%a"), 64: ("v2.u32", "{%a, %b}"), 128: ("v4.u32", "{%a, %b, %c2, %d}")}

@@ -1,5 +1,7 @@
-"""The memory suite: latency of every load path, the footprint staircase (cache sizes, TLB
-reach), line sizes, L2 near/far, bandwidth of each level and shared-memory bank conflicts.
+"""The memory suite: latency of every load path, the footprint staircase (cache sizes, the
+L2's near and far partitions), fill granularity and line size, a per-SM map of L2 latency by
+address (near/far partition), a page-size-aware TLB study, bandwidth of each level and
+shared-memory bank conflicts.
 
 Every benchmark is one item of the run loop (``bench/runner.py``): one resumable store
 transaction; a failing one stores a Result with value None and an ``error: ...`` flag and the
@@ -18,13 +20,16 @@ import numpy as np
 
 from gpudissect.bench import contract
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
-from gpudissect.bench.steps import detect, refine_points
+from gpudissect.bench.stats import noise_flag
+from gpudissect.bench.steps import detect, pooled_spread, refine_points
 from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Device, Tex
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.memory import analyse as am
+from gpudissect.suites.memory import bandwidth as bwm
 from gpudissect.suites.memory import kernels as gm
+from gpudissect.suites.memory import texture as tex
 from gpudissect.suites.memory.checks import MemCheck, check_region
 from gpudissect.target import Target
 
@@ -38,29 +43,56 @@ class Plan:
     lat_iters: int = 64  # x UNROLL dependent loads timed per launch
     lat_launches: int = 3
     sweep_min: int = 4096
-    sweep_max: int = 32 << 30  # capped by half the free device memory
+    sweep_max: int = 32 << 30  # capped by half the free device memory ...
+    sweep_l2_multiple: int = 4  # ... and by this many times the L2 size the driver reports
     per_octave: int = 2
     refine: int = 3  # extra points inside each detected step's bracket
+    dense_sweeps: tuple[str, ...] = ("ca-strided", "cg-random")  # the L2 model's sweeps ...
+    refine_per_octave: int = 6  # ... fill each step's bracket this densely (at least `refine`)
     sweep_iters: int = 128
+    sweep_launches: int = 3  # launches per sweep point (median; their spread flags noise)
     warm_cap: int = 1 << 20  # untimed links followed before timing (whole chain when smaller)
     max_nodes: int = 1 << 20  # larger footprints space their nodes further apart (= warm_cap:
     # every swept chain is walked whole before it is timed)
     strides: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)
-    # TLB sweep: one node per ~1 MiB region (few nodes: the data stays in L2, so a step is
-    # translation); the odd spacing spreads nodes over cache sets
-    tlb_spacing: int = (1 << 20) + 4160
-    # the page sweep's few nodes stay in L2 whatever the footprint, so it may span most of the
-    # device memory (translation reach can exceed the cache sweeps' half of free memory)
+    # TLB study: page strides (one visited page per stride; at and above the 2 MiB large
+    # page), pages in random order, a few lines per page (the data stays in L2, so a step is
+    # translation); it may span most of the device memory
+    tlb_strides: tuple[int, ...] = (2 << 20, 4 << 20, 32 << 20, 512 << 20)
+    tlb_region: int = 2 << 20  # the lines of a page lie in its first tlb_region bytes
+    tlb_lines: int = 4096  # lines in a chain (pages x lines per page), at most ...
+    tlb_lines_per_page: int = 64  # ... this many per page, at least one
+    tlb_per_octave: int = 2
     tlb_max: int = 128 << 30
-    tlb_free_fraction: float = 0.85
+    tlb_free_fraction: float = 0.9
+    # per-SM L2 map: one block per SM, each on a one-line self-loop, lines at random offsets
+    l2map_lines: int = 64
+    l2map_bytes: int = 64 << 20
+    l2map_reps: int = 3
+    l2map_iters: int = 16  # x UNROLL timed loads per block
+    l2map_warm: int = 32
+    # line size: the capacity step of a strided chain at node spacings wider than the line
+    # moves up by spacing / line (a line is allocated per node); the first spacing is the
+    # measured fill granularity (the reference)
+    line_spacings_l1: tuple[int, ...] = (192, 768)
+    line_spacings_l2: tuple[int, ...] = (384,)
+    line_per_octave: int = 4
     stride_nodes: int = 1024
     stride_reps: int = 3  # cold passes per stride (fresh chain each); median
     const_footprints: tuple[int, ...] = (512, 2048, 8192, 32768)
     bank_strides: tuple[int, ...] = (0, 1, 2, 3, 4, 8, 16, 32, 64)  # in access widths
-    bw_block: int = 256
+    bw_block: int = 256  # the L2 flush's store stream (stride/L2)
     bw_blocks_per_sm: int = 8
-    bw_bytes: int = 4 << 30  # bytes moved per bandwidth launch (about)
+    # bandwidth (suites/memory/bandwidth.py): access width x ILP x warps per SM per level
+    bw_widths: tuple[int, ...] = (32, 64, 128)
+    bw_ilps: tuple[int, ...] = (1, 2, 4, 8)
+    bw_warps: tuple[int, ...] = (4, 8, 16, 32, 64)
+    bw_block_warps: int = 8  # warps per block (more warps per SM: more blocks)
+    bw_region_us: float = 1000.0  # timed region of an on-chip level's launch
+    bw_dram_region_us: float = 3000.0  # ... of a device-memory launch
     bw_launches: int = 3
+    bw_foot_multiples: tuple[float, ...] = (1, 2, 4, 8, 16, 32)  # DRAM write/read (x L2 bound)
+    bw_l2_fractions: tuple[float, ...] = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2, 4)  # x L2 footprint
     seed: int = 1
 
     def const_spacing(self, footprint: int) -> int:
@@ -73,7 +105,12 @@ class Plan:
 
 QUICK_PLAN = Plan(sweep_max=512 << 20, tlb_max=1 << 30, stride_reps=1, per_octave=1, refine=1, sweep_iters=32, warm_cap=1 << 16,
                   strides=(8, 32, 128, 512), const_footprints=(2048,), bank_strides=(0, 1, 2, 32),
-                  bw_bytes=1 << 28, bw_launches=2, lat_launches=2)
+                  bw_widths=(128,), bw_ilps=(1, 4), bw_warps=(8, 32),
+                  bw_region_us=200.0, bw_dram_region_us=500.0, bw_launches=2,
+                  bw_foot_multiples=(1, 8),
+                  bw_l2_fractions=(1 / 2, 4), lat_launches=2, sweep_launches=2,
+                  refine_per_octave=2, tlb_strides=(2 << 20, 32 << 20), l2map_lines=16,
+                  l2map_reps=2, line_per_octave=2)
 
 GLOBAL_PATHS = {f"ld.global.{op}": f"chase_{op}" for op in gm.GLOBAL_OPS}
 LOCAL_PATHS = {"ld.shared": "chase_lds", "st.shared+ld.shared": "chase_sts", "ld.local": "chase_ldl"}
@@ -83,7 +120,8 @@ TEX_KERNEL = "chase_tex"  # latency/tex and sweep/tex-*: a 1D u32 texture object
 def module_kernels(header: str, plan: Plan) -> list[Kernel]:
     """All kernels of the suite (one module under ``header``); the constant chases hold the
     plan's chains."""
-    ks = [gm.scatter_kernel(header), gm.copy_kernel(header)]
+    ks = [gm.scatter_kernel(header)]
+    ks += [gm.link_kernel(header), gm.l2probe_kernel(header)]
     ks += [gm.chase_global_kernel(op, header) for op in gm.GLOBAL_OPS]
     ks += [gm.chase_shared_kernel(header), gm.chase_shared_kernel(header, store=True),
            gm.chase_local_kernel(header), gm.chase_tex_kernel(header)]
@@ -91,6 +129,7 @@ def module_kernels(header: str, plan: Plan) -> list[Kernel]:
         ch = gm.build_chain(f, plan.const_spacing(f), "random", seed=plan.seed)
         ks.append(gm.chase_const_kernel(ch, header, f"{f}"))
     ks += [gm.bandwidth_kernel(k, header) for k in gm.BW_KINDS]
+    ks += bwm.kernels(header, plan.bw_widths, plan.bw_ilps) + tex.kernels(header)
     ks += [gm.bank_kernel(b, header) for b in gm.BANK_WIDTHS]
     return ks
 
@@ -125,6 +164,28 @@ class Kernels:
                       strategy="memory", cls="memory", **kw)
 
 
+def reported_l2_bytes(dev: Device) -> int | None:
+    """The L2 size the driver reports (cuDeviceGetAttribute L2_CACHE_SIZE), read in this
+    process (an attribute query needs no context); None for fake devices or where it cannot
+    be read. Bounds the cache sweeps and is compared with the measured capacity, never
+    used as a measurement."""
+    info = getattr(dev, "info", None)
+    if info is None or "fake" in f"{info.driver} {info.uuid}".lower():
+        return None
+    try:
+        from cuda.bindings import driver as cu
+
+        if int(cu.cuInit(0)[0]):
+            return None
+        err, d = cu.cuDeviceGet(int(info.index))
+        if int(err):
+            return None
+        err, v = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d)
+        return int(v) if not int(err) and int(v) > 0 else None
+    except Exception:
+        return None
+
+
 class Launcher:
     """The suite's kernels on one device: chains placed, chases and streams launched; it
     remembers the largest chain buffer held (free memory counts it as available)."""
@@ -133,6 +194,7 @@ class Launcher:
         self.dev, self.k, self.plan = dev, k, plan
         self.held = 0  # bytes of the largest chain buffer allocated so far
         self.sm = int(dev.info.sm_count)
+        self.l2_reported = reported_l2_bytes(dev)
 
     # --- chases
     def place(self, chain: gm.Chain) -> None:
@@ -150,6 +212,14 @@ class Launcher:
             return Tex(Buf("texchain", data=gm.element_indices(chain)))
         self.place(chain)
         return Buf("chain", nbytes=chain.footprint)
+
+    def link(self, offs: np.ndarray, nbytes: int) -> None:
+        """Link the validated offset chain (:func:`gm.offset_chain`) in the 'chain' buffer."""
+        n = int(offs.size)
+        self.dev.launch(self.k.cubin, "link", min(4096, max(1, n // 256)), 256,
+                        [Buf("chain", nbytes=nbytes), Buf("offs", data=offs), np.uint64(n),
+                         np.uint64(nbytes - 8)])
+        self.held = max(self.held, nbytes)
 
     def chase(self, kernel: str, nbytes: int, warm: int, iters: int, grid: int = 1,
               launches: int = 1, chain_buf: Buf | Tex | None = None) -> np.ndarray:
@@ -223,45 +293,71 @@ def _sweep_points(p: Plan, top: int, start: int) -> list[int]:
     return [x for x in pts if x <= top]
 
 
+def _sweep_top(r: Launcher, op: str) -> tuple[int, str]:
+    """The largest footprint of a cache sweep and the rule that set it."""
+    p = r.plan
+    top = min(p.sweep_max, int(r.dev.free_memory()) // 2 + r.held)
+    rule = "min(sweep_max, half the free device memory)"
+    if r.l2_reported and p.sweep_l2_multiple:
+        top = min(top, p.sweep_l2_multiple * r.l2_reported)
+        rule = (f"min(sweep_max, half the free device memory, {p.sweep_l2_multiple} x the "
+                f"reported L2 size {am.human(r.l2_reported)})")
+    if op == "tex":  # the chain is the texture's element array
+        top = min(top, TEX1D_LINEAR_MAX_WIDTH * 4)
+        rule += ", the 1D linear texture limit"
+    return top, rule
+
+
+def _repeat_flags(samples: list[float], flags: list[str]) -> list[str]:
+    nf = noise_flag(samples)
+    return [*flags, nf] if nf else list(flags)
+
+
 def bench_sweep(r: Launcher, op: str, order: str, spacing: int, spacing_flag: list[str]
                 ) -> tuple[list[Result], dict]:
+    """Latency against footprint (``sweep_launches`` launches per point, median, noisy points
+    flagged), then points inside each detected step's bracket (densely for the sweeps the
+    L2 model reads)."""
     p = r.plan
     name = TEX_KERNEL if op == "tex" else GLOBAL_PATHS[f"ld.global.{op}"]
     variant = f"sweep/{op}-{order}"
-    if order == "pages":
-        top = min(p.tlb_max, int(int(r.dev.free_memory()) * p.tlb_free_fraction) + r.held)
-    else:
-        top = min(p.sweep_max, int(r.dev.free_memory()) // 2 + r.held)
-    if op == "tex":  # the chain is the texture's element array
-        top = min(top, TEX1D_LINEAR_MAX_WIDTH * 4)
+    top, rule = _sweep_top(r, op)
     results: list[Result] = []
     measured: dict[int, float] = {}
 
     def point(f: int) -> None:
         try:
-            ch = r.chain(f, spacing, "random" if order == "pages" else order, seed=len(measured))
+            ch = r.chain(f, spacing, order, seed=len(measured))
             arg = r.chain_arg(name, ch)
             warm = min(ch.nodes, p.warm_cap)
-            vals, _ = r.chase(name, ch.footprint, warm, p.sweep_iters, chain_buf=arg)
-            v = float(vals[0, 0])
+            vals, _ = r.chase(name, ch.footprint, warm, p.sweep_iters, chain_buf=arg,
+                              launches=p.sweep_launches)
+            samples = [float(v) for v in vals[:, 0]]
+            v = float(np.median(samples))
             measured[ch.footprint] = v
             results.append(r.k.result(
                 name, variant=variant, measure="latency_vs_footprint", value=v, unit="cycles",
-                statistic="clock64 span / dependent loads (one launch)",
+                statistic="median over launches of clock64 span / dependent loads",
                 params={"footprint": ch.footprint, "spacing": ch.spacing, "order": order,
                         "warm_links": warm, "nodes": ch.nodes, "warm_covers_chain": warm >= ch.nodes,
-                        "loads": p.sweep_iters * gm.UNROLL},
-                samples=[v], flags=list(spacing_flag)))
+                        "loads": p.sweep_iters * gm.UNROLL, "launches": len(samples),
+                        "top": top, "top_rule": rule},
+                samples=samples, flags=_repeat_flags(samples, spacing_flag)))
         except Exception as e:  # a refused or failed point: recorded, the sweep goes on
             results.append(_err(variant, "latency_vs_footprint", "cycles", e, footprint=f))
 
-    for f in _sweep_points(p, top, start=2 * spacing if order == "pages" else p.sweep_min):
+    for f in _sweep_points(p, top, start=p.sweep_min):
         point(f)
     if p.refine and measured:
         xs = sorted(measured)
         _, steps = detect(xs, [measured[x] for x in xs])
-        for f in refine_points(steps, xs, p.refine):
-            point(int(round(f / 64)) * 64)
+        dense = f"{op}-{order}" in p.dense_sweeps
+        for st in steps:
+            n = p.refine
+            if dense:
+                n = max(n, int(math.ceil(math.log2(st.x_above / st.x_below) * p.refine_per_octave)))
+            for f in refine_points([st], sorted(measured), n):
+                point(int(round(f / 64)) * 64)
     return results, r.k.texts(name)
 
 
@@ -304,105 +400,150 @@ def _flush(r: Launcher, nbytes: int) -> None:
                   np.uint32(per), np.uint32(per), np.uint32(1)])
 
 
-def bench_nearfar(r: Launcher) -> tuple[list[Result], dict]:
+def bench_l2map(r: Launcher) -> tuple[list[Result], dict]:
+    """Per-SM L2 latency by address: one block per SM, each on a one-line self-loop
+    (``l2probe``, .cg), lines at random offsets of a buffer; launch k gives block b the line
+    (b + k) mod lines, so every SM meets every line; ``l2map_reps`` rounds. The matrix
+    (SM x line, median over rounds) shows which SMs see which lines as near."""
+    p = r.plan
+    name = "l2probe"
+    nbytes = int(min(p.l2map_bytes, r.limit() // 4))
+    rng = np.random.default_rng(p.seed)
+    lines = np.sort(rng.choice(nbytes // 128, size=min(p.l2map_lines, nbytes // 128),
+                               replace=False)).astype(np.int64) * 128
+    if int(lines.max()) + 8 > nbytes or (lines % 8).any():
+        raise gm.ChainError("probe line outside the buffer")
+    g, grid = int(lines.size), r.sm
+    cells: dict[tuple[int, int], list[float]] = {}
+    loads = p.l2map_iters * gm.UNROLL
+    for _rep in range(p.l2map_reps):
+        for k in range(g):
+            group = (np.arange(grid) + k) % g
+            run = r.dev.launch(r.k.cubin, name, grid, 1, [
+                Buf("l2map", nbytes=nbytes), Buf("out", nbytes=24 * grid, read=True),
+                np.uint32(p.l2map_warm), np.uint32(p.l2map_iters),
+                Buf("l2offs", data=lines[group].astype(np.uint64)), np.uint64(nbytes - 8)])
+            out = np.asarray(run.outputs["out"], dtype=np.uint64)[: 3 * grid].reshape(grid, 3)
+            for b in range(grid):
+                cells.setdefault((int(out[b, 2]), int(group[b])), []).append(float(out[b, 0]) / loads)
+    sms = sorted({sm for sm, _ in cells})
+    mat = [[float(np.median(cells[(sm, j)])) if (sm, j) in cells else None for j in range(g)]
+           for sm in sms]
+    reps = [v for v in cells.values() if len(v) > 1]
+    spread = pooled_spread(reps)
+    part = am.partition_map(sms, mat)
+    flat = [v for row in mat for v in row if v is not None]
+    res = r.k.result(name, variant="l2map/ld.global.cg", measure="latency_matrix",
+                     value=float(np.median(flat)), unit="cycles",
+                     statistic="per (SM, line): median over rounds of clock64 span / loads; "
+                               "value: median over the matrix",
+                     params={"lines": g, "buffer_bytes": nbytes, "line_offsets": lines.tolist(),
+                             "rounds": p.l2map_reps, "loads": loads, "warm": p.l2map_warm,
+                             "blocks": grid, "sms_seen": len(sms), "repeat_spread_rel": spread,
+                             "l2_reported_bytes": r.l2_reported, "partition": part},
+                     samples={"sm": sms, "latency": [[None if v is None else round(v, 2) for v in row]
+                                                     for row in mat],
+                              # the raw repeats: rounds[k][i][j] = round k, SM sms[i], line j
+                              "rounds": [[[round(cells[(sm, j)][k], 1) if len(cells.get((sm, j), [])) > k
+                                           else None for j in range(g)] for sm in sms]
+                                         for k in range(p.l2map_reps)]})
+    out = [res]
+    if r.l2_reported:
+        out.append(Result("device/l2_size_reported", "l2_cache_size", float(r.l2_reported),
+                          "bytes", "cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)",
+                          params={"what": "the driver's figure, compared with the measured "
+                                          "capacity; not a measurement"},
+                          cls="memory", strategy="reported"))
+    return out, r.k.texts(name)
+
+
+def _counts(top: int, per_octave: int, start: int = 2) -> list[int]:
+    """Geometric page counts from ``start`` to ``top``, eight times as dense over the last
+    quarter octave (a level that runs out near the largest chain still gets two points
+    above its step)."""
+    if top < start:
+        return []
+    n = int(math.floor(math.log2(top / start) * per_octave)) + 1
+    tail = {int(round(top * 2 ** (-k / (8 * per_octave)))) for k in range(4)}
+    return sorted({int(round(start * 2 ** (i / per_octave))) for i in range(n)} | {x for x in tail if x >= start})
+
+
+def bench_tlb(r: Launcher) -> tuple[list[Result], dict]:
+    """Translation reach and miss cost: for each page stride, chains over N pages (random
+    page order, a few L2-resident lines per page, .cg loads), N from 2 to what fits in the
+    free memory; ``sweep_launches`` launches per point, each with its own page order and
+    lines, so their spread holds the line-to-line variation a step must exceed."""
     p = r.plan
     name = GLOBAL_PATHS["ld.global.cg"]
-    ch = gm.build_chain(2 * 128, 128, "strided", limit=r.limit())
-    r.place(ch)
-    vals, smid = r.chase(name, ch.footprint, 64, p.lat_iters, grid=r.sm, launches=1)
-    per = {}
-    for s, v in zip(smid.tolist(), vals[0].tolist(), strict=True):
-        per.setdefault(int(s), []).append(float(v))
-    by_sm = {str(s): float(np.median(v)) for s, v in sorted(per.items())}
-    split = am.two_groups(list(by_sm.values()))
-    res = r.k.result(name, variant="nearfar/ld.global.cg", measure="latency_per_sm",
-                     value=float(np.median(list(by_sm.values()))), unit="cycles",
-                     statistic="median over SMs (one block per SM, all on the same 256-byte chain)",
-                     params={"blocks": r.sm, "sms_seen": len(by_sm), "split": split},
-                     samples=by_sm)
-    return [res], r.k.texts(name)
+    top = min(p.tlb_max, int(int(r.dev.free_memory()) * p.tlb_free_fraction) + r.held)
+    results: list[Result] = []
+    for stride in p.tlb_strides:
+        variant = f"tlb/{am.human(stride).replace(' ', '')}"
+        for n in _counts(top // stride, p.tlb_per_octave):
+            lines = max(1, min(p.tlb_lines_per_page, p.tlb_lines // n))
+            nbytes = (n - 1) * stride + p.tlb_region
+            step = p.tlb_region // lines
+            try:
+                samples, shifts = [], []
+                for k in range(p.sweep_launches):
+                    shift = (k * 1088) % step // 64 * 64
+                    offs = gm.offset_chain(
+                        gm.page_chain_offsets(n, stride, p.tlb_region, lines, seed=p.seed + k, shift=shift),
+                        nbytes, limit=r.limit())
+                    r.link(offs, nbytes)
+                    vals, _ = r.chase(name, nbytes, min(offs.size, p.warm_cap), p.sweep_iters)
+                    samples.append(float(vals[0, 0]))
+                    shifts.append(shift)
+                results.append(r.k.result(
+                    name, variant=variant, measure="latency_vs_pages", value=float(np.median(samples)),
+                    unit="cycles", statistic="median over launches (each its own page order and "
+                                             "lines) of clock64 span / dependent loads",
+                    params={"pages": n, "page_stride": stride, "footprint": n * stride,
+                            "lines_per_page": lines, "nodes": n * lines, "region": p.tlb_region,
+                            "line_shifts": shifts, "loads": p.sweep_iters * gm.UNROLL,
+                            "warm_covers_chain": n * lines <= p.warm_cap, "top": top},
+                    samples=samples, flags=_repeat_flags(samples, [])))
+            except Exception as e:
+                results.append(_err(variant, "latency_vs_pages", "cycles", e, pages=n,
+                                    page_stride=stride))
+    return results, r.k.texts(name)
 
 
-def _bw(r: Launcher, kernel: str, buf: str, per_block: int, bstride: int, footprint: int,
-        variant: str, level: str, rw: str, flags: list[str]) -> Result:
+def bench_line(r: Launcher, level: str, ref_spacing: int, lo: int, hi: int, flags: list[str]
+               ) -> tuple[list[Result], dict]:
+    """Line (allocation) size: strided chains at node spacings wider than a candidate line
+    (odd multiples of powers of two, so every set is used); the capacity step of spacing s
+    lies at capacity x max(1, s / line). L1 (.ca): the reference spacing (the fill
+    granularity) is swept here too; L2 (.cg): the reference is the staircase."""
     p = r.plan
-    blk, grid = p.bw_block, r.sm * p.bw_blocks_per_sm
-    per_block = max(4 * blk, per_block // (4 * blk) * (4 * blk))
-    if bstride:
-        bstride = per_block  # disjoint slices, exactly covering the buffer
-    moved_once = per_block * 16 * grid
-    if "shared" not in kernel:  # the bytes actually touched, after rounding to whole loop trips
-        footprint = per_block * 16 * (grid if bstride else 1)
-    reps = max(1, int(math.ceil(p.bw_bytes / moved_once)))
-    nbytes = (per_block * 16 * (grid if bstride else 1)) if "shared" not in kernel else 64
-    if "shared" not in kernel and ((grid - 1) * bstride + per_block) * 16 > nbytes:
-        raise ValueError(f"{kernel}: slices would reach past the {nbytes}-byte buffer")
-    run = r.dev.launch(r.k.cubin, kernel, grid, blk,
-                       [Buf(buf, nbytes=max(nbytes, 64)), Buf("bwout", nbytes=24 * grid),
-                        np.uint32(per_block), np.uint32(bstride), np.uint32(reps)],
-                       launches=p.bw_launches)
-    clocks = r.dev.clocks()
-    ms = [float(x) for x in run.gpu_ms]
-    best = min(ms[1:] if len(ms) > 1 else ms)
-    total = moved_once * reps
-    gbs = total / (best * 1e-3) / 1e9
-    mhz = clocks.get("sm_mhz")
-    bpc = total / (best * 1e-3) / (mhz * 1e6) / r.sm if mhz else None
-    return r.k.result(kernel, variant=variant, measure="bandwidth", value=gbs, unit="GB/s",
-                      statistic="bytes / fastest launch (CUDA events), first launch dropped",
-                      params={"level": level, "rw": rw, "bytes": total, "footprint": footprint,
-                              "grid": grid, "block": blk, "reps": reps,
-                              "bytes_per_cycle_per_sm": bpc, "sm_mhz_after": mhz,
-                              "clock": "NVML SM clock read right after the launches"},
-                      samples=ms, flags=list(flags))
-
-
-def bench_bandwidth(r: Launcher, sizes: dict, flags: dict) -> tuple[list[Result], dict]:
-    """Shared, L1, L2 and device memory, read and write, chip full; and a device copy."""
-    p = r.plan
-    grid = r.sm * p.bw_blocks_per_sm
-    out: list[Result] = []
-    texts: dict = {}
-    l1 = sizes["l1"]
-    l2 = sizes["l2"]
-    dram = sizes["dram"]
-    jobs = [
-        ("bw_ld_shared", "bwsh", 2048, 0, gm.BW_SMEM_BYTES, "shared", "read"),
-        ("bw_st_shared", "bwsh", 2048, 0, gm.BW_SMEM_BYTES, "shared", "write"),
-        # every block of the chip reads the same slice: it stays in each SM's L1
-        ("bw_ld_ca", "bwl1", l1 // 2 // 16, 0, l1 // 2, "L1", "read"),
-        ("bw_ld_cg", "bwl2", l2 // 2 // 16 // grid, l2 // 2 // 16 // grid, l2 // 2, "L2", "read"),
-        ("bw_st_cg", "bwl2", l2 // 2 // 16 // grid, l2 // 2 // 16 // grid, l2 // 2, "L2", "write"),
-        ("bw_ld_cg", "bwdram", dram // 16 // grid, dram // 16 // grid, dram, "DRAM", "read"),
-        ("bw_st_cg", "bwdram", dram // 16 // grid, dram // 16 // grid, dram, "DRAM", "write"),
-    ]
-    for kernel, buf, per, bstride, fp, level, rw in jobs:
-        variant = f"bandwidth/{level}/{rw}"
-        try:
-            if fp > r.limit():
-                raise gm.ChainError(f"footprint {fp / MiB:.0f} MiB exceeds free device memory")
-            out.append(_bw(r, kernel, buf, per, bstride, fp, variant, level, rw, flags.get(level, [])))
-            texts.update(r.k.texts(kernel))
-        except Exception as e:
-            out.append(_err(variant, "bandwidth", "GB/s", e, footprint=fp))
-    # device-to-device copy of the DRAM footprint (a copy kernel; read + write bytes counted)
-    try:
-        nvec = dram // 16
-        run = r.dev.launch(r.k.cubin, "copy", grid, p.bw_block,
-                           [Buf("bwdram", nbytes=nvec * 16), Buf("copydst", nbytes=nvec * 16),
-                            np.uint64(nvec)], launches=p.bw_launches)
-        ms = [float(x) for x in run.gpu_ms]
-        best = min(ms[1:] if len(ms) > 1 else ms)
-        out.append(Result("bandwidth/DRAM/copy", "bandwidth", 2 * nvec * 16 / (best * 1e-3) / 1e9,
-                          "GB/s", "(read + write bytes) / fastest launch (events), first dropped",
-                          params={"level": "DRAM", "rw": "copy", "bytes_copied": nvec * 16,
-                                  "method": "copy kernel (ld.global.cs.v4 / st.global.cs.v4, "
-                                            "grid-stride), not cuMemcpyDtoD"},
-                          samples=ms, cls="memory", strategy="memory",
-                          flags=list(flags.get("DRAM", []))))
-    except Exception as e:
-        out.append(_err("bandwidth/DRAM/copy", "bandwidth", "GB/s", e, footprint=dram))
-    return out, texts
+    op = "ca" if level == "L1" else "cg"
+    name = GLOBAL_PATHS[f"ld.global.{op}"]
+    spacings = ((ref_spacing, *p.line_spacings_l1) if level == "L1" else p.line_spacings_l2)
+    results: list[Result] = []
+    n = int(math.floor(math.log2(hi / lo) * p.line_per_octave)) + 1
+    for sp in spacings:
+        variant = f"line/{level}@{sp}"
+        for f in sorted({int(lo * 2 ** (i / p.line_per_octave)) // sp * sp for i in range(n)}):
+            try:
+                ch = gm.build_chain(f, sp, "strided", limit=r.limit())
+                if ch.nodes > p.max_nodes:
+                    raise gm.ChainError(f"{ch.nodes} nodes exceed max_nodes {p.max_nodes}")
+                r.place(ch)
+                warm = min(ch.nodes, p.warm_cap)
+                vals, _ = r.chase(name, ch.footprint, warm, p.sweep_iters, launches=p.sweep_launches)
+                samples = [float(v) for v in vals[:, 0]]
+                results.append(r.k.result(
+                    name, variant=variant, measure="latency_vs_footprint",
+                    value=float(np.median(samples)), unit="cycles",
+                    statistic="median over launches of clock64 span / dependent loads",
+                    params={"footprint": ch.footprint, "spacing": sp, "order": "strided",
+                            "nodes": ch.nodes, "warm_links": warm, "reference": sp == ref_spacing,
+                            "level": level, "launches": len(samples)},
+                    samples=samples, flags=_repeat_flags(samples, flags)))
+            except Exception as e:
+                results.append(_err(variant, "latency_vs_footprint", "cycles", e, footprint=f,
+                                    spacing=sp))
+    return results, r.k.texts(name)
 
 
 def bench_bank(r: Launcher, bits: int) -> tuple[list[Result], dict]:
@@ -440,10 +581,59 @@ def item_names(plan: Plan) -> list[str]:
     """The suite's items in run order (later ones use sizes the earlier ones measured)."""
     lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *(f"ld.const@{f}" for f in plan.const_footprints),
                  "tex"]
-    return ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "sweep/ca-random",
-            "sweep/ca-strided", "sweep/cg-random", "sweep/cg-pages", "sweep/tex-random",
-            "stride/L2", "nearfar", "bandwidth"]
+    return ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "stride/L2", "sweep/ca-random",
+            "sweep/ca-strided", "sweep/cg-random", "sweep/tex-random", "tlb",
+            "line/L1", "line/L2", "l2map", *bwm.ITEMS, tex.ITEM]
             + [f"bank/w{b}" for b in gm.BANK_WIDTHS])
+
+
+def _flush_bytes(ctx: Context, r: Launcher) -> tuple[int, list[str]]:
+    """Bytes the L2 flush streams (4 x the L2): the L2 measured in this run, else the size the
+    driver reports (stride/L2 runs before the sweeps), else generic; flagged when not measured."""
+    sizes, _ = _derived(ctx)
+    l2 = (sizes.get("L2") or {}).get("bytes")
+    flags: list[str] = []
+    if not l2 and r.l2_reported:
+        l2, flags = r.l2_reported, ["flush sized from the driver's L2 size (not measured yet)"]
+    flush = 4 * int(l2) if l2 else min(1 << 30, int(ctx.dev.free_memory()) // 4)
+    if not l2:
+        flags = ["fallback: L2 size neither measured nor reported; flush size generic"]
+    return min(flush, int(ctx.dev.free_memory()) // 2), flags
+
+
+def _sweep_spacing(ctx: Context) -> tuple[int, list[str]]:
+    """Node spacing of the cache sweeps: the widest fill granularity measured (L1, L2), as a
+    power of two, so no node shares a fill with its neighbour (a strided chain at a finer
+    spacing hits the sector its neighbour's miss brought in, a false level between two)."""
+    _, fills = _derived(ctx)
+    got = {lv: (fills.get(lv) or {}).get("bytes") for lv in ("L1", "L2")}
+    have = [int(v) for v in got.values() if v]
+    if not have:
+        return 256, ["fallback: fill granularity not measured; node spacing 256 B"]
+    flags = [f"fallback: {lv} fill granularity not measured; spacing from the other level"
+             for lv, v in got.items() if not v]
+    return max(32, 1 << int(math.ceil(math.log2(max(have))))), flags
+
+
+def _line_plan(ctx: Context, level: str) -> tuple[str, int, int, int, list[str]]:
+    """(level, reference spacing, lowest and highest footprint, flags) of a line-size item,
+    from the sizes and fill granularity this run measured (generic, flagged, where missing)."""
+    sizes, fills = _derived(ctx)
+    flags: list[str] = []
+    if level == "L1":
+        fill = (fills.get("L1") or {}).get("bytes")
+        cap = (sizes.get("L1") or {}).get("bytes")
+        if not fill:
+            fill, flags = 32, flags + ["fallback: L1 fill granularity not measured; reference spacing 32 B"]
+        if not cap:
+            cap, flags = 64 * 1024, flags + ["fallback: L1 size not measured; generic 64 KiB range"]
+        return level, int(fill), int(cap) // 2, 8 * int(cap), flags
+    near = (sizes.get("L2_near") or sizes.get("L2") or {}).get("bytes")
+    cap = (sizes.get("L2") or {}).get("bytes")
+    if not near or not cap:
+        near = cap = 16 * MiB
+        flags.append("fallback: L2 sizes not measured; generic 16 MiB range")
+    return level, 0, int(near), 4 * int(cap), flags
 
 
 def _derived(ctx: Context) -> tuple[dict, dict]:
@@ -475,34 +665,23 @@ class MemorySuite(SuiteBase):
             return Outcome(*bench_latency(r, name.split("/", 1)[1]))
         if name.startswith("stride/"):
             level = name.split("/")[1]
-            flush, flags = None, []
-            if level == "L2":
-                sizes, _ = _derived(ctx)
-                l2 = (sizes.get("L2") or {}).get("bytes")
-                if l2:
-                    flush = 4 * int(l2)
-                else:
-                    flush = min(1 << 30, int(ctx.dev.free_memory()) // 4)
-                    flags = ["fallback: L2 size not measured in this run; flush size generic"]
-                flush = min(flush, int(ctx.dev.free_memory()) // 2)
+            flush, flags = (_flush_bytes(ctx, r) if level == "L2" else (None, []))
             return Outcome(*bench_stride(r, level, flush, flags))
         if name.startswith("sweep/"):
             op, order = name.split("/")[1].split("-")
-            _, lines = _derived(ctx)
-            line = (lines.get("L1") or {}).get("bytes")
-            if order == "pages":
-                spacing, fl = r.plan.tlb_spacing, []
-            elif line:
-                spacing, fl = max(32, 1 << int(math.ceil(math.log2(line)))), []
-            else:
-                spacing, fl = 256, ["fallback: L1 line size not measured; node spacing 256 B"]
+            spacing, fl = _sweep_spacing(ctx)
             return Outcome(*bench_sweep(r, op, order, spacing, fl))
-        if name == "nearfar":
-            return Outcome(*bench_nearfar(r))
-        if name == "bandwidth":
-            sizes, _ = _derived(ctx)
-            bw_sizes, flags = am.bandwidth_footprints(sizes, int(ctx.dev.free_memory()))
-            return Outcome(*bench_bandwidth(r, bw_sizes, flags))
+        if name == "tlb":
+            return Outcome(*bench_tlb(r))
+        if name.startswith("line/"):
+            return Outcome(*bench_line(r, *_line_plan(ctx, name.split("/")[1])))
+        if name == "l2map":
+            return Outcome(*bench_l2map(r))
+        if name.startswith("bandwidth/"):
+            return Outcome(*bwm.bench(r, name, _derived(ctx)[0], int(ctx.dev.free_memory()),
+                                      ctx.target, ctx.store.results(ctx.run_id)))
+        if name == tex.ITEM:
+            return Outcome(*tex.bench(r))
         if name.startswith("bank/w"):
             return Outcome(*bench_bank(r, int(name.removeprefix("bank/w"))))
         raise ValueError(f"unknown item {name}")

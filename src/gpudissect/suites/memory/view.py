@@ -1,7 +1,8 @@
 """The memory suite's part of the HTML report, from its summary: one row per memory level
-(latency, capacity, fill granularity, bandwidth), the latency of every load path and the
-shared-memory bank-conflict rule. Values as the suite stored them, in readable units
-(KiB/MiB/GiB, TB/s); '-' where it stored none."""
+(latency, capacity, fill (sector) granularity, line size, bandwidth; the L2 as its near and
+far partition levels where the staircase resolves them), the latency of every load path, the
+TLB study and the shared-memory bank-conflict rule. Values as the suite stored them, in
+readable units (KiB/MiB/GiB, TB/s); '-' where it stored none."""
 
 from __future__ import annotations
 
@@ -33,20 +34,56 @@ def _capacity(size: dict | None) -> Cell:
     """'last size before the step – first size after it' (the bracket the sweep found)."""
     if not size or size.get("bytes") is None:
         return Cell("-")
-    lo, bracket = size["bytes"], size.get("bracket") or []
+    est, bracket = size["bytes"], size.get("bracket") or []
+    lo = bracket[0] if bracket else est
     hi = bracket[1] if len(bracket) > 1 else None
     text = fmt_bytes(lo) if hi is None or hi == lo else f"{fmt_bytes(lo)} – {fmt_bytes(hi)}"
-    return Cell(text, lo)
+    if lo != est:  # an estimate inside the bracket (the L2: half-way to the next level)
+        text = f"{fmt_bytes(est)} ({text})"
+    return Cell(text, est)
 
 
 def _notes(summary: dict, level: str) -> str:
-    nf = summary.get("nearfar") or {}
-    if level == "L2" and nf.get("bimodal"):
-        return (f"near/far: {nf.get('near_sms')} SMs at {fmt_num(nf.get('near_mean'), 3)}, "
-                f"{nf.get('far_sms')} at {fmt_num(nf.get('far_mean'), 3)} cycles (one address)")
-    if level == "DRAM" and (summary.get("tlb") or {}).get("note"):
-        return "TLB: " + summary["tlb"]["note"]
+    m = summary.get("l2map") or {}
+    l2 = summary.get("l2") or {}
+    if level.startswith("L2") and level != "L2 far" and m.get("split"):
+        kind = "by address" if m.get("address_dependent") else "by SM only, not by address"
+        return (f"per-SM map ({kind}): {len(m.get('side_a') or [])}/{len(m.get('side_b') or [])} SMs; "
+                f"near hits {fmt_num(m.get('near_cycles'), 3)}, far hits {fmt_num(m.get('far_cycles'), 3)} cycles"
+                + (f"; driver reports {fmt_bytes(l2['reported_bytes'])}" if l2.get("reported_bytes") else ""))
+    if level.startswith("L2") and l2.get("reported_bytes") and level in ("L2", "L2 far"):
+        return (f"capacity {l2.get('capacity_over_reported', 0):.0%} of the {fmt_bytes(l2['reported_bytes'])} "
+                "the driver reports")
+    if level == "DRAM":
+        tlb = summary.get("tlb") or {}
+        steps = tlb.get("steps") or []
+        if steps:
+            return "TLB: " + "; ".join(f"reach {fmt_bytes(t['reach_bytes'])}, miss +{fmt_num(t['miss_cycles'], 3)} "
+                                       "cycles" for t in steps)
+        if tlb.get("note"):
+            return "TLB: " + tlb["note"]
     return ""
+
+
+def _rows(summary: dict) -> list[tuple[str, float | None, dict | None, int | None, int | None, str | None]]:
+    """(level, latency, size, fill granularity, line size, bandwidth prefix) per table row: the
+    L2 as the staircase's levels (near, far) when it resolved them, else one row."""
+    fill = summary.get("fill_granularity") or summary.get("line_sizes") or {}
+    line = summary.get("cache_lines") or {}
+    rows = []
+    for level, (path, size_key, line_key, bw_key) in LEVELS.items():
+        lat = _latency(summary, level, path)
+        size = _get(summary, "sizes", size_key) if size_key else None
+        f = _get(fill, line_key, "bytes") if line_key else None
+        ln = _get(line, line_key, "bytes") if line_key else None
+        lv = _get(summary, "l2", "levels") or []
+        if level == "L2" and len(lv) > 1:
+            for i, x in enumerate(lv):
+                sz = {"bytes": x["bytes"], "bracket": x["bracket"]}
+                rows.append((x["name"], x["latency_cycles"], sz, f, ln, bw_key if i == 0 else None))
+            continue
+        rows.append((level, lat, size, f, ln, bw_key))
+    return rows
 
 
 def _bw(bandwidth: dict, key: str) -> Cell:
@@ -61,7 +98,7 @@ def _bw(bandwidth: dict, key: str) -> Cell:
 def _latency(summary: dict, level: str, path: str | None):
     if path is not None:
         return _get(summary, "latency", path)
-    if level == "DRAM":  # the level above the L2 step of the staircase (as metrics.toml)
+    if level == "DRAM":  # the level above the L2's last step of the staircase (as metrics.toml)
         cyc = _get(summary, "sizes", "L2", "levels_cycles")
         return cyc[1] if isinstance(cyc, list) and len(cyc) > 1 else None
     return None
@@ -69,20 +106,21 @@ def _latency(summary: dict, level: str, path: str | None):
 
 def levels_table(summary: dict) -> ReportTable:
     t = ReportTable("memory-levels", "Memory levels",
-                    ["level", "latency (cycles)", "capacity", "fill granularity", "read bandwidth",
-                     "write bandwidth", "copy bandwidth", "notes"],
-                    note="Latency: pointer chase, hot chain (DRAM: the level above the L2 step of the "
-                         "footprint sweep). Capacity: last footprint before the latency step and first "
-                         "after it. Bandwidth: chip full, bytes per cycle per SM in brackets.",
-                    numeric=(1, 2, 3, 4, 5, 6), wrap=(7,), sortable=False)
+                    ["level", "latency (cycles)", "capacity", "fill (sector) granularity", "line size",
+                     "read bandwidth", "write bandwidth", "copy bandwidth", "notes"],
+                    note="Latency: pointer chase, hot chain; L2 near/far and DRAM: the plateaus of the "
+                         "footprint staircase. Capacity: last footprint on the level and first after it; "
+                         "for the L2 levels the estimate half-way to the next level first (L2 near: "
+                         "an SM's own partition; L2 far: the whole L2). Fill granularity: "
+                         "what one miss brings in (stride sweep); line size: allocation unit (capacity "
+                         "against node spacing), '-' where not resolved. Bandwidth: chip full, bytes "
+                         "per cycle per SM in brackets.",
+                    numeric=(1, 2, 3, 4, 5, 6, 7), wrap=(8,), sortable=False)
     bw = summary.get("bandwidth") or {}
-    for level, (path, size_key, line_key, bw_key) in LEVELS.items():
-        lat = _latency(summary, level, path)
-        size = _get(summary, "sizes", size_key) if size_key else None
-        line = _get(summary, "line_sizes", line_key, "bytes") if line_key else None
-        t.add(level, Cell(fmt_num(lat, 4), lat), _capacity(size), _bytes_cell(line),
-              _bw(bw, bw_key + "read"), _bw(bw, bw_key + "write"), _bw(bw, bw_key + "copy"),
-              Cell(_notes(summary, level), cls="note"))
+    for level, lat, size, fill, line, bw_key in _rows(summary):
+        cells = [_bw(bw, bw_key + k) if bw_key else Cell("-") for k in ("read", "write", "copy")]
+        t.add(level, Cell(fmt_num(lat, 4), lat), _capacity(size), _bytes_cell(fill),
+              _bytes_cell(line), *cells, Cell(_notes(summary, level), cls="note"))
     return t
 
 
@@ -113,7 +151,27 @@ def bank_table(summary: dict) -> ReportTable | None:
     return t
 
 
+def tlb_table(summary: dict) -> ReportTable | None:
+    """The TLB study per page stride: pages reached, the step threshold from the launches'
+    spread, the largest change seen and the steps (reach, miss cost)."""
+    series = (summary.get("tlb") or {}).get("series") or {}
+    if not series:
+        return None
+    t = ReportTable("memory-tlb", "TLB study: latency against pages visited, per page stride",
+                    ["page stride", "pages (up to)", "footprint (up to)", "step threshold",
+                     "largest change", "steps: pages, miss cost"], numeric=(1, 2, 3, 4), wrap=(5,),
+                    sortable=False)
+    for x in sorted(series.values(), key=lambda v: v["stride"]):
+        steps = "; ".join(f"{st['pages_below']}–{st['pages_above']} pages: "
+                          f"{fmt_num(st['level_below'], 3)} -> {fmt_num(st['level_above'], 3)} cycles"
+                          for st in x["rises"] + x["falls"]) or "none"
+        t.add(fmt_bytes(x["stride"]), Cell(str(x["pages_max"]), x["pages_max"]),
+              _bytes_cell(x["footprint_max"]), Cell(f"{x['threshold_rel']:.1%}", x["threshold_rel"]),
+              Cell(f"{x['range_rel']:.1%}", x["range_rel"]), Cell(steps, cls="note"))
+    return t
+
+
 def report_section(doc: dict, rs) -> dict:
     summary = doc.get("summary") or {}
-    tables = [t for t in (paths_table(summary), bank_table(summary)) if t is not None]
+    tables = [t for t in (paths_table(summary), tlb_table(summary), bank_table(summary)) if t is not None]
     return {"key_tables": [levels_table(summary)], "tables": tables}
