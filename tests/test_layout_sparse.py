@@ -259,8 +259,9 @@ def test_suite_runs_layout_for_sparse_and_emulated_not_wmma(tmp_path, monkeypatc
 
     monkeypatch.setattr(TL, "run_layout", record("layout"))
     monkeypatch.setattr(TL, "run_numerics", record("numerics"))
-    sweep = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
-                    wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),))
+    sweep = T.Sweep(lat_lengths=(2, 4), thr_units=(32, 64), mma_chains=(8,), mma_warps=(4,), thr_lengths=(2, 4),
+                    wg_lat_lengths=(2, 4), wg_thr_units=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_accs=(1,),
+                    wg_groups=(2,), data_variants=())
     names = ["mma.sp::ordered_metadata.m16n8k16.f32.f16.f32",  # native sparse
              "mma.sync.m8n8k4.f32.f16.f32",  # emulated on sm_90 (quad-pairs)
              "mma.sync.m16n8k16.f32.bf16.f32",  # native dense: layout and numerics

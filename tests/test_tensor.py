@@ -21,9 +21,9 @@ from gpudissect.suites.tensor.peak import Peak, figures, peak_for
 from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
-SMALL = T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), wg_lat_lengths=(2, 4),
-                wg_thr_lengths=(2, 4), wg_n_full=(64,), wg_n_other=(64,), wg_configs=((1, 2),),
-                layouts=False)
+SMALL = T.Sweep(lat_lengths=(2, 4), thr_units=(32, 64), mma_chains=(8,), mma_warps=(4,), thr_lengths=(2, 4),
+                ldst_warps=(4,), wg_lat_lengths=(2, 4), wg_thr_units=(2, 4), wg_n_full=(64,), wg_n_other=(64,),
+                wg_accs=(1,), wg_groups=(2,), data_variants=(), layouts=False)
 
 
 def _variant(name):
@@ -118,9 +118,9 @@ def test_peak_maths():
 def _fake_model(kernel, grid, block, args, smem):
     tb = next(a for a in args if getattr(a, "name", "") == "tc_times")
     n = int(kernel.rsplit("_n", 1)[1])
-    threads = grid * block
-    t = np.zeros((threads, 2 * T.REPS + 1), dtype=np.uint64)
-    t[:, -1] = np.repeat(np.arange(grid), block)
+    warps = grid * max(1, block // 32)  # one row per warp, block b on SM b
+    t = np.zeros((warps, 2 * T.REPS + 1), dtype=np.uint64)
+    t[:, -1] = np.repeat(np.arange(grid), max(1, block // 32))
     for r in range(T.REPS):
         t[:, 2 * r] = 100
         t[:, 2 * r + 1] = 100 + 50 + 32 * n
@@ -228,7 +228,7 @@ class _RegisterLimitedDevice(FakeDevice):
 def test_a_launch_refused_for_registers_is_named_and_the_other_warp_count_stands(tmp_path):
     st = Store(tmp_path / "t.db")
     dev = _RegisterLimitedDevice(sm_count=4, launch_model=_fake_model)
-    sweep = T.Sweep(**{**SMALL.__dict__, "mma_warps": (4, 16)})
+    sweep = T.Sweep(**{**SMALL.__dict__, "mma_chains": (4,), "mma_warps": (4, 16)})
     rid = _run(dev, st, ["mma.sync.m16n8k8.f64.f64.f64"], sweep, jobs=1)
     thr = [r for r in st.results(rid) if r["measure"] == "throughput"]
     refused = [r for r in thr if r["params"]["warps"] == 16]

@@ -100,6 +100,12 @@ class MmaVariant:
     def sparse(self) -> bool:
         return self.sp_meta is not None
 
+    @property
+    def peak_key(self) -> str:
+        """The key of the datasheet peak this variant is compared with (data/tensor_peaks.toml):
+        the sparse figure for mma.sp (its FLOPs are of the logical shape)."""
+        return f"{self.atype}:sparse" if self.sparse else self.atype
+
 
 @dataclass(frozen=True)
 class WgmmaVariant:
@@ -114,10 +120,23 @@ class WgmmaVariant:
     scale_args: bool
     min_arch: str
     extra: str = ""
+    # wgmma.mma_async.sp (sparse A): the metadata word and the sparsity selector; ``k`` is then
+    # the logical (dense-equivalent) K
+    sp_meta: int | None = None
+    sp_sel: int = 0
 
     @property
     def kind(self) -> str:
         return "wgmma"
+
+    @property
+    def sparse(self) -> bool:
+        return self.sp_meta is not None
+
+    @property
+    def peak_key(self) -> str:
+        """The key of the datasheet peak this variant is compared with (data/tensor_peaks.toml)."""
+        return f"{self.atype}:sparse" if self.sparse else self.atype
 
     def d_regs(self, n: int) -> int:
         elems = 64 * n // 128
@@ -126,9 +145,15 @@ class WgmmaVariant:
     def flops(self, n: int) -> int:
         return 2 * 64 * n * self.k
 
+    def k_bytes(self, operand: str) -> int:
+        """Bytes along K of one row of A (``"a"``: K/2 when sparse) or one column of B."""
+        k = self.k // 2 if (operand == "a" and self.sparse) else self.k
+        return k * load_tensor_catalog().types[self.atype if operand == "a" else self.btype].bits // 8
+
     def instr(self, n: int, a_regs: bool) -> str:
         tag = f".{self.extra}" if self.extra else ""
-        return f"wgmma.mma_async.sync.aligned.m64n{n}k{self.k}.{self.dtype}.{self.atype}.{self.btype}{tag}"
+        sp = ".sp" if self.sparse else ""
+        return f"wgmma.mma_async{sp}.sync.aligned.m64n{n}k{self.k}.{self.dtype}.{self.atype}.{self.btype}{tag}"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ grows with ``units`` except register moves and NOPs, and nothing that distorts a
 * ``emulated``: ptxas lowered the instruction to a subroutine call or to other work per
   instance (conversions, adds): no native tensor-core path for this variant on the arch;
 * ``folded``: fewer tensor SASS than instances (the compiler hoisted/merged work);
+* ``serialized``: a wgmma throughput kernel in which ptxas waits for each wgmma to complete
+  before the next (a ``WARPGROUP.DEPBAR`` per instance: it does so when the in-flight
+  instructions need more registers than it has), so the instructions do not overlap;
 * ``unsupported``: ptxas rejects the variant for the arch (its message is kept).
 """
 
@@ -42,7 +45,7 @@ FORBIDDEN = re.compile(r"^(CALL|BRA|BRX|JMP|RET|LDL|STL|LDG|STG|LD|ST|BAR|MEMBAR
 
 @dataclass
 class TensorCheck:
-    status: str  # native | emulated | folded | unsupported | error
+    status: str  # native | emulated | folded | serialized | unsupported | error
     sass: dict[str, str] = field(default_factory=dict)  # tensor SASS per PTX instruction
     other_per_instr: dict[str, str] = field(default_factory=dict)
     reason: str = ""
@@ -69,15 +72,23 @@ def _counts(region: list[SassInstr], op_re: re.Pattern = TENSOR_OP) -> tuple[Cou
     return tensor, other, bad
 
 
+def _waits(region: list[SassInstr]) -> int:
+    """The wgmma completion waits in a region (``WARPGROUP.DEPBAR``)."""
+    return sum(1 for i in region if i.full.startswith("WARPGROUP.DEPBAR"))
+
+
 def check_tensor_family(kernels: list[Built], per_instance: int = 1,
                         op_re: re.Pattern = TENSOR_OP, companion: re.Pattern | None = None,
-                        companion_max: int = 1, lowering_ok: bool = False) -> TensorCheck:
+                        companion_max: int = 1, lowering_ok: bool = False,
+                        waits_ok: bool = True) -> TensorCheck:
     """Check kernels of one variant at different ``units`` (>= 2 distinct). ``op_re``: the SASS
     the instruction must map to; ``companion``: extra work of the benchmark itself allowed at
     most ``companion_max`` times per instance (the address adds of a load chain);
     ``lowering_ok``: other integer work per instance is part of the instruction's lowering
     (wmma.load/store address arithmetic and register shuffles): it is reported in
-    ``other_per_instr`` and does not make the variant 'emulated'."""
+    ``other_per_instr`` and does not make the variant 'emulated'. ``waits_ok=False`` (wgmma
+    throughput kernels): completion waits that grow with the instances make the family
+    'serialized'."""
     ks = sorted(kernels, key=lambda k: k.kernel.units)
     if len(ks) < 2 or ks[0].kernel.units == ks[-1].kernel.units:
         raise ValueError("need kernels at two different instance counts")
@@ -121,6 +132,16 @@ def check_tensor_family(kernels: list[Built], per_instance: int = 1,
         res.reason = (f"{float(total):g} tensor SASS per PTX instruction (not whole): the compiler "
                       "hoisted or merged instances")
         return res
+    if not waits_ok:
+        grown = [k for k in ks if _waits(k.region) > _waits(lo.region)]
+        if grown:
+            k = grown[0]
+            res.status = "serialized"
+            res.reason = (f"ptxas waits for every wgmma before the next in the {k.kernel.units}-instance kernel "
+                          f"({_waits(k.region)} WARPGROUP.DEPBAR, {k.regs} registers per thread; "
+                          f"{_waits(lo.region)} in the {lo.kernel.units}-instance one): the instructions "
+                          "do not overlap")
+            return res
     for k in ks[1:-1]:
         t, _, _ = _counts(k.region, op_re)
         exp = {op: int(Fraction(tlo[op]) + per[op] * (k.kernel.units - lo.kernel.units) * per_instance)
@@ -185,7 +206,8 @@ def compile_part(w: Work, kernels: list[Kernel], target: Target) -> None:
             w.checks[key] = (check_tensor_family(bs, op_re=op_re, companion=ADDRESS_ADD,
                                                  companion_max=w.variant.regs + 1,
                                                  lowering_ok=w.variant.wmma) if op_re
-                             else check_tensor_family(bs))
+                             else check_tensor_family(bs, waits_ok=not (isinstance(w.variant, WgmmaVariant)
+                                                                        and bs[0].kernel.measure == "throughput")))
         except ValueError as e:
             w.checks[key] = TensorCheck("error", reason=str(e))
 

@@ -84,7 +84,7 @@ def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
     rows.sort(key=lambda r: r["pct_of_peak"])
     fig, ax = plt.subplots(figsize=(10, 0.22 * len(rows) + 1.3), layout="constrained")
     y = np.arange(len(rows))
-    colors = ["tab:green" if r["form"] == "wgmma" else "tab:blue" for r in rows]
+    colors = ["tab:green" if r["form"].startswith("wgmma") else "tab:blue" for r in rows]
     ax.barh(y, [r["pct_of_peak"] for r in rows], height=0.7, color=colors)
     for yi, r in zip(y, rows, strict=True):
         ax.text(r["pct_of_peak"] + 1, yi, f"{fmt_tera(r['tflops'], op_kind(r['variant']).rate)}  {r['variant']}",

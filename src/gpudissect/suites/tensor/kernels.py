@@ -169,11 +169,15 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
 # --- wgmma -------------------------------------------------------------------------------
 
 # K-major, no swizzle: core matrices of 8 rows x 16 bytes; K extent is 32 bytes for every
-# type (16 f16, 8 tf32, 32 fp8/int8, 256 b1) = 2 core matrices along K.
-WG_LBO = 128  # bytes between the two core matrices along K
-WG_SBO = 256  # bytes between core matrices along M/N (8 rows)
-WG_A_BYTES = 64 // 8 * WG_SBO  # 2 KiB
-WG_B_BYTES_MAX = 256 // 8 * WG_SBO  # 8 KiB
+# dense type (16 f16, 8 tf32, 32 fp8/int8, 256 b1) = 2 core matrices along K. Sparse wgmma:
+# A holds K/2 (32 bytes again), B the logical K (64 bytes = 4 core matrices along K).
+WG_LBO = 128  # bytes between the core matrices along K
+WG_SBO = 256  # bytes between core matrices along M/N (8 rows) of a 32-byte K extent
+
+
+def wg_sbo(k_bytes: int) -> int:
+    """Bytes between 8-row groups along M/N of a tile whose rows hold ``k_bytes`` along K."""
+    return 8 * max(k_bytes, 32)
 
 
 def descriptor(addr_bytes: int, lbo: int = WG_LBO, sbo: int = WG_SBO, swizzle: int = 0) -> int:
@@ -193,7 +197,9 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
     dr = v.d_regs(n)
     dcls = ".f32" if v.dtype == "f32" else ".b32"
     dp = "%f" if v.dtype == "f32" else "%rc"
-    smem_bytes = WG_A_BYTES + WG_B_BYTES_MAX
+    sbo_a, sbo_b = wg_sbo(v.k_bytes("a")), wg_sbo(v.k_bytes("b"))
+    a_bytes = 64 // 8 * sbo_a
+    smem_bytes = a_bytes + 256 // 8 * sbo_b
     decl = [
         f"  .reg {dcls} {dp}<{dr * accs}>;",
         "  .reg .b32 %ra<4>, %sa, %i, %val;",
@@ -201,7 +207,11 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
         "  .reg .pred %sp;",
         f"  .shared .align 1024 .b8 smem[{smem_bytes}];",
     ]
+    if v.sparse:
+        decl.append(f"  .reg .b32 {SP_META_REG};")
     lines = _prologue(name, decl)
+    if v.sparse:
+        lines.append(f"  mov.b32 {SP_META_REG}, {v.sp_meta:#x};")
     # fill shared memory: thread t copies words t, t+ntid, ... from in[1 + (w % 256)]
     lines += [
         "  mov.u32 %i, %xtid;",
@@ -222,14 +232,14 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
         "  bar.sync 0;",
         "  mov.u32 %sa, smem;",
         "  cvt.u64.u32 %sbase, %sa;",
-        # descriptors: A at smem, B at smem + 2 KiB
+        # descriptors: A at smem, B after A
         "  shr.u64 %descA, %sbase, 4;",
         "  and.b64 %descA, %descA, 16383;",
-        f"  or.b64 %descA, %descA, {descriptor(0)};",
-        f"  add.u64 %descB, %sbase, {WG_A_BYTES};",
+        f"  or.b64 %descA, %descA, {descriptor(0, sbo=sbo_a)};",
+        f"  add.u64 %descB, %sbase, {a_bytes};",
         "  shr.u64 %descB, %descB, 4;",
         "  and.b64 %descB, %descB, 16383;",
-        f"  or.b64 %descB, %descB, {descriptor(0)};",
+        f"  or.b64 %descB, %descB, {descriptor(0, sbo=sbo_b)};",
     ]
     for i in range(4):
         lines.append(f"  ld.global.u32 %ra{i}, [%in+{4 + 4 * i}];")
@@ -244,6 +254,8 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
     else:
         aop = "%descA"
         tail = ", 1, 1, 1, 0, 0" if v.transpose_args else (", 1, 1, 1" if v.scale_args else ", 1")
+    if v.sparse:  # the metadata and the sparsity selector come before scale-d
+        tail = f", {SP_META_REG}, {v.sp_sel}{tail}"
     body = ["  wgmma.fence.sync.aligned;"]
     for _ in range(length):
         for a in range(accs):
@@ -475,10 +487,27 @@ def operand_words(typ: str, regs: int, value: str = "one") -> list[int]:
     return [reg >> (32 * i) & 0xFFFFFFFF for i in range(e.reg_words)] * regs
 
 
+DATA = ("one", "zero", "random")  # operand data of a timing kernel (word patterns, see fragment_words)
+
+
+def fragment_words(typ: str, regs: int, data: str, seed: int = 0) -> list[int]:
+    """u32 words for ``regs`` fragment registers of type ``typ`` holding ``data``: "one"
+    values, zeros, or random finite values (random_words)."""
+    if data not in DATA:
+        raise ValueError(f"operand data {data!r}: one of {', '.join(DATA)}")
+    if data == "random":
+        return random_words(typ, regs * element(typ).reg_words, seed)
+    return operand_words(typ, regs, data)
+
+
 def random_words(typ: str, n: int, seed: int = 0) -> list[int]:
-    """Random finite operand words (shared-memory tiles of the wgmma kernels): magnitudes
-    in [0.5, 1) with random signs for floats, random bytes for integers/bits."""
+    """``n`` random finite operand words (shared-memory tiles of the wgmma kernels, fragment
+    registers): magnitudes in [0.5, 1) with random signs for floats, random bytes for
+    integers/bits."""
     rng = np.random.default_rng(seed)
+    if typ == "f64":
+        vals = rng.uniform(0.5, 1.0, size=-(-n // 2)) * rng.choice([-1.0, 1.0], size=-(-n // 2))
+        return [int(x) for x in vals.astype(np.float64).view(np.uint32)[:n]]
     if typ in ("f16", "bf16", "e4m3", "e5m2"):
         vals = rng.uniform(0.5, 1.0, size=2 * n) * rng.choice([-1.0, 1.0], size=2 * n)
         if typ == "f16":

@@ -6,11 +6,19 @@ them as one module, check the SASS (checks.py), then on the GPU:
 
 * latency: one warp (one warpgroup for wgmma), one accumulator chain, two lengths; the slope
   of the region's cycles is the dependent-accumulator latency;
-* throughput: one block per SM, W warps x C independent accumulators (wgmma: warpgroups x
-  accumulators, groups committed per round, one wait at the end), two lengths; the slope of
-  the median SM span gives tensor instructions per cycle per SM, then FLOP/cycle/SM, TFLOP/s
-  at the NVML SM clock read right after the launches and % of the datasheet peak scaled to
-  that clock (peak.py, reference data data/tensor_peaks.toml);
+* throughput (sweep.py): kernels of 1, 2, 4, 8 independent accumulators per warp (wgmma: 1,
+  2, 4 per warpgroup, groups committed per round, one wait at the end) launched with 4 to 64
+  warps per SM (wgmma: 1 to 4 warpgroups), in order of parallelism, an accumulator count
+  stopping when more warps no longer raise its rate; each configuration: the slope of the
+  median SM span over two lengths (issuers x accumulators / slope = instructions per cycle
+  per SM), its per-SM idle share and one SM's warp windows kept. The peak of a variant (of
+  each A source and N for wgmma) is the best clean configuration with its saturation
+  evidence or a ``not-saturated`` flag; FLOP/cycle/SM, TFLOP/s at the SM clock measured in a
+  kernel before and after the sweep (bench/clock.py) and % of the datasheet peak
+  (peak.py, data/tensor_peaks.toml: the sparse figure for mma.sp and wgmma.sp); mma: one
+  warp's issue interval; the variants of ``Sweep.data_variants``: their peak configuration
+  again with zero and with random operands, and (items of their own, after every sweep)
+  sustained for about 200 ms with zero, random and zero operands;
 * layout (mma.sync and mma.sp, native or emulated variants): probe experiments, layout.py
   (numerics: native dense variants); wmma.load / wmma.store: fragments.py;
 * per_sass (native variants of several tensor SASS per instruction, e.g. wmma): clock reads
@@ -22,14 +30,17 @@ Every kernel is written and compiled for the architecture-specific target (kerne
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
-from gpudissect.bench.stats import fit_line
+from gpudissect.bench.runner import WORKER_FAILED
+from gpudissect.bench.stats import fit_flag, fit_line
 from gpudissect.catalog.tensor import (
     LdstVariant,
     MmaVariant,
@@ -38,11 +49,10 @@ from gpudissect.catalog.tensor import (
     element,
     load_tensor_catalog,
 )
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
-from gpudissect.kernel.timing import row_words
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.tensor import layouts
@@ -57,14 +67,26 @@ from gpudissect.suites.tensor.checks import (
 )
 from gpudissect.suites.tensor.kernels import (
     TIMED_REPS,
+    fragment_words,
     ldst_kernel,
     mma_kernel,
     operand_words,
     random_words,
     wgmma_kernel,
 )
+from gpudissect.suites.tensor.peak import Peak as PeakRef
 from gpudissect.suites.tensor.peak import figures, peak_for
 from gpudissect.suites.tensor.per_sass import run_per_sass
+from gpudissect.suites.tensor.sweep import (
+    Config,
+    clean,
+    launch_times,
+    register_refusal,
+    run_sweep,
+    select_peak,
+    sustained,
+    time_config,
+)
 from gpudissect.target import Target
 
 REPS = TIMED_REPS
@@ -75,36 +97,60 @@ class Sweep:
     """The configurations a run measures (stored as the run's parameters)."""
 
     lat_lengths: tuple[int, ...] = (8, 16, 32)
-    thr_lengths: tuple[int, ...] = (16, 32, 64)
-    mma_warps: tuple[int, ...] = (8, 16)
+    # mma throughput: tensor instructions per warp per region (split over its accumulators),
+    # accumulators per warp (up to what 32 accumulator registers hold), warps per SM (above
+    # the block limit: blocks of 32 warps, where the registers let them share the SM)
+    thr_units: tuple[int, ...] = (128, 256)
+    mma_chains: tuple[int, ...] = (1, 2, 4, 8)
+    mma_warps: tuple[int, ...] = (4, 8, 16, 32, 64)
+    thr_lengths: tuple[int, ...] = (16, 32, 64)  # ldmatrix / stmatrix / wmma.load / wmma.store
+    ldst_warps: tuple[int, ...] = (8, 16)
     wg_lat_lengths: tuple[int, ...] = (4, 8, 16)
-    wg_thr_lengths: tuple[int, ...] = (32, 64, 128)
+    wg_thr_units: tuple[int, ...] = (64, 128)  # wgmma per warpgroup per region
+    # sparse wgmma: ptxas gives every wgmma in flight its own metadata register and waits after
+    # each one (serialized) once they no longer fit beside the accumulators: shorter regions
+    wg_sp_thr_units: tuple[int, ...] = (32, 64)
     # (N values, A sources) for the wgmma sweep; full sweep for the types in ``wg_full``
     wg_n_full: tuple[int, ...] = (8, 16, 32, 64, 128, 192, 256)
     wg_n_other: tuple[int, ...] = (128, 256)
     wg_full: tuple[str, ...] = ("wgmma.f32.f16", "wgmma.f32.bf16")
-    wg_configs: tuple[tuple[int, int], ...] = ((1, 2), (1, 3), (2, 2))  # (accs, warpgroups)
+    wg_accs: tuple[int, ...] = (1, 2, 4)  # accumulators per warpgroup (up to 128 registers)
+    wg_groups: tuple[int, ...] = (1, 2, 3, 4)  # warpgroups per SM
+    # variants whose peak configuration is timed again with zero and with random operands, per
+    # cycle (the sweep's regions) and sustained for ``sustained_ms`` (zero, random, zero again)
+    sustained_ms: float = 200.0
+    data_variants: tuple[str, ...] = (
+        "mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k16.f32.bf16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
+        "mma.sync.m16n8k32.s32.s8.s32", "wgmma.f32.f16", "wgmma.f32.bf16", "wgmma.f32.tf32",
+        "wgmma.f32.e4m3", "wgmma.s32.s8")
     layouts: bool = True
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-QUICK = Sweep(mma_warps=(8,), wg_n_full=(64, 256), wg_n_other=(256,), wg_configs=((1, 2),))
+QUICK = Sweep(mma_chains=(4, 8), mma_warps=(8, 16), wg_n_full=(64, 256), wg_n_other=(256,), wg_accs=(1,),
+              wg_groups=(1, 2), data_variants=())
 
 
 def _mma_chains(v: MmaVariant) -> int:
+    """The most accumulators per warp: what 32 accumulator registers hold (at most 8)."""
     return max(1, min(8, 32 // max(v.regs["c"] * element(v.ctype).reg_words, 1)))
+
+
+def mma_chain_counts(v: MmaVariant, sweep: Sweep) -> list[int]:
+    top = _mma_chains(v)
+    return [c for c in sweep.mma_chains if c <= top] or [top]
 
 
 def mma_kernels(v: MmaVariant, sweep: Sweep, target: Target, idx: int) -> list[Kernel]:
     ks = []
     for L in sweep.lat_lengths:
         ks.append(mma_kernel(v, f"tc{idx}_lat_c1_n{L}", "latency", 1, L, 1, target))
-    c = _mma_chains(v)
-    for w in sweep.mma_warps:
-        for L in sweep.thr_lengths:
-            ks.append(mma_kernel(v, f"tc{idx}_thr_w{w}_c{c}_n{L}", "throughput", c, L, w, target))
+    for c in mma_chain_counts(v, sweep):  # one family per accumulator count; warps: launch-time
+        for u in sweep.thr_units:
+            L = max(1, u // c)
+            ks.append(mma_kernel(v, f"tc{idx}_thr_c{c}_n{L}", "throughput", c, L, 1, target))
     return ks
 
 
@@ -118,12 +164,13 @@ def wgmma_kernels(v: WgmmaVariant, sweep: Sweep, target: Target, idx: int) -> li
             src = "rs" if a_regs else "ss"
             for L in sweep.wg_lat_lengths:
                 ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_lat_n{L}", "latency", n, 1, L, 1, a_regs, target))
-            for accs, wgs in sweep.wg_configs:
+            for accs in sweep.wg_accs:  # one family per accumulator count; warpgroups: launch-time
                 if accs * v.d_regs(n) > 128:
                     continue
-                for L in sweep.wg_thr_lengths:
-                    ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_a{accs}_g{wgs}_thr_n{L}", "throughput",
-                                           n, accs, L, wgs, a_regs, target))
+                for u in (sweep.wg_sp_thr_units if v.sparse else sweep.wg_thr_units):
+                    L = max(1, u // accs)
+                    ks.append(wgmma_kernel(v, f"wg{idx}_{src}_n{n}_a{accs}_thr_n{L}", "throughput",
+                                           n, accs, L, 1, a_regs, target))
     return ks
 
 
@@ -132,7 +179,7 @@ def ldst_kernels(v: LdstVariant, sweep: Sweep, target: Target, idx: int) -> list
     if v.op in ("ldmatrix", "wmma.load"):
         for L in sweep.lat_lengths:
             ks.append(ldst_kernel(v, f"ls{idx}_lat_c1_n{L}", "latency", 1, L, 1, target))
-    for w in sweep.mma_warps:
+    for w in sweep.ldst_warps:
         for L in sweep.thr_lengths:
             ks.append(ldst_kernel(v, f"ls{idx}_thr_w{w}_c4_n{L}", "throughput", 4, L, w, target))
     return ks
@@ -148,44 +195,46 @@ def variant_kernels(v: MmaVariant | WgmmaVariant | LdstVariant, sweep: Sweep, ta
     return wgmma_kernels(v, sweep, target, idx)
 
 
-def _in_words_mma(v: MmaVariant, reps: int) -> np.ndarray:
+def group_of(k: Kernel) -> str:
+    """The peak a kernel's family competes for: one per variant, per (A source, N) for wgmma."""
+    if "n" in k.meta:
+        return f"{'rs' if k.meta['a_from'] == 'registers' else 'ss'}_n{k.meta['n']}"
+    return "ldst" if k.name.startswith("ls") else "mma"
+
+
+def throughput_configs(v, kernels: list[Kernel], sweep: Sweep) -> list[Config]:
+    """Every (family, warps per SM) the sweep may time: mma over ``mma_warps``, wgmma over
+    ``wg_groups`` warpgroups, ldst at the warps its kernels were written for."""
+    out = []
+    for key, k in {family_key(k): k for k in kernels if k.measure == "throughput"}.items():
+        if v.kind == "wgmma":
+            out += [Config(key, group_of(k), k.chains, 4 * g, issuer_warps=4) for g in sweep.wg_groups]
+        elif v.kind == "ldst":
+            out.append(Config(key, group_of(k), k.chains, k.warps))
+        else:
+            out += [Config(key, group_of(k), k.chains, W) for W in sweep.mma_warps]
+    return out
+
+
+def _in_words_mma(v: MmaVariant, reps: int, data: str = "one") -> np.ndarray:
     words = [reps, 0]
-    words += operand_words(v.atype, v.regs["a"]) + operand_words(v.btype, v.regs["b"])
+    words += fragment_words(v.atype, v.regs["a"], data, seed=1) + fragment_words(v.btype, v.regs["b"], data, seed=2)
     words += operand_words(v.ctype, v.regs["c"], "zero")
     return np.array(words, dtype=np.uint32)
 
 
-def _in_words_wg(v: WgmmaVariant, reps: int) -> np.ndarray:
-    words = [reps] + random_words(v.atype, 256, seed=1)
+def _in_words_wg(v: WgmmaVariant, reps: int, data: str = "random") -> np.ndarray:
+    """The words the kernel copies into shared memory (A and B tiles, 256 words repeated)."""
+    words = [reps] + (random_words(v.atype, 256, seed=1) if data == "random" else fragment_words(v.atype, 256, data))
     return np.array(words, dtype=np.uint32)
 
 
 def _launch(dev: Device, built: Built, k: Kernel, grid: int, words: np.ndarray):
-    threads = grid * 32 * k.warps
-    warps = grid * k.warps
-    tpt = row_words(REPS)
-    run = dev.launch(built.cubin, k.name, grid, 32 * k.warps, [
-        Buf("tc_in", data=words),
-        Buf("tc_out", nbytes=threads * 4),
-        Buf("tc_times", nbytes=warps * tpt * 8, read=True, dtype="u8", zero=True),
-    ], launches=2)
-    t = run.outputs["tc_times"][: warps * tpt].reshape(warps, tpt)
-    return t, run.gpu_ms
+    return launch_times(dev, built, grid, 32 * k.warps, words)
 
 
 def _last(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return t[:, 2 * (REPS - 1)].astype(np.int64), t[:, 2 * (REPS - 1) + 1].astype(np.int64), t[:, -1]
-
-
-def sm_spans(t: np.ndarray, warps_per_block: int) -> tuple[np.ndarray, int]:
-    """Span (max end - min start) per SM over the SMs holding the modal number of warps
-    (``t``: one row per warp)."""
-    t0, t1, sm = _last(t)
-    sms, counts = np.unique(sm, return_counts=True)
-    modal = int(np.bincount(counts).argmax())
-    spans = np.array([t1[sm == s].max() - t0[sm == s].min() for s, c in zip(sms, counts, strict=True)
-                      if c == modal])
-    return spans, modal
 
 
 def _cite(b: Built, texts: dict) -> dict:
@@ -193,16 +242,7 @@ def _cite(b: Built, texts: dict) -> dict:
     return {"ptx_hash": b.ptx_hash, "sass_hash": b.sass_hash}
 
 
-def _flags_fit(fit, spreads: list[float]) -> list[str]:
-    f = []
-    if fit.r2 < 0.99:
-        f.append(f"poor-fit: r2={fit.r2:.4f}")
-    if spreads and max(spreads) > 0.05:
-        f.append(f"noisy: SM-span spread up to {max(spreads):.1%}")
-    return f
-
-
-def _launch_failure(e: Exception, b: Built | Exception | None, k: Kernel) -> str:
+def _launch_failure(e: Exception, b: Built | Exception | None, warps: int) -> str:
     """The flag of a failed measurement. A launch refused for its registers is a limit of
     this configuration (too many warps for the kernel's registers), not a fault: say so with
     the kernel's register count (cuobjdump), and let the other configurations stand."""
@@ -213,106 +253,299 @@ def _launch_failure(e: Exception, b: Built | Exception | None, k: Kernel) -> str
         except Exception:  # noqa: BLE001 - the count is a courtesy; the refusal stands
             regs = None
         per = f"{regs} registers per thread x " if regs else ""
-        total = f" = {regs * 32 * k.warps} registers" if regs else ""
-        return (f"refused: launch of {k.warps} warps refused (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): "
-                f"{per}{32 * k.warps} threads{total} exceed what one block may hold; "
+        total = f" = {regs * 32 * warps} registers" if regs else ""
+        return (f"refused: launch of {warps} warps refused (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES): "
+                f"{per}{32 * warps} threads{total} exceed what the SM may hold; "
                 "other warp counts of this variant are measured")
     return f"error: {text}"[:300]
 
 
-def measure_families(dev: Device, w: Work, words: np.ndarray, flops_of: Callable[[Kernel], int],
-                     atype: str, texts: dict) -> list[Result]:
+def _sass_list(chk: TensorCheck | None) -> list[str]:
+    return [f"{c}*{op}" if c != "1" else op for op, c in (chk.sass.items() if chk else [])]
+
+
+def _family_failed(v, key: str, k0: Kernel, chk: TensorCheck | None, params: dict) -> Result:
+    return Result(v.name, k0.measure, None, "cycles" if k0.measure == "latency" else "instr/cycle/SM",
+                  "none", params=params, sass=_sass_list(chk),
+                  flags=[f"{chk.status if chk else 'error'}: {chk.reason if chk else 'not built'}"])
+
+
+def measure_latency(dev: Device, w: Work, words: np.ndarray, texts: dict) -> list[Result]:
+    """The latency families: one warp (one warpgroup for wgmma), one accumulator chain; the
+    slope of the region's cycles against the chain length."""
     v = w.variant
-    sm = dev.info.sm_count
     fams: dict[str, list[Kernel]] = {}
     for k in w.kernels:
-        fams.setdefault(family_key(k), []).append(k)
+        if k.measure == "latency":
+            fams.setdefault(family_key(k), []).append(k)
     out: list[Result] = []
-    peak = peak_for(dev.info.name, atype)
     for key, ks in fams.items():
         chk = w.checks.get(key)
         k0 = ks[0]
-        params = {"family": key, "chains": k0.chains, "warps": k0.warps, **k0.meta}
-        sass = [f"{c}*{op}" if c != "1" else op for op, c in (chk.sass.items() if chk else [])]
+        params = {"family": key, "group": group_of(k0), "chains": k0.chains, "warps": k0.warps, **k0.meta}
         if chk is None or not chk.ok:
-            out.append(Result(v.name, k0.measure, None, "cycles" if k0.measure == "latency" else "instr/cycle/SM",
-                              "none", params=params, sass=sass,
-                              flags=[f"{chk.status if chk else 'error'}: {chk.reason if chk else 'not built'}"]))
+            out.append(_family_failed(v, key, k0, chk, params))
             continue
-        xs, ys, raw, spreads, cite, clocks = [], [], {}, [], {}, []
+        xs, ys, raw, cite = [], [], {}, {}
         try:
             for k in sorted(ks, key=lambda k: k.length):
                 b = w.built[k.name]
                 assert isinstance(b, Built)
                 cite = _cite(b, texts)
-                if k.measure == "latency":
-                    t, _ = _launch(dev, b, k, 1, words)
-                    t0, t1, _ = _last(t)
-                    c = float(np.median(t1 - t0))
-                    raw[str(k.length)] = [int(x) for x in (t1 - t0)[:: max(1, len(t0) // 4)]]
-                else:
-                    t, ms = _launch(dev, b, k, sm, words)
-                    clocks.append(dev.clocks().get("sm_mhz"))
-                    spans, warps = sm_spans(t, k.warps)
-                    c = float(np.median(spans))
-                    q1, q3 = np.percentile(spans, [25, 75])
-                    spreads.append(float((q3 - q1) / c) if c else 0.0)
-                    raw[str(k.length)] = {"median_sm_span": c, "sms": len(spans), "warps_per_sm": warps,
-                                          "gpu_ms": ms, "min": float(spans.min()), "max": float(spans.max())}
+                t, _ = _launch(dev, b, k, 1, words)
+                t0, t1, _ = _last(t)
                 xs.append(k.length)
-                ys.append(c)
+                ys.append(float(np.median(t1 - t0)))
+                raw[str(k.length)] = [int(x) for x in (t1 - t0)[:: max(1, len(t0) // 4)]]
             fit = fit_line(xs, ys)
         except Exception as e:  # one failing benchmark never takes the sweep down
-            out.append(Result(v.name, k0.measure, None, "cycles", "none", params=params, sass=sass,
-                              flags=[_launch_failure(e, w.built.get(k.name), k)], **cite))
+            out.append(Result(v.name, "latency", None, "cycles", "none", params=params, sass=_sass_list(chk),
+                              flags=[_launch_failure(e, w.built.get(k.name), k.warps)], **cite))
             continue
-        flags = _flags_fit(fit, spreads)
-        if k0.measure == "latency":
-            per_round = k0.chains  # one instruction per round for chains = 1
-            val = fit.slope / per_round if fit.slope > 0 else None
-            out.append(Result(v.name, "latency", val, "cycles", "slope of region cycles vs chain length "
-                              "(one warp / warpgroup, one accumulator)", params=params, fit=fit.to_json(),
-                              samples=raw, flags=flags, sass=sass, **cite))
-            continue
-        warps = k0.warps
-        issuers = warps // 4 if v.kind == "wgmma" else warps
-        rate = issuers * k0.chains / fit.slope if fit.slope > 0 else None
-        mhz = [c for c in clocks if c]
-        obs = float(np.median(mhz)) if mhz else None
-        fig = figures(rate, flops_of(k0), sm, obs, peak) if rate else None
-        if fig and peak and fig.flop_per_cycle_sm > 1.05 * peak.per_sm_per_cycle():
+        flags = [f for f in (fit_flag(fit),) if f]
+        val = fit.slope if fit.slope > 0 else None
+        out.append(Result(v.name, "latency", val, "cycles", "slope of region cycles vs chain length "
+                          "(one warp / warpgroup, one accumulator)", params=params, fit=fit.to_json(),
+                          samples=raw, flags=flags, sass=_sass_list(chk), **cite))
+    return out
+
+
+def kernel_clock(dev: Device, target: Target) -> dict:
+    """The SM clock measured inside a kernel now (bench/clock.py): what the TFLOP/s use."""
+    c = measure_sm_clock(dev, target)
+    return {k: c[k] for k in ("sm_mhz_kernel", "sm_mhz_kernel_min", "sm_mhz_kernel_max",
+                              "sm_mhz_kernel_error") if k in c}
+
+
+CLOCK_TOL = 0.01  # an in-kernel SM clock this far above NVML's maximum is not physical
+
+
+def clock_flag(dev: Device, clocks: list[dict]) -> str | None:
+    """A flag when an SM clock measured in a kernel is above the maximum SM clock NVML reports
+    (no SM runs faster than that: the measurement, and every TFLOP/s from it, is then suspect)."""
+    try:
+        top = (dev.clocks() or {}).get("sm_max_mhz")
+    except Exception:  # noqa: BLE001 - no NVML: nothing to compare with
+        return None
+    seen = [c["sm_mhz_kernel"] for c in clocks if c.get("sm_mhz_kernel")]
+    if not (isinstance(top, (int, float)) and top > 0 and seen) or max(seen) <= (1 + CLOCK_TOL) * top:
+        return None
+    return (f"clock-suspect: the SM clock measured in a kernel ({max(seen):.0f} MHz) is above the maximum "
+            f"NVML reports ({top:.0f} MHz); the TFLOP/s from it are suspect")
+
+
+def _mhz(clocks: list[dict]) -> float | None:
+    vals = [c["sm_mhz_kernel"] for c in clocks if c.get("sm_mhz_kernel")]
+    return float(np.mean(vals)) if vals else None
+
+
+@dataclass
+class Meter:
+    """What one variant's throughput measurements share: the device, the variant's built
+    kernels and checks, the FLOPs of a kernel, the datasheet peak, the SM's limits."""
+
+    dev: Device
+    w: Work
+    flops_of: Callable[[Kernel], int]
+    peak: PeakRef | None
+    per_block: int
+    registers_per_sm: int
+    texts: dict
+    schedulers: int | None = None  # warp schedulers per SM (target facts: limits.issue)
+
+    def kernels(self, family: str) -> list[Kernel]:
+        return [k for k in self.w.kernels if family_key(k) == family]
+
+    def time(self, cfg: Config, words: np.ndarray, mhz: float | None, measure: str = "throughput",
+             extra: dict | None = None) -> Result:
+        """One configuration timed (a refusal by registers is decided before any launch)."""
+        v, ks = self.w.variant, self.kernels(cfg.family)
+        chk = self.w.checks.get(cfg.family)
+        built = [self.w.built[k.name] for k in ks]
+        b_last = built[-1]
+        assert isinstance(b_last, Built)
+        cite = _cite(b_last, self.texts)
+        base = {"family": cfg.family, "group": cfg.group, "chains": cfg.chains, "warps": cfg.warps,
+                "issuers": cfg.issuers, **ks[0].meta, **(extra or {})}
+        unit = "instr/cycle/SM"
+        refusal = register_refusal(max(b.regs for b in built if isinstance(b, Built)), cfg.warps,
+                                   self.registers_per_sm)
+        if refusal:
+            return Result(v.name, measure, None, unit, "none", params=base, sass=_sass_list(chk), flags=[refusal],
+                          **cite)
+        try:
+            t = time_config(self.dev, [b for b in built if isinstance(b, Built)], words, cfg, self.per_block)
+        except Exception as e:  # a launch refused (registers) or failed: recorded on the configuration
+            if type(e).__name__ == WORKER_FAILED:
+                raise  # the device is gone: the variant's remaining kernels would fail alike
+            return Result(v.name, measure, None, unit, "none", params=base, sass=_sass_list(chk),
+                          flags=[_launch_failure(e, b_last, cfg.warps)], **cite)
+        params = {**t["params"], **base, "observed_sm_mhz": mhz}
+        fig = figures(t["rate"], self.flops_of(ks[0]), self.dev.info.sm_count, mhz, self.peak) if t["rate"] else None
+        flags = t["flags"]
+        if fig and self.peak and fig.flop_per_cycle_sm > 1.05 * self.peak.per_sm_per_cycle():
             # above what the datasheet allows per SM and cycle: the measurement is not trustworthy
             flags.append(f"exceeds-peak: {fig.flop_per_cycle_sm:.0f} FLOP/cycle/SM > datasheet "
-                         f"{peak.per_sm_per_cycle():.0f}; measurement suspect")
-        params.update({"observed_sm_mhz": obs, "clocks_mhz": clocks})
-        samples = {"per_length": raw, "peak": fig.to_json() if fig else None}
-        out.append(Result(v.name, "throughput", rate, "instr/cycle/SM",
-                          "issuers*accumulators / slope of median SM span vs length", params=params,
-                          fit=fit.to_json(), samples=samples, flags=flags, sass=sass, **cite))
-    return out
+                         f"{self.peak.per_sm_per_cycle():.0f}; measurement suspect")
+        samples = {**(t["samples"] or {}), "peak": fig.to_json() if fig else None}
+        return Result(v.name, measure, t["rate"], unit,
+                      "issuers*accumulators / slope of (median over SMs of the SM span) vs length",
+                      params=params, fit=t["fit"].to_json() if t["fit"] else None, samples=samples, flags=flags,
+                      sass=_sass_list(chk), **cite)
 
 
-def best_throughput(name: str, rs: list[Result], flops_of_family: dict[str, int]) -> list[Result]:
-    """Per (N, A source) for wgmma / per variant for mma: the best clean throughput config."""
-    groups: dict[str, list[Result]] = {}
-    for r in rs:
-        if r.measure != "throughput" or r.value is None or any(
-                f.startswith(("poor-fit", "noisy", "exceeds-peak")) for f in r.flags):
+    def sustained(self, cfg: Config, spans: list[float], words: np.ndarray, mhz: float, target_ms: float,
+                  target: Target, extra: dict) -> Result:
+        """``cfg`` sustained for about ``target_ms`` (sweep.sustained) with the operand data of
+        ``words``: TFLOP/s over the whole launch, and the SM clock right after it (in a kernel)."""
+        v, ks = self.w.variant, self.kernels(cfg.family)
+        k = max(ks, key=lambda k: k.length)
+        b = self.w.built[k.name]
+        assert isinstance(b, Built)
+        cite = _cite(b, self.texts)
+        params = {"family": cfg.family, "group": cfg.group, "chains": cfg.chains, "warps": cfg.warps,
+                  "issuers": cfg.issuers, "length": k.length, **k.meta, **extra}
+        if not spans:
+            return Result(v.name, "throughput_sustained", None, "TFLOP/s", "none", params=params,
+                          flags=["not timed: no span of the configuration's longest kernel"], **cite)
+        try:
+            s = sustained(self.dev, b, cfg, self.per_block, words, float(np.median(spans)), mhz, target_ms)
+        except Exception as e:  # a failed launch is recorded on this result
+            if type(e).__name__ == WORKER_FAILED:
+                raise
+            return Result(v.name, "throughput_sustained", None, "TFLOP/s", "none", params=params,
+                          flags=[_launch_failure(e, b, cfg.warps)], **cite)
+        after = kernel_clock(self.dev, target)
+        tflops = (s["instr_per_s_sm"] * self.flops_of(k) * self.dev.info.sm_count / 1e12
+                  if s["instr_per_s_sm"] else None)
+        suspect = clock_flag(self.dev, [after])
+        return Result(v.name, "throughput_sustained", tflops, "TFLOP/s",
+                      "instructions of the whole launch / its GPU time (events), the region repeated back to "
+                      "back for about target_ms", params={**params, **s, "sm_mhz_kernel_after": after},
+                      flags=[suspect] if suspect else [], sass=_sass_list(self.w.checks.get(cfg.family)), **cite)
+
+
+def peak_result(m: Meter, group: str, rs: list[Result], limit: float | None, mhz: float | None,
+                clocks: list[dict], data: str) -> Result:
+    """The group's peak: the best clean configuration, its saturation evidence or a
+    ``not-saturated`` flag (sweep.select_peak), FLOP/s at the SM clock measured in a kernel."""
+    v = m.w.variant
+    pk = select_peak(rs, limit)
+    aborted = next((f for r in rs for f in r.flags if f.startswith("error:") and WORKER_FAILED in f), None)
+    flags = pk.flags + ([f"sweep-aborted: {aborted.removeprefix('error: ')}"[:300]] if aborted else [])
+    best = pk.best
+    params: dict = {"group": group, "configurations": len(rs), "clean": sum(clean(r) for r in rs),
+                    "saturation": pk.evidence, "data": data, "clock": "in-kernel (clock64 / globaltimer) "
+                    "before and after the sweep", "sm_mhz_kernel": clocks, "observed_sm_mhz": mhz,
+                    "limit_instr_per_cycle_sm": limit}
+    if best is None:
+        return Result(v.name, "throughput_peak", None, "instr/cycle/SM", "none", params=params, flags=flags,
+                      sass=rs[0].sass if rs else [])
+    fig = (best.samples or {}).get("peak") or {}
+    bp = best.params
+    params.update({"best_family": bp["family"], **{k: bp.get(k) for k in ("n", "a_from", "warps", "chains",
+                                                                            "issuers", "blocks_per_sm")},
+                   **{k: fig.get(k) for k in ("flop_per_cycle_sm", "tflops", "peak_tflops_scaled", "pct_of_peak")},
+                   "smallest_within_2pct": {k: pk.smallest.params[k] for k in ("chains", "issuers", "warps")}
+                   if pk.smallest else None})
+    if v.kind != "wgmma":  # one configuration per (chains, warps): the audit finds the source
+        params["best"] = {"chains": bp["chains"], "warps": bp["warps"]}
+        params["cycles_per_instr_per_scheduler"] = m.schedulers / best.value if (best.value and m.schedulers) else None
+    else:
+        params["cycles_per_instr_per_sm"] = 1 / best.value if best.value else None
+    return Result(v.name, "throughput_peak", best.value, "instr/cycle/SM",
+                  "max over clean (accumulators, warps) configurations", params=params, flags=flags,
+                  sass=best.sass, ptx_hash=best.ptx_hash, sass_hash=best.sass_hash)
+
+
+def measure_throughput(m: Meter, sweep: Sweep, target: Target, data_default: str,
+                       words_of: Callable[[str], np.ndarray]) -> list[Result]:
+    """Every peak group of the variant swept (sweep.run_sweep), each with its peak; mma: one
+    warp's issue interval; the variants of ``sweep.data_variants``: their best configuration
+    timed again with zero and with random operands."""
+    v = m.w.variant
+    cfgs = throughput_configs(v, m.w.kernels, sweep)
+    out: list[Result] = []
+    groups: dict[str, list[Config]] = {}
+    for c in cfgs:
+        chk = m.w.checks.get(c.family)
+        if chk is None or not chk.ok:
+            if not any(r.params.get("family") == c.family for r in out):
+                k0 = m.kernels(c.family)[0]
+                out.append(_family_failed(v, c.family, k0, chk, {"family": c.family, "group": c.group,
+                                                                  "chains": c.chains, **k0.meta}))
             continue
-        g = r.params["family"]
-        g = g.rsplit("_a", 1)[0] if "_a" in g else "mma"
-        groups.setdefault(g, []).append(r)
-    out = []
-    for g, lst in groups.items():
-        best = max(lst, key=lambda r: r.value or 0)
-        pk = (best.samples or {}).get("peak") or {}
-        params = {"group": g, "best_family": best.params["family"],
-                  **{k: best.params.get(k) for k in ("n", "a_from", "warps", "chains", "observed_sm_mhz")},
-                  **{k: pk.get(k) for k in ("flop_per_cycle_sm", "tflops", "peak_tflops_scaled", "pct_of_peak")}}
-        out.append(Result(name, "throughput_peak", best.value, "instr/cycle/SM",
-                          "max over configurations", params=params, flags=sorted(set(best.flags)),
-                          sass=best.sass, ptx_hash=best.ptx_hash, sass_hash=best.sass_hash))
+        groups.setdefault(c.group, []).append(c)
+    if not groups:
+        return out
+    clocks = [kernel_clock(m.dev, target)]
+    words = words_of(data_default)
+    swept: dict[str, tuple[list[Result], float | None]] = {}
+    for g, gc in groups.items():
+        flops = m.flops_of(m.kernels(gc[0].family)[0])
+        limit = m.peak.per_sm_per_cycle() / flops if (m.peak and flops) else None
+        mhz = _mhz(clocks)
+        swept[g] = (run_sweep(gc, lambda c, mhz=mhz: m.time(c, words, mhz), limit), limit)
+    clocks.append(kernel_clock(m.dev, target))
+    mhz = _mhz(clocks)
+    suspect = clock_flag(m.dev, clocks)
+    peaks: dict[str, Result] = {}
+    for g, (rs, limit) in swept.items():
+        out += rs
+        peaks[g] = peak_result(m, g, rs, limit, mhz, clocks, data_default)
+        peaks[g].flags += [suspect] if (suspect and peaks[g].value) else []
+        out.append(peaks[g])
+    if v.kind == "mma":  # one warp per SM, the most accumulators: the issue interval of one warp
+        top = max(groups["mma"], key=lambda c: c.chains)
+        one = m.time(Config(top.family, "mma", top.chains, 1), words, mhz, measure="issue_rate")
+        if one.value:
+            one = dataclasses.replace(one, measure="issue_interval", value=1 / one.value, unit="cycles",
+                                      statistic="one warp per SM, independent accumulators: cycles per "
+                                                "instruction = slope of the region / accumulators")
+        out.append(one)
+    if v.name in sweep.data_variants:
+        valued = [p for p in peaks.values() if p.value]
+        if valued:
+            p = max(valued, key=lambda p: p.params.get("flop_per_cycle_sm") or 0)
+            cfg = next(c for c in groups[p.params["group"]] if c.family == p.params["best_family"]
+                       and c.warps == p.params["warps"])
+            for data in ("zero", "random"):
+                out.append(m.time(cfg, words_of(data), mhz, measure="throughput_data",
+                                  extra={"data": data, "data_default": data_default}))
     return out
+
+
+@dataclass(frozen=True)
+class Sustain:
+    """The item that runs a variant's peak configuration sustained (after every sweep: its heat
+    and clock changes then touch no other measurement)."""
+
+    variant: MmaVariant | WgmmaVariant
+
+    @property
+    def name(self) -> str:
+        return SUSTAINED + self.variant.name
+
+
+SUSTAINED = "sustained:"
+
+
+def best_config(rows: list[dict], kind: str) -> tuple[Config, list[float]] | None:
+    """The configuration of a variant's highest peak (FLOP per cycle) among its stored results,
+    and the SM spans of its longest kernel (what the sustained run's length is set from)."""
+    peaks = [r for r in rows if r["measure"] == "throughput_peak" and r["value"]
+             and r["params"].get("best_family")]
+    if not peaks:
+        return None
+    p = max(peaks, key=lambda r: r["params"].get("flop_per_cycle_sm") or 0)["params"]
+    cfg = Config(p["best_family"], p["group"], p["chains"], p["warps"], issuer_warps=4 if kind == "wgmma" else 1)
+    src = next((r for r in rows if r["measure"] == "throughput" and r["params"].get("family") == cfg.family
+                and r["params"].get("warps") == cfg.warps and r["samples"]), None)
+    if src is None:
+        return None
+    spans = src["samples"].get("per_sm_span") or {}
+    longest = max(spans, key=int, default=None)
+    return (cfg, spans[longest]) if longest else None
 
 
 def select(cat: TensorCatalog, patterns: list[str] | None) -> list[MmaVariant | WgmmaVariant | LdstVariant]:
@@ -360,19 +593,27 @@ class TensorSuite(SuiteBase):
     def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
         sweep = self.sweep or (QUICK if ctx.quick else Sweep())
         ctx.state["sweep"] = sweep
-        return Plan([Item(v.name, v) for v in select(load_tensor_catalog(), patterns)], sweep.to_json())
+        vs = select(load_tensor_catalog(), patterns)
+        items = [Item(v.name, v) for v in vs]
+        if sweep.sustained_ms:  # last: after every sweep
+            items += [Item(Sustain(v).name, Sustain(v)) for v in vs
+                      if v.name in sweep.data_variants and not isinstance(v, LdstVariant)]
+        return Plan(items, sweep.to_json())
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
-        """Generate every variant's kernels, compile and check them (``ctx.jobs`` in parallel)."""
+        """Generate every variant's kernels, compile and check them (``ctx.jobs`` in parallel);
+        a sustained item's variant is prepared once with it."""
         sweep: Sweep = ctx.state["sweep"]
         works: dict[str, Work] = {}
-        for i, item in enumerate(items):
-            w = Work(item.data)
+        vs = {(it.data.variant if isinstance(it.data, Sustain) else it.data).name:
+              (it.data.variant if isinstance(it.data, Sustain) else it.data) for it in items}
+        for i, v in enumerate(vs.values()):
+            w = Work(v)
             try:
-                w.kernels = variant_kernels(item.data, sweep, ctx.target, i)
+                w.kernels = variant_kernels(v, sweep, ctx.target, i)
             except (ValueError, PtxasError) as e:
                 w.check = TensorCheck("error", reason=f"generator: {e}")
-            works[item.name] = w
+            works[v.name] = w
         jobs = [(Work(w.variant), part, ctx.target, i == 0) for w in works.values() if w.kernels
                 for i, part in enumerate(parts(w.kernels, PART_KERNELS))]
         jobs.sort(key=lambda j: -len(j[1]))  # the largest modules first: no long tail
@@ -394,7 +635,51 @@ class TensorSuite(SuiteBase):
         ctx.state["known"] = {w.variant.name: w.check for w in works.values()
                               if isinstance(w.variant, MmaVariant) and w.check}
 
+    def _meter(self, ctx: Context, w: Work, texts: dict) -> tuple[Meter, str, Callable[[str], np.ndarray]]:
+        """What the variant's throughput measurements share, its default operand data and the
+        input words of each data (kernels.py DATA)."""
+        v, dev, target = w.variant, ctx.dev, ctx.target
+        facts = target.facts["target"]
+        sched = (target.facts.get("limits") or {}).get("issue", {}).get("schedulers_per_sm")
+        limits = (facts["max_warps_per_block"], facts["registers_per_sm"], texts, sched)
+        if isinstance(v, MmaVariant):
+            # sparse: flops are of the logical (dense-equivalent) shape, compared with the
+            # datasheet's sparse figure ('<type>:sparse' in data/tensor_peaks.toml)
+            return (Meter(dev, w, lambda k: v.flops, peak_for(dev.info.name, v.peak_key), *limits), "one",
+                    lambda d: _in_words_mma(v, REPS, d))
+        if isinstance(v, LdstVariant):
+            # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)
+            words = np.array([REPS, 0], dtype=np.uint32)
+            return (Meter(dev, w, lambda k: v.bytes, peak_for(dev.info.name, v.atype), *limits), "zero",
+                    lambda d: words)
+        return (Meter(dev, w, lambda k: v.flops(k.meta["n"]), peak_for(dev.info.name, v.peak_key), *limits),
+                "random", lambda d: _in_words_wg(v, REPS, d))
+
+    def measure_sustained(self, ctx: Context, job: Sustain) -> Outcome:
+        """The variant's peak configuration (from its stored results) sustained with zero,
+        random and again zero operands (Meter.sustained)."""
+        sweep: Sweep = ctx.state["sweep"]
+        w: Work = ctx.state["works"][job.variant.name]
+        v, texts = w.variant, {}
+        rows = ctx.store.results(ctx.run_id, variant_like=v.name) if ctx.store else ctx.state.get("rows", [])
+        best = best_config([r for r in rows if r["variant"] == v.name], v.kind)
+        if best is None or not w.built:
+            return Outcome([Result(v.name, "throughput_sustained", None, "TFLOP/s", "none",
+                                   flags=["not timed: no clean peak configuration of the variant to sustain"])])
+        cfg, spans = best
+        m, _, words_of = self._meter(ctx, w, texts)
+        mhz = _mhz([kernel_clock(ctx.dev, ctx.target)])
+        if not mhz:
+            return Outcome([Result(v.name, "throughput_sustained", None, "TFLOP/s", "none",
+                                   flags=["not timed: no SM clock measured in a kernel"])])
+        out = [m.sustained(cfg, spans, words_of(data), mhz, sweep.sustained_ms, ctx.target,
+                           {"data": data, "order": order})
+               for order, data in enumerate(("zero", "random", "zero"), 1)]
+        return Outcome(out, texts)
+
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        if isinstance(item.data, Sustain):
+            return self.measure_sustained(ctx, item.data)
         sweep: Sweep = ctx.state["sweep"]
         w: Work = ctx.state["works"][item.name]
         v = w.variant
@@ -410,25 +695,12 @@ class TensorSuite(SuiteBase):
         results = [mapping]
         if w.kernels and w.built:
             try:
-                if isinstance(v, MmaVariant):
-                    words = _in_words_mma(v, REPS)
-                    # sparse: flops are of the logical (dense-equivalent) shape, compared with
-                    # the datasheet's sparse figure ('<type>:sparse' in data/tensor_peaks.toml)
-                    pk = f"{v.atype}:sparse" if v.sparse else v.atype
-                    rs = measure_families(dev, w, words, lambda k, v=v: v.flops, pk, texts)
-                    results += rs + best_throughput(v.name, rs, {})
-                    # multi-SASS instructions (wmma): cycles per tensor SASS (never raises)
+                m, data_default, words_of = self._meter(ctx, w, texts)
+                results += measure_latency(dev, w, words_of(data_default), texts)
+                results += measure_throughput(m, sweep, target, data_default, words_of)
+                if isinstance(v, MmaVariant):  # multi-SASS instructions (wmma): cycles per tensor SASS
                     per_sass = run_per_sass(dev, v, w.check, target, texts, known=ctx.state["known"])
                     results += [per_sass] if per_sass else []
-                elif isinstance(v, LdstVariant):
-                    # 'FLOP' of a load/store = bytes moved per warp instruction (no datasheet peak)
-                    words = np.array([REPS, 0], dtype=np.uint32)
-                    rs = measure_families(dev, w, words, lambda k, v=v: v.bytes, v.atype, texts)
-                    results += rs + best_throughput(v.name, rs, {})
-                else:
-                    words = _in_words_wg(v, REPS)
-                    rs = measure_families(dev, w, words, lambda k, v=v: v.flops(k.meta["n"]), v.atype, texts)
-                    results += rs + best_throughput(v.name, rs, {})
             except Exception as e:
                 results.append(_error(v, "throughput", "instr/cycle/SM", e))
         if sweep.layouts and isinstance(v, LdstVariant) and v.wmma:

@@ -18,6 +18,7 @@ from functools import cache
 
 from gpudissect.report.fmt import fmt_num, fmt_sig, fmt_tera
 from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.suites.tensor.analyse import record_group
 
 INT_TYPES = frozenset({"s8", "u8", "s4", "u4", "b1"})
 LDST_OPS = ("ldmatrix", "stmatrix", "wmma.load", "wmma.store")
@@ -46,7 +47,7 @@ def _catalog() -> dict[str, tuple[str, str]]:
     for v in cat.mma:
         out[v.name] = (forms.get(v.form, v.form), _pair(v.atype, v.btype))
     for v in cat.wgmma:
-        out[v.name] = ("wgmma", _pair(v.atype, v.btype))
+        out[v.name] = ("wgmma.sp" if v.sparse else "wgmma", _pair(v.atype, v.btype))
     for v in cat.ldst:
         out[v.name] = (v.op, v.elem or v.atype)
     return out
@@ -67,7 +68,8 @@ def form_and_inputs(variant: str) -> tuple[str, str]:
         return known
     form = next((op for op in LDST_OPS if variant.startswith(op + ".")), None)
     if form is None:
-        form = "wgmma" if variant.startswith("wgmma") else variant.split(".")[0].split("::")[0]
+        form = ("wgmma.sp" if variant.startswith("wgmma.sp.") else "wgmma") if variant.startswith("wgmma") \
+            else variant.split(".")[0].split("::")[0]
         if form == "mma":
             form = "mma.sync"
     types = [t for t in re.split(r"[.:]", variant) if re.fullmatch(r"[sub]\d+|f\d+|bf16|tf32|e\dm\d", t)]
@@ -83,12 +85,14 @@ def op_kind(variant: str) -> OpKind:
 
 def tensor_rows(records: list[dict]) -> list[dict]:
     lat: dict[str, float] = {}
+    lat_group: dict[tuple[str, str], float] = {}  # (variant, group): the latency of that N and A source
     status: dict[str, str] = {}
     sass: dict[str, list[str]] = {}
     for r in records:
         v = r.get("variant") or ""
         if r.get("measure") == "latency" and r.get("value") is not None:
             lat[v] = min(lat.get(v, float("inf")), float(r["value"]))
+            lat_group[(v, record_group(r.get("params") or {}))] = float(r["value"])
         elif r.get("measure") == "sass_map":
             status[v] = (r.get("params") or {}).get("status") or ""
         if r.get("sass"):
@@ -102,7 +106,8 @@ def tensor_rows(records: list[dict]) -> list[dict]:
         p = r.get("params") or {}
         seen.add(v)
         rows.append({"variant": v, "group": p.get("group"), "status": status.get(v),
-                     "sass": " + ".join(r.get("sass") or sass.get(v) or []), "latency": lat.get(v),
+                     "sass": " + ".join(r.get("sass") or sass.get(v) or []),
+                     "latency": lat_group.get((v, p.get("group") or ""), lat.get(v)),
                      "rate": r.get("value"), "unit": r.get("unit"), "flop_per_cycle_sm": p.get("flop_per_cycle_sm"),
                      "tflops": p.get("tflops"), "pct_of_peak": p.get("pct_of_peak"),
                      "flags": ", ".join(sorted({f.split(":")[0] for f in r.get("flags") or []})),
@@ -183,7 +188,7 @@ def variants_table(rows: list[dict]) -> ReportTable:
     t = ReportTable("tensor-variants", "All tensor variants: latency, throughput, % of peak",
                     ["variant", "group", "status", "SASS", "latency (cycles)", f"rate ({RATE_UNIT})",
                      "work per cycle per SM", "throughput", "% of peak", "flags"],
-                    note="Latency: dependent accumulator chain (cycles, smallest over families). Rate: "
+                    note="Latency: dependent accumulator chain (cycles; wgmma: of the row's N and A source). Rate: "
                          "instructions per cycle per SM at the best configuration of the group (wgmma: "
                          "per N and A source). Click a header to sort.",
                     numeric=(4, 5, 6, 7, 8), code=(0, 3), wrap=(0, 1, 3, 9), scroll=True)
