@@ -7,6 +7,7 @@ import heapq
 
 import numpy as np
 import pytest
+from test_behaviour_verdicts import SimGPU
 
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
@@ -60,9 +61,11 @@ def simulate(n: int, nsm: int, cap: int, spins: np.ndarray, policy: str = "bread
     return g0 + 1_000_000, g1 + 1_000_000, g0 * 2, g1 * 2, sm
 
 
-def fake_launch_model(nsm: int, policy: str = "breadth", sched_mod: int = 4, rr: bool = True):
+def fake_launch_model(nsm: int, policy: str = "breadth", **sim):
     """A FakeDevice launch model: resid_* kernels through ``simulate`` with the capacity the
-    occupancy rules give (16 registers assumed), sched_* and pipe_* from simple models."""
+    occupancy rules give (16 registers assumed), the timed probes (sched_*, order_*, pipe_*)
+    through the planted GPU of test_behaviour_verdicts.SimGPU."""
+    timed = SimGPU(nsm, **sim)
 
     def model(kernel, grid, block, args, smem):
         threads = block if isinstance(block, int) else block[0]
@@ -80,29 +83,7 @@ def fake_launch_model(nsm: int, policy: str = "breadth", sched_mod: int = 4, rr:
             rec[:, 5] = nsm
             rec[:, 6] = (lin // gx).astype(np.uint64) << np.uint64(32) | (lin % gx).astype(np.uint64)
             return {"rec": rec.reshape(-1)}
-        if kernel == "sched_pair":
-            mask = int(args[1])
-            W = threads // 32
-            act = [w for w in range(W) if mask >> w & 1]
-            rec = np.zeros((W, 4), np.uint64)
-            for w in act:
-                share = sum(1 for o in act if o % sched_mod == w % sched_mod)
-                rec[w, 0], rec[w, 1] = 100, 100 + 5000 * share
-            return {"srec": rec.reshape(-1)}
-        if kernel == "sched_order":
-            W = threads // 32
-            rec = np.zeros((W, bh.SEGMENTS + 1), np.uint64)
-            for w in range(W):
-                pos = w // sched_mod
-                for s in range(bh.SEGMENTS):
-                    rec[w, s] = (1000 + 40 * s + pos) if rr else (1000 + 10 * s + pos * 10 * bh.SEGMENTS)
-            return {"orec": rec.reshape(-1)}
-        if kernel.startswith("pipe_"):
-            W = threads // 32
-            rec = np.zeros((W, 3), np.uint64)
-            rec[:, 0], rec[:, 1] = 0, 50_000 * (2 if kernel[5] == "p" else 1)
-            return {"prec": rec.reshape(-1)}
-        raise ValueError(kernel)
+        return timed(kernel, grid, block, args, smem)
 
     return model
 
@@ -205,69 +186,28 @@ def test_scheduler_groups_no_contention():
     assert g["schedulers"] == 4 and g["slowdown_competing"] is None
 
 
-def _stamps(W: int, S: int, rr: bool) -> np.ndarray:
-    st = np.zeros((W, S), np.int64)
-    for w in range(W):
-        for s in range(S):
-            st[w, s] = 40 * s + w if rr else 10 * s + w * 10 * S
-    return st
-
-
-def test_issue_order_round_robin_vs_greedy():
-    rr = an.issue_order(_stamps(4, 24, True), [[0, 1, 2, 3]])
-    assert rr["policy"].startswith("round-robin")
-    assert rr["mean_run_median"] == 1.0
-    gto = an.issue_order(_stamps(4, 24, False), [[0, 1, 2, 3]])
-    assert gto["policy"].startswith("greedy")
-    assert "lowest-numbered" in gto["policy"]
-    assert gto["span_overlap_median"] == 0.0
-    rev = an.issue_order(_stamps(4, 24, False)[::-1].copy(), [[0, 1, 2, 3]])
-    assert "highest-numbered" in rev["policy"] and rev["finish_order_tau"] == -1.0
-
-
-# ----------------------------------------------------------------- pipes
-def test_pipe_pairs_groups():
-    solo = {"ffma": {"cycles": 100, "issued": 400}, "imad": {"cycles": 200, "issued": 400},
-            "mufu": {"cycles": 800, "issued": 400}, "iadd": {"cycles": 200, "issued": 400}}
-    pairs = {("ffma", "mufu"): {"cycles": 810, "issued": 800},  # independent
-             ("imad", "ffma"): {"cycles": 300, "issued": 800},  # compete
-             ("iadd", "imad"): {"cycles": 210, "issued": 800},  # independent, not issue-bound
-             ("iadd", "mufu"): {"cycles": 805, "issued": 800}}
-    p = an.pipe_pairs(solo, pairs)
-    assert p["pairs"]["ffma+mufu"]["verdict"] == "independent"
-    assert p["pairs"]["imad+ffma"]["verdict"] == "compete"
-    assert p["groups"] == [["ffma", "imad"], ["iadd"], ["mufu"]]
-    assert p["issue_limit_per_scheduler"] == 1.0
-
-
-def test_pipe_pairs_issue_bound_is_not_a_pipe():
-    solo = {"a": {"cycles": 100, "issued": 400}, "b": {"cycles": 100, "issued": 400}}
-    p = an.pipe_pairs(solo, {("a", "b"): {"cycles": 200, "issued": 800}})
-    assert p["pairs"]["a+b"]["verdict"] == "issue-bound"
-    assert p["groups"] == [["a"], ["b"]]
-
-
 # ----------------------------------------------------------------- PTX and the suite
 def test_probe_ptx_assembles_and_registers_grow():
     from gpudissect.catalog.model import load_catalog
     from gpudissect.kernel.build import build_module
     from gpudissect.kernel.ptx import ptx_header
     from gpudissect.suites.behaviour.kernels import (
+        order_kernel,
         pipe_kernel,
         resid_kernel,
-        sched_order_kernel,
         sched_pair_kernel,
     )
 
     cat = load_catalog()
     h = ptx_header(TARGET.ptx_isa, TARGET.arch)
-    m = build_module([resid_kernel(h, 0), resid_kernel(h, 90), sched_pair_kernel(h), sched_order_kernel(h),
-                      pipe_kernel(h, "t", [(cat.get("fma.rn.f32"), 4), (cat.get("ex2.approx.ftz.f32"), 4)])],
+    m = build_module([resid_kernel(h, 0), resid_kernel(h, 90), sched_pair_kernel(h), order_kernel(h, 1, 128),
+                      pipe_kernel(h, "t", [cat.get("fma.rn.f32"), cat.get("ex2.approx.ftz.f32")], 8, 16)],
                      TARGET.arch)
     assert m["resid_r90"].regs >= m["resid_r0"].regs + 70
-    assert sum(1 for i in m["sched_pair"].region if i.opcode == "FFMA") == 32
-    ops = [i.opcode for i in m["pipe_t"].region]
-    assert ops.count("FFMA") == 16 and ops.count("MUFU") == 16
+    assert [i.opcode for i in m["sched_pair"].region] == ["FFMA"] * 512  # 8 chains x 64, nothing else
+    assert [i.opcode for i in m["order_c1_n128"].region] == ["FFMA"] * 128
+    ops = [i.opcode for i in m["pipe_t_k8_n16"].region]
+    assert ops.count("FFMA") == 128 and ops.count("MUFU") == 128 and len(ops) == 256
 
 
 def test_select_patterns():
@@ -291,12 +231,12 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     assert s["dispatch"]["dispatch:1d-1perSM"]["policy"].startswith("breadth-first")
     assert s["dispatch"]["dispatch:1d-1perSM"]["blocks_per_sm"] == 1
     assert s["scheduler"]["pairs"]["rule"] == "warp w -> scheduler (w mod 4)"
-    assert s["scheduler"]["order"]["policy"].startswith("round-robin")
+    assert s["scheduler"]["order"]["dep32"]["verdict"] == "wait:1"
     assert s["occupancy"]["occupancy:threads=32"]["measured_blocks"] == 32
     assert s["occupancy"]["occupancy:smem=227KiB"]["measured_blocks"] == 1
     assert set(s["pipes"]["solo"]) == {"fma.rn.f32", "ex2.approx.ftz.f32"}
     pair = s["pipes"]["pairs"]["fma.rn.f32+ex2.approx.ftz.f32"]
-    assert pair["share"] == 1.0 and pair["verdict"] in ("compete", "issue-bound")
+    assert pair["verdict"] == "add" and len(pair["per_launch"]) == bh.LAUNCHES
     assert any(c.startswith("occupancy:") for c in s["conclusions"])
     # resumable: a second call with the run unfinished skips what is done
     n = dev.calls
@@ -312,4 +252,4 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     paths = figures(suite_document(store, rid), tmp_path / "fig")
     stems = {p.stem for p in paths}
     assert {"behaviour_timeline_1d-1perSM", "behaviour_occupancy", "behaviour_scheduler_pairs",
-            "behaviour_pipes"} <= stems
+            "behaviour_pipes", "behaviour_issue_order"} <= stems

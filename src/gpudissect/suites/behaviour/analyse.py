@@ -1,33 +1,75 @@
 """Analysis of the behaviour probes (pure functions over traces; no GPU), the occupancy rules
 they are compared with, and the suite's summary.
 
-Each function takes the raw traces a probe recorded and returns a dict with a ``policy`` /
-``conclusion`` string and the numbers behind it. Thresholds are module constants.
-:func:`summarize` runs them again on a run's stored traces and states the conclusions.
+Every probe is launched ``LAUNCHES`` times; each launch gives its own verdict from its own
+traces, and a verdict is stated only when every launch gives the same one (:func:`agree`);
+otherwise it is ``undetermined`` with each launch's verdict and numbers. Thresholds are module
+constants; :func:`summarize` runs the analyses again on a run's stored results.
 """
 
 from __future__ import annotations
 
 import math
 import tomllib
+from collections import Counter
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect.suites.behaviour.kernels import SEGMENTS
+from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.target import TargetError
 
 if TYPE_CHECKING:
-    from gpudissect.store.db import Store
     from gpudissect.target import Target
 
+MIN_LAUNCHES = 3  # independent launches behind every verdict
+UNDETERMINED = "undetermined"
 BREADTH_FIRST = 0.95  # share of the first nsm blocks on distinct SMs
-COMPETE = 0.7  # pipes: share of the shorter solo time that a pair adds (1: fully serial)
-INDEPENDENT = 0.3
-ISSUE_BOUND = 0.9  # a pair whose issue rate is this close to the issue limit is undecidable
 SLOWDOWN = 1.3  # schedulers: a pair slowed by this factor shares a scheduler
+RISE = 1.02  # a solo is saturated when more warps/chains raise its rate by less than this
+ADD = 0.75  # pipes: position of the pair's rate between the compete (0) and add (1) predictions
+COMPETE = 0.25
+GAP_MIN = 0.05  # the two predictions must differ by this share of the lower one to decide
+BEYOND = 0.1  # a position this far outside [0, 1] (beyond the spread) is noted: neither model fits
+LIMIT_TOL = 0.02  # the issue limit of the launches agrees within this share
+LATE = 0.1  # issue order: a warp starting this share of its group's span after the first is late
+FINISH_TOL = 0.05  # ... and waited for another warp when it starts at most this share after its end
+MODE_SHARE = 0.75  # a launch's order verdict: the pattern of at least this share of (SM, rep, scheduler)
+
+
+# ----------------------------------------------------------------- verdicts over launches
+def agree(per_launch: list[dict], key: str = "verdict") -> dict:
+    """The verdict of repeated launches: ``per_launch[i][key]`` is launch i's verdict (its
+    other entries, the numbers behind it). Stated when at least MIN_LAUNCHES launches all give
+    the same verdict; else ``undetermined`` with the reason. The evidence is kept either way."""
+    vs = [d.get(key) for d in per_launch]
+    if len(vs) < MIN_LAUNCHES:
+        return {"verdict": UNDETERMINED, "agreed": False, "launches": len(vs),
+                "why": f"{len(vs)} launches (at least {MIN_LAUNCHES} needed)", "per_launch": per_launch}
+    if all(v == vs[0] for v in vs) and vs[0] is not None and not str(vs[0]).startswith(UNDETERMINED):
+        return {"verdict": vs[0], "agreed": True, "launches": len(vs), "per_launch": per_launch}
+    why = "launches disagree: " + "; ".join(f"{i}: {v}" for i, v in enumerate(vs))
+    return {"verdict": UNDETERMINED, "agreed": False, "launches": len(vs), "why": why,
+            "per_launch": per_launch}
+
+
+def agree_values(values: list[float], tol: float) -> dict:
+    """Numbers of repeated launches: their median when every one lies within ``tol`` (a share)
+    of it, else undetermined."""
+    vs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    per = [{"value": v} for v in values]
+    if len(vs) < MIN_LAUNCHES or len(vs) < len(values):
+        return {"verdict": UNDETERMINED, "agreed": False, "value": None, "per_launch": per,
+                "why": f"{len(vs)} usable launches (at least {MIN_LAUNCHES} needed)"}
+    med = float(np.median(vs))
+    spread = max(abs(v - med) for v in vs) / abs(med) if med else float("inf")
+    if spread <= tol:
+        return {"verdict": round(med, 4), "agreed": True, "value": med, "spread": round(spread, 4),
+                "per_launch": per}
+    return {"verdict": UNDETERMINED, "agreed": False, "value": None, "spread": round(spread, 4),
+            "why": f"launches spread by {spread:.1%} (> {tol:.0%})", "per_launch": per}
 
 
 # ----------------------------------------------------------------- occupancy rules
@@ -73,6 +115,15 @@ def predict_blocks(threads: int, regs: int, smem: int, rules: dict) -> dict:
     blocks = min(lim.values())
     limiter = sorted(k for k, v in lim.items() if v == blocks)
     return {"blocks": blocks, "warps": blocks * warps, "limiters": limiter, "limits": lim}
+
+
+def one_block_smem(rules: dict) -> int:
+    """Dynamic shared memory per block that leaves room for one block per SM (the probes that
+    need an SM to themselves: no other block's warps on its schedulers)."""
+    smem = rules["smem_per_sm"] // 2 - rules["smem_reserved_per_block"] + rules["smem_alloc_unit"]
+    if predict_blocks(32, 0, smem, rules)["blocks"] != 1:
+        raise ValueError(f"no shared-memory size gives one block per SM under these rules ({smem} B)")
+    return smem
 
 
 # ----------------------------------------------------------------- residency / dispatch
@@ -147,10 +198,10 @@ def dispatch(lin: np.ndarray, smid: np.ndarray, g0: np.ndarray, g1: np.ndarray,
         e = g1[m].max()
         gaps.append(int(g0[i] - e))
         freed.append(int(e))
-    agree = None
+    agree_ = None
     if len(freed) > 1:
         f = np.array(freed)
-        agree = float(np.mean(f[1:] >= f[:-1] - tol))
+        agree_ = float(np.mean(f[1:] >= f[:-1] - tol))
     out = {
         "policy": policy, "blocks": n, "first_wave_blocks": int(wave.sum()),
         "first_sms": [int(x) for x in head[: min(k, 64)]],
@@ -167,12 +218,12 @@ def dispatch(lin: np.ndarray, smid: np.ndarray, g0: np.ndarray, g1: np.ndarray,
         "in_order": inversions < 0.02,
         "refill_gap_ns_median": float(np.median(gaps)) if gaps else None,
         "refill_gap_ns_p90": float(np.percentile(gaps, 90)) if gaps else None,
-        "refill_fifo_agreement": None if agree is None else round(agree, 4),
+        "refill_fifo_agreement": None if agree_ is None else round(agree_, 4),
     }
     return out
 
 
-# ----------------------------------------------------------------- warp scheduling
+# ----------------------------------------------------------------- which warps share a scheduler
 def scheduler_groups(n_warps: int, pair_slowdown: dict[tuple[int, int], float]) -> dict:
     """Which warps share a scheduler, from the slowdown of warp pairs running together
     (pair time / solo time). Tests the rules 'w mod k' and 'w // k'."""
@@ -191,224 +242,323 @@ def scheduler_groups(n_warps: int, pair_slowdown: dict[tuple[int, int], float]) 
     for w in range(n_warps):
         groups.setdefault(find(w), []).append(w)
     found = sorted(groups.values())
-    rule = None
+    rule, mod = None, None
     for k in (1, 2, 3, 4, 6, 8, 16):
         if k > n_warps:
             break
-        mod = sorted([w for w in range(n_warps) if w % k == r] for r in range(k))
+        by_mod = sorted([w for w in range(n_warps) if w % k == r] for r in range(k))
         div = sorted([w for w in range(n_warps) if w // max(1, n_warps // k) == r] for r in range(k))
-        if found == mod:
-            rule = f"warp w -> scheduler (w mod {k})"
+        if found == by_mod:
+            rule, mod = f"warp w -> scheduler (w mod {k})", k
             break
         if found == div and k > 1:
             rule = f"warp w -> scheduler (w // {n_warps // k})"
             break
     vals = np.array(list(pair_slowdown.values())) if pair_slowdown else np.zeros(1)
-    return {"groups": found, "rule": rule, "schedulers": len(found),
+    return {"groups": found, "rule": rule, "mod": mod, "schedulers": len(found),
             "slowdown_competing": round(float(np.median([pair_slowdown[p] for p in compete])), 3) if compete else None,
             "slowdown_other": round(float(np.median([s for p, s in pair_slowdown.items() if p not in compete])), 3)
             if len(compete) < len(pair_slowdown) else None,
             "slowdown_max": round(float(vals.max()), 3)}
 
 
-def issue_order(stamps: np.ndarray, groups: list[list[int]]) -> dict:
-    """The order in which a scheduler picks ready warps, from per-warp time stamps
-    (``stamps[w, s]``: clock after segment s of warp w). For each group of warps sharing a
-    scheduler: the overlap of the warps' active spans (round-robin: the warps progress together;
-    greedy: one runs ahead, the others wait) and the mean run of consecutive stamps by one warp."""
-    per = []
-    for g in groups:
-        if len(g) < 2:
-            continue
-        s = stamps[g].astype(np.int64)
-        lo, hi = s[:, 0], s[:, -1]
-        spans = hi - lo
-        ov = []
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                inter = min(hi[i], hi[j]) - max(lo[i], lo[j])
-                ov.append(max(inter, 0) / max(min(spans[i], spans[j]), 1))
-        flat = np.concatenate([np.stack([s[i], np.full(s.shape[1], i)], 1) for i in range(len(g))])
-        flat = flat[np.lexsort((flat[:, 1], flat[:, 0]))]
-        changes = int(np.sum(flat[1:, 1] != flat[:-1, 1]))
-        run = len(flat) / (changes + 1)
-        first = [g[i] for i in np.argsort(lo, kind="stable")]
-        finish = [g[i] for i in np.argsort(hi, kind="stable")]
-        per.append({"warps": g, "span_overlap": round(float(np.mean(ov)), 4), "mean_run": round(run, 3),
-                    "start_order": first, "finish_order": finish})
-    if not per:
-        return {"policy": "undetermined (no scheduler shared by two warps)", "groups": []}
-    ov = float(np.median([p["span_overlap"] for p in per]))
-    run = float(np.median([p["mean_run"] for p in per]))
-    segs = stamps.shape[1]
-    if ov >= 0.6 and run <= max(2.0, segs / 4):
-        pol = "round-robin: warps sharing a scheduler progress together (loose round robin)"
-    elif ov <= 0.3:
-        tau = float(np.mean([_kendall(p["finish_order"]) for p in per]))
-        if tau >= 0.5:
-            who = "the lowest-numbered ready warp (warps finish in ascending warp order)"
-        elif tau <= -0.5:
-            who = "the highest-numbered ready warp (warps finish in descending warp order)"
-        else:
-            who = "another ready warp (no fixed order by warp number)"
-        pol = f"greedy: one warp issues until it stalls, then {who}"
-    else:
-        pol = "mixed: partial interleaving"
-    tau = float(np.mean([_kendall(p["finish_order"]) for p in per]))
-    return {"policy": pol, "span_overlap_median": round(ov, 4), "mean_run_median": round(run, 3),
-            "finish_order_tau": round(tau, 3), "groups": per}
+def pair_masks(n_warps: int) -> list[tuple[int, ...]]:
+    """The warp sets the pair probe runs, one per block: every warp alone, then every pair."""
+    return [(w,) for w in range(n_warps)] + [(a, b) for a in range(n_warps) for b in range(a + 1, n_warps)]
 
 
-def _kendall(order: list[int]) -> float:
-    """Kendall's tau of a sequence against ascending order (+1 ascending, -1 descending)."""
-    n = len(order)
+def sched_launch(starts: np.ndarray, ends: np.ndarray, sets: list[tuple[int, ...]], n_warps: int,
+                 ffma: int) -> dict:
+    """One launch of the pair probe: ``starts[b, r, w]`` / ``ends[b, r, w]`` the clocks of warp w
+    of block b in kept repetition r (block b ran the warps ``sets[b]``). A set's time is its
+    span (first start to last end: warps a scheduler runs one after the other are slowed as
+    much as warps it interleaves), the median over the repetitions; a pair's slowdown is its
+    time over the longer of its two solo times. The verdict: the groups."""
+    def span(b: int, s: tuple[int, ...]) -> float:
+        idx = list(s)
+        return float(np.median(ends[b][:, idx].max(1) - starts[b][:, idx].min(1)))
+
+    solo = {s[0]: span(b, s) for b, s in enumerate(sets) if len(s) == 1}
+    slow = {(s[0], s[1]): span(b, s) / max(solo[s[0]], solo[s[1]])
+            for b, s in enumerate(sets) if len(s) == 2}
+    g = scheduler_groups(n_warps, slow)
+    med_solo = float(np.median(list(solo.values())))
+    return {"verdict": repr(g["groups"]), **g, "solo_cycles_median": med_solo,
+            "solo_ffma_per_clk": round(ffma / med_solo, 3) if med_solo > 0 else None,
+            "slowdown": {f"{a},{b}": round(float(v), 4) for (a, b), v in slow.items()}}
+
+
+def extend_groups(groups: list[list[int]], mod: int | None, n_warps: int) -> list[list[int]]:
+    """The groups of ``n_warps`` warps: by the measured rule 'w mod k' when one was found,
+    else by repeating the measured grouping with its period."""
+    if mod:
+        return [[w for w in range(n_warps) if w % mod == r] for r in range(mod)]
+    n0 = sum(len(g) for g in groups)
+    return [sorted(w for w in range(n_warps) if (w % n0) in g) for g in groups]
+
+
+# ----------------------------------------------------------------- the order warps issue in
+ORDER_TEXT = {
+    "together": "the {n} warps of a scheduler all start within {late:.0%} of the span and share its issue "
+                "(interleaved)",
+    "sequential": "greedy: the {n} warps of a scheduler run one at a time, each starting when the one "
+                  "before it ends",
+    "wait": "{k} of the {n} warps of each scheduler issue nothing, not even their first instruction, until "
+            "other warps of their scheduler finish; the other {m} start together",
+    "staggered": "{k} of the {n} warps of each scheduler start late without waiting for another to finish",
+}
+
+
+def order_group(starts: np.ndarray, ends: np.ndarray) -> dict:
+    """The pattern of one scheduler's warps in one repetition, from each warp's start and end
+    clock (the first and last instruction it issued in the timed region)."""
+    s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    span = int(e.max() - s.min())
+    n = len(s)
+    if span <= 0 or n < 2:
+        return {"key": "invalid", "late": []}
+    late = np.flatnonzero(s - s.min() > LATE * span)
+    if not len(late):  # how far apart they finish, and whether the first to start finish first: evidence
+        return {"key": "together", "late": [], "end_spread": float(e.max() - e.min()) / span,
+                "order_tau": kendall(np.argsort(np.argsort(s, kind="stable")), np.argsort(np.argsort(e, kind="stable")))}
+    tol = FINISH_TOL * span
+    waited = all(any(e[j] <= s[i] + tol for j in range(n) if j != i) for i in late)
+    if not waited:
+        return {"key": f"staggered:{len(late)}", "late": late.tolist()}
+    o = np.argsort(s, kind="stable")
+    one_at_a_time = len(late) == n - 1 and all(s[o[i + 1]] >= e[o[i]] - tol for i in range(n - 1))
+    return {"key": "sequential" if one_at_a_time else f"wait:{len(late)}", "late": late.tolist()}
+
+
+def kendall(a: np.ndarray, b: np.ndarray) -> float:
+    """Kendall's tau of two rankings (+1: the same order, -1: reversed)."""
+    n = len(a)
     if n < 2:
         return 0.0
-    c = sum(1 if order[j] > order[i] else -1 for i in range(n) for j in range(i + 1, n))
-    return c / (n * (n - 1) / 2)
+    i, j = np.triu_indices(n, 1)
+    return float(np.mean(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])))
+
+
+def order_text(key: str, n: int) -> str:
+    base, _, k = key.partition(":")
+    if base not in ORDER_TEXT:
+        return key
+    kk = int(k) if k else 0
+    return ORDER_TEXT[base].format(n=n, k=kk, m=n - kk, late=LATE)
+
+
+def order_launch(starts: np.ndarray, ends: np.ndarray, smid: np.ndarray, wid: np.ndarray,
+                 groups: list[list[int]]) -> dict:
+    """One launch of an order workload: ``starts[b, r, w]`` / ``ends[b, r, w]`` the clocks of warp
+    w of block b in kept repetition r (one block per SM). Every (block, repetition, scheduler)
+    gets a pattern (:func:`order_group`); the launch's verdict is the pattern of at least
+    MODE_SHARE of them, else 'mixed' with the two commonest. Evidence: the counts, which warps
+    started late, and the per-warp windows of the block on the lowest SM."""
+    keys: Counter = Counter()
+    late_sets: Counter = Counter()
+    orders: list[Counter] = [Counter() for _ in groups]
+    spreads, taus = [], []
+    nb, nr, _ = starts.shape
+    for b in range(nb):
+        for r in range(nr):
+            late: list[int] = []
+            for gi, g in enumerate(groups):
+                d = order_group(starts[b, r, g], ends[b, r, g])
+                keys[d["key"]] += 1
+                if "end_spread" in d:
+                    spreads.append(d["end_spread"])
+                    taus.append(d["order_tau"])
+                late += [g[i] for i in d["late"]]
+                orders[gi][tuple(g[i] for i in np.argsort(starts[b, r, g], kind="stable"))] += 1
+            late_sets[tuple(sorted(late))] += 1
+    total = sum(keys.values())
+    (top, cnt), *_ = keys.most_common(1) or [("invalid", 0)]
+    share = cnt / total if total else 0.0
+    if share >= MODE_SHARE:
+        verdict = top
+    else:
+        verdict = "mixed: " + " / ".join(sorted(k for k, _ in keys.most_common(2)))
+    b0 = int(np.argmin(smid)) if len(smid) else 0
+    windows = []
+    for r in range(nr):
+        base = int(starts[b0, r].min())
+        windows.append([[[int(w), int(wid[b0, w]), int(starts[b0, r, w] - base), int(ends[b0, r, w] - base)]
+                         for w in g] for g in groups])
+    start_order = []
+    for c in orders:
+        (o, n), *_ = c.most_common(1) or [((), 0)]
+        start_order.append({"order": [int(w) for w in o], "share": round(n / max(sum(c.values()), 1), 4)})
+    return {"verdict": verdict, "share": round(share, 4), "patterns": dict(keys.most_common()),
+            "start_order": start_order,
+            # of the cases where all start together: how far apart their ends lie (share of the
+            # span) and whether the first to start finish first (Kendall's tau, start vs end order)
+            "end_spread": None if not spreads else {"median": round(float(np.median(spreads)), 4),
+                                                    "p10": round(float(np.percentile(spreads, 10)), 4),
+                                                    "p90": round(float(np.percentile(spreads, 90)), 4)},
+            "start_end_tau_median": None if not taus else round(float(np.median(taus)), 3),
+            "late_warps": {",".join(map(str, k)) or "-": v for k, v in late_sets.most_common(4)},
+            "cases": total, "windows_lowest_sm": windows, "lowest_sm": int(smid[b0]) if len(smid) else None}
 
 
 # ----------------------------------------------------------------- pipes
-def pipe_pairs(solo: dict[str, dict], pairs: dict[tuple[str, str], dict], schedulers: int = 4) -> dict:
-    """Pipe groups from solo and paired runs.
+def slope_rates(spans1: dict, spans2: dict, units: float) -> list[float]:
+    """Rates from two region lengths: ``spansN[(rep, sm)]`` the SM's span (cycles) at the
+    shorter / longer length; ``units`` the work the longer one adds. One rate per (rep, SM)
+    timed at both (the constant costs of a region cancel in the difference)."""
+    out = []
+    for k, a in spans1.items():
+        b = spans2.get(k)
+        if b is not None and b > a:
+            out.append(units / (b - a))
+    return out
 
-    ``solo[v] = {"cycles": c, "issued": n}`` (warp-instructions of the whole loop, all SASS,
-    issued per SM), ``pairs[(a, b)] = {"cycles": c, "issued": n}`` for the kernel running a's
-    and b's chains together (the same chains as the solo kernels)."""
-    issue = {}
-    for v, d in solo.items():
-        issue[v] = d["issued"] / d["cycles"]
-    for p, d in pairs.items():
-        issue["+".join(p)] = d["issued"] / d["cycles"]
-    limit = max(issue.values()) / schedulers if issue else None
+
+def rate_stats(samples: list[float]) -> dict:
+    if not samples:
+        return {"rate": None, "hw": None, "n": 0}
+    return {"rate": round(float(np.median(samples)), 5), "hw": round(robust_halfwidth(samples), 5),
+            "n": len(samples)}
+
+
+def saturation(rates: list[float | None]) -> dict:
+    """Whether a solo rate has stopped rising: ``rates`` at configurations of growing
+    parallelism (warps x chains) in one launch; saturated when the largest raises the one
+    before it by less than RISE."""
+    if len(rates) < 2 or rates[-1] is None or rates[-2] is None or rates[-2] <= 0:
+        return {"saturated": False, "rise": None, "why": "fewer than two configurations timed"}
+    rise = rates[-1] / rates[-2]
+    ok = rise <= RISE
+    return {"saturated": ok, "rise": round(rise, 4),
+            **({} if ok else {"why": f"still rising: x{rise:.3f} from the last step of parallelism"})}
+
+
+def pair_predictions(ra: float, rb: float, fa: float, issue: float) -> tuple[float, float]:
+    """Combined rates (instructions of both per clock) a pair would reach: (add, compete).
+    ``ra``/``rb``: the saturated solo rates; ``fa``: a's share of the pair's instructions;
+    ``issue``: the issue limit (all instructions per clock). Add: the parts overlap, bounded by
+    the slower part's own time and the issue limit; compete: they take turns on one pipe."""
+    fb = 1.0 - fa
+    t_add = max(fa / ra, fb / rb, 1.0 / issue)
+    t_comp = fa / ra + fb / rb
+    return 1.0 / t_add, 1.0 / t_comp
+
+
+def pair_verdict(ra: float, rb: float, rab: float, fa: float, issue: float,
+                 hw_a: float = 0.0, hw_b: float = 0.0, hw_ab: float = 0.0) -> dict:
+    """One launch's verdict on a pair: where its combined rate lies between the compete
+    prediction (0) and the add prediction (1), with the spread of the repeats (the halfwidths of
+    the three rates) deciding: a verdict whose band straddles a threshold is not given."""
+    r_add, r_comp = pair_predictions(ra, rb, fa, issue)
+    gap = r_add - r_comp
+    rel = max(hw_a / ra if ra else 0.0, hw_b / rb if rb else 0.0)
+    u = hw_ab + rel * r_add  # the pair's own spread and the solos' carried into the predictions
+    out = {"rate": round(rab, 4), "add": round(r_add, 4), "compete": round(r_comp, 4),
+           "issue_limit": round(issue, 4), "spread": round(u, 4)}
+    if gap <= max(GAP_MIN * r_comp, 4 * u):
+        return {**out, "verdict": "indistinct", "position": None,
+                "why": f"add and compete predict {r_add:.3f} and {r_comp:.3f}: closer than the spread allows"}
+    x = (rab - r_comp) / gap
+    dx = u / gap
+    out["position"] = round(x, 3)
+    if x - dx > 1 + BEYOND:
+        out["note"] = ("faster than the add prediction: a solo's saturated rate is not its pipe's limit "
+                       "(the pair runs its instructions faster than the solo does)")
+    elif x + dx < -BEYOND:
+        out["note"] = "slower than the compete prediction: the two interfere more than one shared pipe would"
+    if x - dx >= ADD:
+        v = "add"
+    elif x + dx <= COMPETE:
+        v = "compete"
+    elif x - dx > COMPETE and x + dx < ADD:
+        v = "partial"
+    else:
+        v = f"{UNDETERMINED}: within the spread (position {x:.2f} +- {dx:.2f})"
+    return {**out, "verdict": v}
+
+
+def compete_groups(names: list[str], compete: set[frozenset[str]]) -> list[list[str]]:
+    """The pipe groups: the largest sets of variants that compete pairwise (maximal cliques of
+    the compete relation; a variant competing with none is a group of its own). On pipes the
+    groups are disjoint; overlapping groups say the relation is not transitive (a resource other
+    than one pipe per group is shared), see :func:`overlaps`."""
+    adj = {n: {m for m in names if m != n and frozenset((n, m)) in compete} for n in names}
+    out: list[list[str]] = []
+
+    def grow(r: set[str], p: set[str], x: set[str]) -> None:  # Bron-Kerbosch
+        if not p and not x:
+            out.append(sorted(r))
+            return
+        for v in sorted(p):
+            grow(r | {v}, p & adj[v], x & adj[v])
+            p = p - {v}
+            x = x | {v}
+
+    grow(set(), set(names), set())
+    return sorted(out)
+
+
+def overlaps(groups: list[list[str]]) -> list[str]:
+    """Variants that lie in more than one group."""
+    seen = Counter(v for g in groups for v in g)
+    return sorted(v for v, n in seen.items() if n > 1)
+
+
+def pipes_verdicts(solos: dict[str, dict], pairs: dict[tuple[str, str], dict],
+                   schedulers: int | None) -> dict:
+    """Pipe groups and the issue limit from the stored pipe probes.
+
+    ``solos[v]``: ``{"launches": [{"rate", "hw", "issue", "saturated", ...}], "sass_per_instance"}``
+    (the rate at the largest configuration, the one the pairs run; SASS of the variant per clock
+    per SM); ``pairs[(a, b)]``: ``{"launches": [{"rate", "hw", "issue"}], "share_a"}`` (the
+    combined rate of both parts' SASS; a's share of them). Per launch: the issue limit is the
+    highest issue rate a saturated probe reached; each pair's verdict uses that launch's solos."""
+    n = min([len(d["launches"]) for d in [*solos.values(), *pairs.values()]] or [0])
+    limits, reached = [], []
+    for i in range(n):
+        best, who = 0.0, None
+        for v, d in solos.items():
+            ln = d["launches"][i]
+            if ln.get("saturated") and ln.get("issue") and ln["issue"] > best:
+                best, who = ln["issue"], v
+        for (a, b), d in pairs.items():
+            ln = d["launches"][i]
+            if solos[a]["launches"][i].get("saturated") and solos[b]["launches"][i].get("saturated") \
+                    and ln.get("issue") and ln["issue"] > best:
+                best, who = ln["issue"], f"{a}+{b}"
+        limits.append(best or None)
+        reached.append(who)
+    lim = agree_values(limits, LIMIT_TOL)
+    for d, who in zip(lim["per_launch"], reached, strict=True):
+        d["reached_by"] = who
+        if schedulers and d["value"]:
+            d["per_scheduler"] = round(d["value"] / schedulers, 4)
+    if lim["agreed"] and schedulers:
+        lim["per_scheduler"] = round(lim["value"] / schedulers, 4)
     verdicts = {}
     for (a, b), d in pairs.items():
-        ta, tb, tab = solo[a]["cycles"], solo[b]["cycles"], d["cycles"]
-        share = (tab - max(ta, tb)) / max(min(ta, tb), 1e-9)
-        rate = d["issued"] / tab / schedulers
-        bound = limit is not None and rate >= ISSUE_BOUND * limit
-        if share >= COMPETE and not bound:
-            v = "compete"
-        elif share <= INDEPENDENT:
-            v = "independent"
-        elif bound:
-            v = "issue-bound"
-        else:
-            v = "partial"
-        verdicts[f"{a}+{b}"] = {"share": round(share, 3), "verdict": v,
-                                "issue_per_scheduler": round(rate, 3),
-                                "cycles": tab, "solo_cycles": [ta, tb]}
-    names = sorted(solo)
-    parent = {n: n for n in names}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            x = parent[x]
-        return x
-
-    for key, d in verdicts.items():
-        if d["verdict"] == "compete":
-            a, b = key.split("+", 1)
-            parent[find(a)] = find(b)
-    groups: dict[str, list[str]] = {}
-    for n in names:
-        groups.setdefault(find(n), []).append(n)
-    return {"groups": sorted(groups.values()), "pairs": verdicts,
-            "issue_limit_per_scheduler": None if limit is None else round(limit, 3),
-            "issue_rates_per_sm": {k: round(v, 3) for k, v in issue.items()}}
+        per = []
+        for i in range(n):
+            sa, sb, p = solos[a]["launches"][i], solos[b]["launches"][i], d["launches"][i]
+            if not (sa.get("saturated") and sb.get("saturated")):
+                bad = [v for v, s in ((a, sa), (b, sb)) if not s.get("saturated")]
+                per.append({"verdict": f"{UNDETERMINED}: solo not saturated ({', '.join(bad)})"})
+                continue
+            if not (p.get("rate") and sa.get("rate") and sb.get("rate") and limits[i]):
+                per.append({"verdict": f"{UNDETERMINED}: a rate is missing"})
+                continue
+            per.append(pair_verdict(sa["rate"], sb["rate"], p["rate"], d["share_a"], limits[i],
+                                    sa.get("hw") or 0.0, sb.get("hw") or 0.0, p.get("hw") or 0.0))
+        verdicts[f"{a}+{b}"] = agree(per)
+    names = sorted(solos)
+    groups = compete_groups(names, {frozenset(k.split("+", 1)) for k, v in verdicts.items()
+                                    if v["verdict"] == "compete"})
+    open_ = sorted(k for k, v in verdicts.items() if not v["agreed"])
+    capped = sorted(k for k, v in verdicts.items() if v["verdict"] == "add" and lim["agreed"]
+                    and v["per_launch"][0].get("add") is not None
+                    and v["per_launch"][0]["add"] >= (1 - LIMIT_TOL) * lim["value"])
+    return {"pairs": verdicts, "groups": groups, "overlapping": overlaps(groups), "undetermined_pairs": open_,
+            "issue_limit": {**lim, "capped_pairs": capped}}
 
 
 def finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
-
-
-# ----------------------------------------------------------------- summary
-def summarize(store: Store, run_id: int) -> dict:
-    """The suite's conclusions, with the numbers behind them, from the run's stored results."""
-    rs = store.results(run_id)
-    out: dict = {"conclusions": [], "dispatch": {}, "scheduler": {}, "pipes": {}, "occupancy": {}}
-    C = out["conclusions"]
-    disp = [r for r in rs if r["measure"] == "dispatch" and r["value"] is not None]
-    for r in disp:  # the analysis runs again on the stored raw traces
-        sm = r["samples"]
-        d = r["fit"]["dispatch"] = dispatch(np.array(sm["lin"]), np.array(sm["smid"]),
-                                            np.array(sm["g0_ns"]), np.array(sm["g1_ns"]),
-                                            r["fit"]["nsmid"])
-        out["dispatch"][r["variant"]] = {**d, "blocks_per_sm": r["value"],
-                                         "predicted_blocks_per_sm": r["fit"]["predicted"]["blocks"],
-                                         "params": r["params"]}
-    if disp:
-        main = next((r for r in disp if r["variant"] == "dispatch:1d-1perSM"), disp[0])
-        d = main["fit"]["dispatch"]
-        C.append(f"dispatch ({main['variant']}, {d['blocks']} blocks): {d['policy']}; first SMs in block "
-                 f"order {d['first_sms'][:24]}...; consecutive blocks on one TPC (smid//2) "
-                 f"{100 * d['consecutive_same_tpc']:.0f}%; step between consecutive TPCs visited: "
-                 f"{d['tpc_steps_top']} (step in TPCs: count)")
-        for r in disp:
-            d = r["fit"]["dispatch"]
-            refill = ("" if d["refill_gap_ns_median"] is None else
-                      f"; a freed slot is refilled after {d['refill_gap_ns_median']:.0f} ns median "
-                      f"(p90 {d['refill_gap_ns_p90']:.0f}), blocks take freed slots in the order they "
-                      f"were freed in {100 * d['refill_fifo_agreement']:.0f}% of consecutive blocks")
-            grid_cap = -(-d["blocks"] // r["fit"]["sms_reported"])
-            pred = r["fit"]["predicted"]["blocks"]
-            capped = (f"; the grid ({d['blocks']} blocks) allows at most {grid_cap} per SM: blocks on "
-                      f"{100 * d['distinct_tpc_share_first_half']:.0f}% distinct TPCs among the first "
-                      "half-SM-count blocks, SMs used " + str(sorted(set(r["samples"]["smid"]))))\
-                if grid_cap < pred else ""
-            C.append(f"{r['variant']}: {int(r['value'])} blocks/SM at once (rules: "
-                     f"{pred}{capped}), blocks start in id order: "
-                     f"{'yes' if d['in_order'] else 'no'} ({100 * d['start_inversions']:.1f}% inversions, "
-                     f"timer step {d['timer_resolution_ns']} ns){refill}")
-    occ = [r for r in rs if r["measure"] == "occupancy"]
-    dis = []
-    for r in occ:
-        q = r["params"]
-        pred = (r["fit"] or {}).get("predicted", {})
-        row = {"threads": q["threads"], "regs": q["regs"], "smem": q["smem"],
-               "measured_blocks": r["value"], "predicted_blocks": pred.get("blocks"),
-               "measured_warps": None if r["value"] is None else r["value"] * q["warps_per_block"],
-               "predicted_warps": pred.get("warps"), "limiters": pred.get("limiters"),
-               "flags": r["flags"]}
-        out["occupancy"][r["variant"]] = row
-        if r["value"] is not None and r["value"] != pred.get("blocks"):
-            dis.append(f"{r['variant']} (regs {q['regs']}, smem {q['smem']} B, {q['threads']} threads): "
-                       f"measured {int(r['value'])} blocks/SM, rules {pred.get('blocks')}")
-    if occ:
-        ok = sum(1 for r in occ if r["value"] is not None and r["value"] == r["fit"]["predicted"]["blocks"])
-        C.append(f"occupancy: {ok}/{len(occ)} configurations match the CUDA occupancy rules"
-                 + ("" if not dis else "; disagreements: " + "; ".join(dis)))
-    pairs = next((r for r in rs if r["variant"] == "scheduler:pairs" and r["fit"]), None)
-    if pairs:
-        g = pairs["fit"]["groups"]
-        out["scheduler"]["pairs"] = g
-        C.append(f"schedulers: {g['schedulers']} groups of warps that slow each other "
-                 f"({g['rule'] or 'no simple rule'}); groups {g['groups']}; pair slowdown "
-                 f"{g['slowdown_competing']} (same group) vs {g['slowdown_other']} (different); one warp "
-                 f"alone issues {pairs['fit']['solo_ffma_per_clk']} FFMA/clk")
-    order = next((r for r in rs if r["variant"] == "scheduler:order" and r["fit"]), None)
-    if order:  # the analysis runs again on the stored stamps, with the groups it used
-        o = order["fit"] = issue_order(np.array(order["samples"]["stamps"]),
-                                       [g["warps"] for g in order["fit"]["groups"]])
-        out["scheduler"]["order"] = {k: v for k, v in o.items() if k != "groups"}
-        C.append(f"warp issue order: {o['policy']} (span overlap {o.get('span_overlap_median')}, mean run "
-                 f"of consecutive stamps by one warp {o.get('mean_run_median')} of {SEGMENTS}, finish "
-                 f"order tau {o.get('finish_order_tau')}); %warpid of warps 0..: "
-                 f"{order['samples']['warpid']}")
-    pipes = [r for r in rs if r["measure"] == "pipes" and r["value"] is not None
-             and not any(f.startswith(("sass:", "error:")) for f in r["flags"])]
-    solo = {r["params"]["parts"][0]: {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
-            for r in pipes if len(r["params"]["parts"]) == 1}
-    pr = {tuple(r["params"]["parts"]): {"cycles": r["value"], "issued": r["fit"]["issued_warp_instr"]}
-          for r in pipes if len(r["params"]["parts"]) == 2
-          and all(v in solo for v in r["params"]["parts"])}
-    if solo:
-        pp = pipe_pairs(solo, pr)
-        rates = {r["params"]["parts"][0]: r["fit"]["per_variant"][r["params"]["parts"][0]]
-                 for r in pipes if len(r["params"]["parts"]) == 1}
-        out["pipes"] = {**pp, "solo": rates}
-        C.append(f"pipes: groups that compete {pp['groups']}; issue limit "
-                 f"{pp['issue_limit_per_scheduler']} warp-instr/clk per scheduler (max observed, all SASS "
-                 "of the loop, 4 schedulers); " + ", ".join(
-                     f"{k}: {v['verdict']} ({v['share']})" for k, v in pp["pairs"].items()))
-    return out

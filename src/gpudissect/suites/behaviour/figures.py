@@ -1,6 +1,7 @@
 """Figures of the behaviour suite, drawn from its per-suite JSON document (PNG and SVG):
-block -> SM timelines (one row per SM), the occupancy table (measured vs rules), the warp-pair slowdown
-matrix (scheduler sharing) and the pipe-pair overlap matrix."""
+block -> SM timelines (one row per SM, the first launch), the occupancy table (measured vs rules),
+the warp-pair slowdown matrix (scheduler sharing), the pipe-pair matrix (add vs compete) and the
+per-warp windows of each warp issue-order workload (one SM, per scheduler)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def timeline(doc: dict, outdir: Path, variant: str) -> list[Path]:
     if r is None:
         return []
     s = r["samples"]
+    if "launches" in s:  # one trace per launch: the first one drawn
+        s = s["launches"][0]
     lin, sm = np.array(s["lin"]), np.array(s["smid"])
     g0, g1 = np.array(s["g0_ns"]) / 1000, np.array(s["g1_ns"]) / 1000
     lane, need = lanes(sm, g0, g1)
@@ -123,13 +126,15 @@ def scheduler(doc: dict, outdir: Path) -> list[Path]:
     if r is None:
         return []
     W = r["params"]["warps"]
+    per = r["samples"]["slowdown"]
+    launches = per if isinstance(per, list) else [per]
     m = np.ones((W, W))
-    for k, v in r["samples"]["slowdown"].items():
+    for k in launches[0]:
         a, b = (int(x) for x in k.split(","))
-        m[a, b] = m[b, a] = v
+        m[a, b] = m[b, a] = float(np.median([d[k] for d in launches]))
     fig, ax = plt.subplots(figsize=(5, 4.2))
     im = ax.imshow(m, cmap="magma", vmin=1)
-    fig.colorbar(im, ax=ax, label="pair time / solo time")
+    fig.colorbar(im, ax=ax, label="pair time / solo time (median of launches)")
     ax.set_xlabel("warp")
     ax.set_ylabel("warp")
     ax.set_title(f"FFMA streams: slowdown of warp pairs ({_gpu(doc)})", fontsize=9)
@@ -146,18 +151,48 @@ def pipes(doc: dict, outdir: Path) -> list[Path]:
     m = np.full((len(names), len(names)), np.nan)
     for k, v in pairs.items():
         a, b = k.split("+", 1)
-        m[idx[a], idx[b]] = m[idx[b], idx[a]] = v["share"]
+        xs = [d["position"] for d in v.get("per_launch") or [] if d.get("position") is not None]
+        if a in idx and b in idx and xs:
+            m[idx[a], idx[b]] = m[idx[b], idx[a]] = float(np.median(xs))
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
-    im = ax.imshow(m, cmap="coolwarm", vmin=0, vmax=1)
-    fig.colorbar(im, ax=ax, label="0: overlap fully (separate pipes)  1: serialise (shared)")
+    im = ax.imshow(m, cmap="coolwarm_r", vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax, label="0: compete (one pipe)  1: add (separate pipes)")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     for (i, j), v in np.ndenumerate(m):
         if np.isfinite(v):
             ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6)
-    ax.set_title(f"Pairs of instruction streams: added time / shorter solo time\n({_gpu(doc)})",
-                 fontsize=9)
+    ax.set_title("Pairs of instruction streams: combined rate between the compete (0) and add (1)\n"
+                 f"predictions, median of launches ({_gpu(doc)})", fontsize=9)
     return _save(fig, outdir, "behaviour_pipes")
+
+
+def issue_order(doc: dict, outdir: Path) -> list[Path]:
+    """Per workload: each warp's window (first to last clock of its timed region) on one SM,
+    the warps of one scheduler together, one colour per scheduler (first kept repetition)."""
+    orders = ((doc.get("summary") or {}).get("scheduler") or {}).get("order") or {}
+    wls = {k: v for k, v in orders.items() if isinstance(v, dict) and v.get("windows_lowest_sm")}
+    if not wls:
+        return []
+    fig, axs = plt.subplots(1, len(wls), figsize=(4.6 * len(wls), 5.5), squeeze=False)
+    for ax, (wl, o) in zip(axs[0], wls.items(), strict=True):
+        groups = o["windows_lowest_sm"][0]
+        y = 0
+        ticks, labels = [], []
+        for gi, g in enumerate(groups):
+            for w, wid, t0, t1 in g:
+                ax.barh(y, t1 - t0, left=t0, height=0.8, color=f"C{gi % 10}")
+                ticks.append(y)
+                labels.append(f"w{w} (%warpid {wid})")
+                y += 1
+            y += 0.6
+        ax.set_yticks(ticks, labels, fontsize=5)
+        ax.invert_yaxis()
+        ax.set_xlabel("cycles after the first warp's start (SM clock)")
+        ax.set_title(f"{wl}: {o.get('verdict')}", fontsize=8)
+    fig.suptitle(f"Warp issue order: each warp's timed window on SM {next(iter(wls.values())).get('lowest_sm')}, "
+                 f"one colour per scheduler ({_gpu(doc)})", fontsize=9)
+    return _save(fig, outdir, "behaviour_issue_order")
 
 
 def figures(doc: dict, outdir: Path) -> list[Path]:
@@ -168,4 +203,5 @@ def figures(doc: dict, outdir: Path) -> list[Path]:
     out += occupancy(doc, outdir)
     out += scheduler(doc, outdir)
     out += pipes(doc, outdir)
+    out += issue_order(doc, outdir)
     return out

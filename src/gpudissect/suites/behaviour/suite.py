@@ -1,4 +1,4 @@
-"""The behaviour suite (issue 6): undisclosed behaviour, found by experiment.
+"""The behaviour suite: undisclosed behaviour, found by experiment.
 
 Probes (each a named, selectable, resumable store item; patterns are globs on the names):
 
@@ -7,13 +7,19 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
 * ``occupancy:<axis>=<value>``: blocks resident per SM at once vs registers per thread,
   shared memory per block and block size, against the CUDA occupancy rules (the data file
   the target's architecture facts name, ``data/occupancy_sm90.toml`` for sm_90);
-* ``scheduler:pairs`` / ``scheduler:order``: which warps share a scheduler (slowdown of warp
-  pairs running FFMA streams together) and the order a scheduler picks ready warps;
-* ``pipes:<a>[+<b>]``: catalog variants alone and in pairs; throughputs that add vs compete
-  give the pipe groups and the issue limit per scheduler.
+* ``scheduler:pairs``: which warps share a scheduler (the slowdown of warp pairs, each warp
+  able to issue every cycle alone);
+* ``scheduler:order:<workload>``: the order a scheduler's warps issue in (each warp's first
+  and last clock of the timed region, per scheduler), for a few workloads;
+* ``pipes:<a>[+<b>]``: catalog variants alone (swept over chains and warps until the rate
+  stops rising) and in pairs: combined rates that add vs compete give the pipe groups, the
+  highest rate the issue limit.
 
+Every probe is launched ``LAUNCHES`` times; each launch gives its own verdict and a verdict is
+stated only when they agree (``analyse.agree``). The probes that time work run one block per SM
+(its shared memory leaves room for no second block), so no other block shares the schedulers.
 ``SUITE`` runs them through the one runner (``bench/runner.py``); the conclusions, with the
-numbers behind them (``analyse.summarize``): ``store.get_meta(f"summary:{run_id}")``.
+numbers behind them (``summary.summarize``): ``store.get_meta(f"summary:{run_id}")``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from itertools import combinations
 import numpy as np
 
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
-from gpudissect.catalog.model import Catalog, load_catalog
+from gpudissect.bench.stats import per_sm
+from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.ptx import Kernel, ptx_header
@@ -34,22 +41,31 @@ from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour.kernels import (
     REC_WORDS,
-    SEGMENTS,
+    REPS,
+    ROW,
+    order_kernel,
+    order_name,
     pipe_kernel,
+    pipe_name,
     resid_kernel,
-    sched_order_kernel,
     sched_pair_kernel,
 )
+from gpudissect.suites.behaviour.summary import summarize
 
 PIPE_VARIANTS = ("fma.rn.f32", "mad.lo.u32", "lop3.b32", "min.s32", "prmt.b32", "fma.rn.f64",
                  "ex2.approx.ftz.f32", "popc.b32")
 QUICK_PIPES = ("fma.rn.f32", "mad.lo.u32", "fma.rn.f64", "ex2.approx.ftz.f32")
-PIPE_CHAINS = 4
-PIPE_WARPS = 16
-PIPE_ITERS = 256
-SCHED_WARPS = 8
-ORDER_WARPS = 16
-SCHED_ITERS = 512
+# (chains per thread, warps per SM) of growing parallelism; the pairs run PAIR_CONFIG, and a
+# solo's rate there is saturated when the next configuration (twice the warps) raises it by less
+# than analyse.RISE
+PIPE_CONFIGS = ((4, 8), (8, 8), (8, 16), (8, 32))
+PAIR_CONFIG = (8, 16)
+SOLO_UNITS = (256, 512)  # instances per thread at the two region lengths (the slope's two points)
+PAIR_UNITS = (128, 256)  # per part: a pair's region holds as many instructions as a solo's
+LAUNCHES = 3  # independent launches behind every verdict
+SCHED_WARPS = 16
+# workload: (independent FFMA chains per warp, chain length, warps per block)
+ORDER_WORKLOADS = {"dep32": (1, 128, 32), "ilp32": (4, 32, 32), "dep16": (1, 128, 16)}
 LIVE = (0, 10, 22, 34, 42, 54, 66, 78, 90, 106, 122, 138, 150, 165, 180)  # extra live values
 SMEM_KIB = (1, 8, 16, 24, 32, 48, 64, 76, 100, 113, 150, 227)
 THREADS = (32, 64, 96, 256, 512, 1024)
@@ -64,15 +80,35 @@ class Probe:
     name: str
     kind: str  # dispatch | occupancy | scheduler | pipes
     params: dict = field(default_factory=dict)
-    kernel: str = ""  # the kernel it launches
+    kernels: list[str] = field(default_factory=list)  # the kernels it launches
 
 
 def _resid(name: str, kind: str, params: dict) -> Probe:
-    return Probe(name, kind, params, f"resid_r{params['live']}")
+    return Probe(name, kind, params, [f"resid_r{params['live']}"])
+
+
+def lengths(chains: int, units: tuple[int, ...]) -> list[int]:
+    return [u // chains for u in units]
+
+
+def _tag(parts: list[str]) -> str:
+    return "".join(f"v{PIPE_VARIANTS.index(v)}" for v in parts)
+
+
+def pipe_probe(parts: list[str]) -> Probe:
+    """A solo (one variant: every configuration of PIPE_CONFIGS at both lengths) or a pair
+    (the last configuration, PAIR_UNITS per part)."""
+    if len(parts) == 1:
+        ks = [pipe_name(_tag(parts), k, n) for k, _w in PIPE_CONFIGS for n in lengths(k, SOLO_UNITS)]
+        ks = list(dict.fromkeys(ks))
+    else:
+        k = PAIR_CONFIG[0]
+        ks = [pipe_name(_tag(parts), k, n) for n in lengths(k, PAIR_UNITS)]
+    return Probe("pipes:" + "+".join(parts), "pipes", {"parts": list(parts)}, ks)
 
 
 def all_probes(nsm: int, quick: bool) -> list[Probe]:
-    """Every probe, in run order (the pipe probes' kernels are named by :func:`with_pipe_solos`)."""
+    """Every probe, in run order (with_pipe_solos adds the solos a selection of pairs needs)."""
     ps: list[Probe] = []
     ps.append(_resid("dispatch:1d-1perSM", "dispatch", {"grid": [3 * nsm + nsm // 2, 1], "threads": 128,
                                                          "smem": 200 * 1024, "live": 0}))
@@ -93,13 +129,15 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
         ps.append(_resid(f"occupancy:smem={k}KiB", "occupancy", {"threads": 128, "smem": k * 1024, "live": 0}))
     for t in thr:
         ps.append(_resid(f"occupancy:threads={t}", "occupancy", {"threads": t, "smem": 0, "live": 0}))
-    ps.append(Probe("scheduler:pairs", "scheduler", {"warps": SCHED_WARPS, "iters": SCHED_ITERS}, "sched_pair"))
-    ps.append(Probe("scheduler:order", "scheduler", {"warps": ORDER_WARPS}, "sched_order"))
+    ps.append(Probe("scheduler:pairs", "scheduler", {"warps": SCHED_WARPS}, ["sched_pair"]))
+    for wl, (c, n, w) in ORDER_WORKLOADS.items():
+        ps.append(Probe(f"scheduler:order:{wl}", "scheduler", {"chains": c, "length": n, "warps": w},
+                        [order_name(c, n)]))
     vs = QUICK_PIPES if quick else PIPE_VARIANTS
     for v in vs:
-        ps.append(Probe(f"pipes:{v}", "pipes", {"parts": [v]}))
+        ps.append(pipe_probe([v]))
     for a, b in combinations(vs, 2):
-        ps.append(Probe(f"pipes:{a}+{b}", "pipes", {"parts": [a, b]}))
+        ps.append(pipe_probe([a, b]))
     return ps
 
 
@@ -121,41 +159,41 @@ def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
 
 
 def with_pipe_solos(probes: list[Probe]) -> list[Probe]:
-    """Name the pipe kernels (``pipe_s<i>``: one per variant, ``pipe_p<i>``: one per pair) and
-    add the solo probe of every variant of a selected pair (the comparison needs it)."""
-    pipes = [p for p in probes if p.kind == "pipes"]
-    needed = sorted({v for p in pipes for v in p.params["parts"]})
-    solo = {v: f"pipe_s{i}" for i, v in enumerate(needed)}
-    tag = len(needed)
-    for p in pipes:
-        if len(p.params["parts"]) == 1:
-            p.kernel = solo[p.params["parts"][0]]
-        else:
-            p.kernel = f"pipe_p{tag}"
-            tag += 1
+    """The probes, and the solo of every variant of a selected pair (its verdict needs them)."""
     names = {p.name for p in probes}
-    return probes + [Probe(f"pipes:{v}", "pipes", {"parts": [v]}, solo[v]) for v in needed
-                     if f"pipes:{v}" not in names]
+    needed = sorted({v for p in probes if p.kind == "pipes" for v in p.params["parts"]},
+                    key=PIPE_VARIANTS.index)
+    return probes + [pipe_probe([v]) for v in needed if f"pipes:{v}" not in names]
 
 
-def probe_kernel(p: Probe, header: str, cat: Catalog) -> Kernel:
-    """The kernel ``p`` launches, under the module ``header``."""
+def probe_kernels(p: Probe, header: str, cat) -> list[Kernel]:
+    """The kernels ``p`` launches, under the module ``header``."""
     if p.kind in ("dispatch", "occupancy"):
-        return resid_kernel(header, p.params["live"])
+        return [resid_kernel(header, p.params["live"])]
+    if p.name == "scheduler:pairs":
+        return [sched_pair_kernel(header)]
     if p.kind == "scheduler":
-        return sched_pair_kernel(header) if p.kernel == "sched_pair" else sched_order_kernel(header)
-    return pipe_kernel(header, p.kernel.removeprefix("pipe_"),
-                       [(cat.get(v), PIPE_CHAINS) for v in p.params["parts"]])
+        return [order_kernel(header, p.params["chains"], p.params["length"])]
+    parts = [cat.get(v) for v in p.params["parts"]]
+    if len(parts) == 1:
+        return [pipe_kernel(header, _tag(p.params["parts"]), parts, k, n)
+                for k in dict.fromkeys(k for k, _w in PIPE_CONFIGS) for n in lengths(k, SOLO_UNITS)]
+    k = PAIR_CONFIG[0]
+    return [pipe_kernel(header, _tag(p.params["parts"]), parts, k, n) for n in lengths(k, PAIR_UNITS)]
 
 
 def main_op(built: Built | Exception) -> str:
-    """The SASS opcode of a variant's solo pipe kernel (the variant's 16 per iteration dominate
-    its timed loop)."""
+    """The SASS opcode of a variant's solo pipe kernel (its chains fill the timed region)."""
     ops = Counter(i.opcode for i in built.region) if isinstance(built, Built) else Counter()
     return ops.most_common(1)[0][0] if ops else "?"
 
 
-# ----------------------------------------------------------------- running
+def region_extra(built: Built, allowed: set[str]) -> dict[str, int]:
+    """SASS in the timed region other than the work under test (harness that leaked in)."""
+    return dict(Counter(i.opcode for i in built.region if i.opcode not in allowed))
+
+
+# ----------------------------------------------------------------- running: residency
 def _spins(n: int, rng_range: tuple[int, int], seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return rng.integers(rng_range[0], rng_range[1], size=n, dtype=np.uint32)
@@ -185,26 +223,31 @@ def _trace_ok(t: dict) -> str | None:
 
 def run_dispatch(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
     q = p.params
-    t = _resid_launch(dev, built, q["grid"], q["threads"], q["smem"], SPIN_DISPATCH, seed=1)
-    bad = _trace_ok(t)
     regs = built.regs
     pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
-    if bad:
-        return Result(p.name, "dispatch", None, "blocks/SM", "-", params={**q, "regs": regs}, flags=[f"error: {bad}"])
-    res = an.residency(t["smid"], t["c0"], t["c1"])
-    nsmid = int(np.max(t["nsmid"]))
-    d = an.dispatch(t["lin"], t["smid"], t["g0"], t["g1"], nsmid)
-    g00 = int(t["g0"].min())
-    samples = {"lin": t["lin"].tolist(), "smid": t["smid"].tolist(),
-               "g0_ns": (t["g0"].astype(np.int64) - g00).tolist(),
-               "g1_ns": (t["g1"].astype(np.int64) - g00).tolist(),
-               "c_cycles": (t["c1"].astype(np.int64) - t["c0"].astype(np.int64)).tolist(),
-               "gpu_ms": t["gpu_ms"]}
-    fit = {"dispatch": d, "residency": {k: v for k, v in res.items() if k != "per_sm"},
-           "predicted": pred, "nsmid": nsmid, "sms_reported": nsm}
-    return Result(p.name, "dispatch", float(res["mode"]), "blocks/SM",
-                  "max blocks open at once on an SM (per-SM clock64), mode over SMs",
-                  params={**q, "regs": regs}, fit=fit, samples=samples, cls="behaviour")
+    launches, modes = [], []
+    nsmid = 0
+    for i in range(LAUNCHES):
+        t = _resid_launch(dev, built, q["grid"], q["threads"], q["smem"], SPIN_DISPATCH, seed=1 + i)
+        bad = _trace_ok(t)
+        if bad:
+            return Result(p.name, "dispatch", None, "blocks/SM", "-", params={**q, "regs": regs},
+                          flags=[f"error: launch {i}: {bad}"], cls="behaviour")
+        res = an.residency(t["smid"], t["c0"], t["c1"])
+        modes.append(res["mode"])
+        nsmid = int(np.max(t["nsmid"]))
+        g00 = int(t["g0"].min())
+        launches.append({"lin": t["lin"].tolist(), "smid": t["smid"].tolist(),
+                         "g0_ns": (t["g0"].astype(np.int64) - g00).tolist(),
+                         "g1_ns": (t["g1"].astype(np.int64) - g00).tolist(),
+                         "c_cycles": (t["c1"].astype(np.int64) - t["c0"].astype(np.int64)).tolist(),
+                         "gpu_ms": t["gpu_ms"], "blocks_per_sm_mode": res["mode"]})
+    flags = [] if len(set(modes)) == 1 else [f"undetermined: blocks/SM per launch {modes}"]
+    fit = {"predicted": pred, "nsmid": nsmid, "sms_reported": nsm, "blocks_per_sm_per_launch": modes}
+    return Result(p.name, "dispatch", float(np.median(modes)), "blocks/SM",
+                  f"max blocks open at once on an SM (per-SM clock64), mode over SMs, median of {LAUNCHES} "
+                  "launches", params={**q, "regs": regs, "launches": LAUNCHES}, fit=fit,
+                  samples={"launches": launches}, flags=flags, cls="behaviour")
 
 
 def run_occupancy(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
@@ -213,128 +256,216 @@ def run_occupancy(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) ->
     pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
     per_sm_max = min(rules["max_blocks_per_sm"], rules["max_threads_per_sm"] // q["threads"])
     grid = [nsm * max(per_sm_max, 1) * 2, 1]
-    params = {**q, "regs": regs, "grid": grid, "warps_per_block": -(-q["threads"] // 32)}
-    try:
-        t = _resid_launch(dev, built, grid, q["threads"], q["smem"], SPIN_OCC, seed=2)
-    except Exception as e:  # a launch the rules forbid fails: that is a measurement too
-        return Result(p.name, "occupancy", 0.0 if pred["blocks"] == 0 else None, "blocks/SM",
-                      "launch failed", params=params, fit={"predicted": pred},
-                      flags=[f"error: launch failed: {e}"], cls="behaviour")
-    bad = _trace_ok(t)
-    if bad:
-        return Result(p.name, "occupancy", None, "blocks/SM", "-", params=params,
-                      fit={"predicted": pred}, flags=[f"error: {bad}"], cls="behaviour")
-    res = an.residency(t["smid"], t["c0"], t["c1"])
+    params = {**q, "regs": regs, "grid": grid, "warps_per_block": -(-q["threads"] // 32), "launches": LAUNCHES}
+    per: list[dict] = []
+    for i in range(LAUNCHES):
+        try:
+            t = _resid_launch(dev, built, grid, q["threads"], q["smem"], SPIN_OCC, seed=11 + i)
+        except Exception as e:  # a launch the rules forbid fails: that is a measurement too
+            per.append({"verdict": 0, "launch_failed": f"{e}"[:200]})
+            continue
+        bad = _trace_ok(t)
+        if bad:
+            per.append({"verdict": None, "error": bad})
+            continue
+        res = an.residency(t["smid"], t["c0"], t["c1"])
+        per.append({"verdict": res["max"], "min": res["min"], "mode": res["mode"], "sms": res["sms"],
+                    "per_sm_max": [res["per_sm"][s] for s in sorted(res["per_sm"])], "gpu_ms": t["gpu_ms"]})
+    v = an.agree(per)
     flags = []
-    if res["max"] != pred["blocks"]:
-        flags.append(f"disagrees: measured {res['max']} blocks/SM, rules predict {pred['blocks']}")
-    if res["min"] != res["max"]:
-        flags.append(f"uneven: {res['min']}..{res['max']} blocks/SM across SMs")
-    fit = {"predicted": pred, "measured": {k: v for k, v in res.items() if k != "per_sm"},
-           "measured_warps": res["max"] * params["warps_per_block"]}
-    samples = {"per_sm_max": [res["per_sm"][s] for s in sorted(res["per_sm"])], "gpu_ms": t["gpu_ms"]}
-    return Result(p.name, "occupancy", float(res["max"]), "blocks/SM",
-                  "max blocks open at once on an SM (per-SM clock64), max over SMs",
-                  params=params, fit=fit, samples=samples, flags=flags, cls="behaviour")
+    if not v["agreed"]:
+        flags.append(f"undetermined: {v.get('why')}")
+    elif v["verdict"] != pred["blocks"]:
+        flags.append(f"disagrees: measured {v['verdict']} blocks/SM, rules predict {pred['blocks']}")
+    uneven = [d for d in per if d.get("min") is not None and d["min"] != d["verdict"]]
+    if uneven:
+        flags.append(f"uneven: {uneven[0]['min']}..{uneven[0]['verdict']} blocks/SM across SMs in "
+                     f"{len(uneven)} of {LAUNCHES} launches")
+    if any("launch_failed" in d for d in per) and pred["blocks"] != 0:
+        flags.append("error: launch failed: " + next(d["launch_failed"] for d in per if "launch_failed" in d))
+    value = float(v["verdict"]) if v["agreed"] else None
+    fit = {"predicted": pred, "measured_per_launch": [d.get("verdict") for d in per],
+           "measured_warps": None if value is None else value * params["warps_per_block"], "verdict": v["verdict"]}
+    return Result(p.name, "occupancy", value, "blocks/SM",
+                  f"max blocks open at once on an SM (per-SM clock64), max over SMs, the same in all {LAUNCHES} "
+                  "launches", params=params, fit=fit, samples={"launches": per}, flags=flags, cls="behaviour")
 
 
-def run_sched_pairs(dev: Device, p: Probe, built: Built, reps: int = 3) -> Result:
-    W, iters = p.params["warps"], p.params["iters"]
-
-    def once(mask: int) -> dict[int, int]:
-        ts = []
-        for _ in range(reps):
-            r = dev.launch(built.cubin, built.name, 1, W * 32,
-                           [Buf("srec", nbytes=W * 32, read=True, dtype="u8", zero=True),
-                            np.uint32(mask), np.uint32(iters)])
-            rec = r.outputs["srec"].reshape(-1, 4)[:W]
-            ts.append({w: int(rec[w, 1]) - int(rec[w, 0]) for w in range(W) if mask >> w & 1})
-        return {w: int(np.median([t[w] for t in ts])) for w in ts[0]}
-
-    solo = {w: once(1 << w)[w] for w in range(W)}
-    pair_t, slow = {}, {}
-    for a, b in combinations(range(W), 2):
-        t = once((1 << a) | (1 << b))
-        pair_t[f"{a},{b}"] = [t[a], t[b]]
-        slow[(a, b)] = max(t[a] / solo[a], t[b] / solo[b])
-    g = an.scheduler_groups(W, slow)
-    ffma = sum(1 for i in built.region if i.opcode == "FFMA")
-    fit = {"groups": g, "solo_cycles": solo, "ffma_in_loop": ffma,
-           "solo_ffma_per_clk": round(ffma * iters / float(np.median(list(solo.values()))), 3)}
-    return Result(p.name, "scheduler", float(g["schedulers"]), "schedulers",
-                  "groups of warps that slow each other (pair/solo >= "
-                  f"{an.SLOWDOWN}), median of {reps} launches",
-                  params=p.params, fit=fit,
-                  samples={"solo": solo, "pairs": pair_t,
-                           "slowdown": {f"{a},{b}": round(s, 4) for (a, b), s in slow.items()}},
-                  flags=[] if ffma else ["sass: no FFMA in the timed loop"], cls="behaviour")
+# ----------------------------------------------------------------- running: timed probes
+def _launch(dev: Device, b: Built, grid: int, warps: int, bufs: list[Buf], smem: int) -> dict[str, np.ndarray]:
+    """One launch of a kernel whose last parameter is the times buffer of its repeated timed
+    region (kernel/timing.py): the read-back buffers, ``times`` as one row per warp."""
+    r = dev.launch(b.cubin, b.name, grid, warps * 32,
+                   [*bufs, Buf("times", nbytes=grid * warps * ROW * 8, read=True, dtype="u8", zero=True)],
+                   smem=smem)
+    out = dict(r.outputs)
+    out["times"] = out["times"].reshape(-1, ROW)[: grid * warps].astype(np.int64)
+    return out
 
 
-def run_sched_order(dev: Device, p: Probe, built: Built, groups: list[list[int]] | None) -> Result:
-    W = p.params["warps"]
-    r = dev.launch(built.cubin, built.name, 1, W * 32,
-                   [Buf("orec", nbytes=W * (SEGMENTS + 1) * 8, read=True, dtype="u8", zero=True)])
-    rec = r.outputs["orec"].reshape(-1, SEGMENTS + 1)[:W]
-    stamps = rec[:, :SEGMENTS].astype(np.int64)
-    flags = []
-    if groups is None:
-        groups = [list(range(W))]
-        flags.append("groups: no scheduler:pairs result in this run; all warps taken as one group")
-    else:  # extend the measured grouping rule (over SCHED_WARPS) to ORDER_WARPS by period
-        n0 = sum(len(g) for g in groups)
-        ext: list[list[int]] = []
-        for g in groups:
-            ext.append(sorted(w for w in range(W) if (w % n0) in g))
-        groups = ext
-    o = an.issue_order(stamps, groups)
-    base = int(stamps.min())
-    return Result(p.name, "scheduler", o["span_overlap_median"] if "span_overlap_median" in o else None,
-                  "span overlap", "median pairwise overlap of the active spans of warps sharing a scheduler",
-                  params={**p.params, "segments": SEGMENTS}, fit=o,
-                  samples={"stamps": (stamps - base).tolist(), "warpid": rec[:, SEGMENTS].tolist()},
+def _spans(times: np.ndarray, warps: int) -> dict[tuple[int, int], float]:
+    """(kept repetition, SM) -> the SM's span, for the SMs that held exactly ``warps`` warps."""
+    out = {}
+    for rep in range(1, REPS):
+        st = per_sm(times, rep)
+        for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
+            if w == warps:
+                out[(rep, int(sm))] = float(span)
+    return out
+
+
+def _count(b: Built, ops: set[str]) -> int:
+    return sum(1 for i in b.region if i.opcode in ops)
+
+
+def _rates(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int, ops: set[str]) -> dict:
+    """One launch of each of two region lengths: the rate of ``ops`` and the issue rate (every
+    SASS of the region) per clock per SM, from the difference of the two lengths (the region's
+    constant costs, its clock reads and the barrier's release, cancel)."""
+    spans = []
+    for b in pair:
+        k = b.kernel
+        bufs = [Buf("pin", data=np.array(k.inputs or [0], dtype=np.uint64)),
+                Buf("pout", nbytes=nsm * warps * 32 * 8 * max(k.n_sink, 1))]
+        spans.append(_spans(_launch(dev, b, nsm, warps, bufs, smem)["times"], warps))
+    s1, s2 = spans
+    d_ops = warps * (_count(pair[1], ops) - _count(pair[0], ops))
+    d_all = warps * (len(pair[1].region) - len(pair[0].region))
+    r = an.rate_stats(an.slope_rates(s1, s2, d_ops))
+    return {**r, "issue": an.rate_stats(an.slope_rates(s1, s2, d_all))["rate"], "sms": len({sm for _r, sm in s2}),
+            "span_median": [round(float(np.median(list(s.values()))), 1) if s else None for s in (s1, s2)]}
+
+
+def run_pipe_solo(dev: Device, p: Probe, built: dict[str, Built], nsm: int, smem: int, op: str,
+                  flags: list[str]) -> Result:
+    v = p.params["parts"][0]
+    by_k: dict[int, list[Built]] = {}
+    for name in p.kernels:
+        by_k.setdefault(built[name].kernel.chains, []).append(built[name])
+    for bs in by_k.values():
+        bs.sort(key=lambda b: b.kernel.length)
+    per_launch = []
+    for _ in range(LAUNCHES):
+        configs = {f"k{k}w{w}": _rates(dev, (by_k[k][0], by_k[k][-1]), nsm, w, smem, {op})
+                   for k, w in PIPE_CONFIGS}
+        rates = [configs[f"k{k}w{w}"]["rate"] for k, w in PIPE_CONFIGS]
+        at = PIPE_CONFIGS.index(PAIR_CONFIG)
+        here = configs["k{}w{}".format(*PAIR_CONFIG)]
+        per_launch.append({**{x: here[x] for x in ("rate", "hw", "n", "issue")},
+                           **an.saturation(rates[at:at + 2]), "configs": configs})
+    unsat = [i for i, d in enumerate(per_launch) if not d["saturated"]]
+    if unsat:
+        flags = flags + ["unsaturated: still rising in launches " + ", ".join(
+            f"{i} (x{per_launch[i]['rise']})" for i in unsat)]
+    vals = [d["rate"] for d in per_launch if d["rate"]]
+    k, w = PAIR_CONFIG
+    big = by_k[k][-1]
+    spi = _count(big, {op}) / (big.kernel.chains * big.kernel.length)
+    return Result(p.name, "pipes", float(np.median(vals)) if vals else None, "warp-instr/clk/SM",
+                  f"{op} per clock per SM at {k} chains x {w} warps (saturated: {2 * w} warps raise it by less "
+                  f"than {an.RISE - 1:.0%}): the slope between two region lengths, median over (SM, repetition), "
+                  f"median of {LAUNCHES} launches",
+                  params={"parts": [v], "configs": [list(c) for c in PIPE_CONFIGS], "pair_config": list(PAIR_CONFIG),
+                          "units": list(SOLO_UNITS), "launches": LAUNCHES, "repetitions_kept": REPS - 1},
+                  fit={"sass_op": op, "sass_per_instance": round(spi, 4), "launches": per_launch},
                   flags=flags, cls="behaviour")
 
 
-def run_pipe(dev: Device, p: Probe, built: Built, main_ops: dict[str, str], reps: int = 3) -> Result:
-    W = PIPE_WARPS
-    ins = np.array(built.kernel.inputs or [0], dtype=np.uint64)
-    spans = []
-    for _ in range(reps):
-        r = dev.launch(built.cubin, built.name, 1, W * 32,
-                       [Buf("pin", data=ins), Buf("pout", nbytes=W * 32 * 8 * max(built.kernel.n_sink, 1)),
-                        Buf("prec", nbytes=W * 24, read=True, dtype="u8", zero=True),
-                        np.uint32(PIPE_ITERS)])
-        rec = r.outputs["prec"].reshape(-1, 3)[:W].astype(np.int64)
-        spans.append(int(rec[:, 1].max() - rec[:, 0].min()))
-    cyc = float(np.median(spans))
-    region = built.region
-    comp = Counter(i.full for i in region)
-    ops = Counter(i.opcode for i in region)
-    # the loop's instructions (a constant load ptxas hoists before the loop label is not)
-    issued = sum(1 for i in region if i.opcode != "LDC") * PIPE_ITERS * W
-    flags = []
-    per_variant = {}
-    for v in p.params["parts"]:
-        op = main_ops.get(v)
-        n = ops.get(op, 0) if op else 0
-        if not n:
-            flags.append(f"sass: no {op or '?'} for {v} in the timed loop")
-        per_variant[v] = {"sass_op": op, "per_iter": n,
-                          "warp_instr_per_clk_sm": round(n * PIPE_ITERS * W / cyc, 4) if n else None}
-    return Result(p.name, "pipes", cyc, "cycles", f"median over {reps} launches of the block's span "
-                  "(min start to max end clock64)", params={**p.params, "warps": W, "iters": PIPE_ITERS,
-                                                            "chains": PIPE_CHAINS},
-                  fit={"issued_warp_instr": issued, "sass_per_iter": dict(comp),
-                       "per_variant": per_variant, "issue_per_clk_sm": round(issued / cyc, 4)},
-                  samples={"spans": spans}, flags=flags, cls="behaviour")
+def run_pipe_pair(dev: Device, p: Probe, built: dict[str, Built], nsm: int, smem: int, ops: dict[str, str],
+                  spi: dict[str, float], flags: list[str]) -> Result:
+    a, b = p.params["parts"]
+    bs = sorted((built[n] for n in p.kernels), key=lambda x: x.kernel.length)
+    k, w = PAIR_CONFIG
+    per_launch = [_rates(dev, (bs[0], bs[-1]), nsm, w, smem, {ops[a], ops[b]}) for _ in range(LAUNCHES)]
+    ca, cb = _count(bs[-1], {ops[a]}), _count(bs[-1], {ops[b]})
+    if ops[a] != ops[b] and ca + cb:  # a's share of the pair's instructions, as compiled
+        share_a = ca / (ca + cb)
+    else:  # one opcode for both: the shares of their solos' SASS per instance
+        share_a = spi[a] / (spi[a] + spi[b]) if spi.get(a) and spi.get(b) else 0.5
+    vals = [d["rate"] for d in per_launch if d["rate"]]
+    return Result(p.name, "pipes", float(np.median(vals)) if vals else None, "warp-instr/clk/SM",
+                  f"{ops[a]} + {ops[b]} per clock per SM together, {k} chains of each x {w} warps: the slope "
+                  f"between two region lengths, median over (SM, repetition), median of {LAUNCHES} launches",
+                  params={"parts": [a, b], "chains": k, "warps": w, "units": list(PAIR_UNITS),
+                          "launches": LAUNCHES, "repetitions_kept": REPS - 1},
+                  fit={"sass_ops": [ops[a], ops[b]], "share_a": round(share_a, 4), "launches": per_launch},
+                  flags=flags, cls="behaviour")
+
+
+def run_sched_pairs(dev: Device, p: Probe, b: Built, smem: int, flags: list[str]) -> Result:
+    W = p.params["warps"]
+    sets = an.pair_masks(W)
+    masks = np.array([sum(1 << w for w in s) for s in sets], dtype=np.uint32)
+    ffma = _count(b, {"FFMA"})
+    per = []
+    for _ in range(LAUNCHES):
+        out = _launch(dev, b, len(sets), W, [Buf("masks", data=masks),
+                                             Buf("wid", nbytes=len(sets) * W * 8, read=True, zero=True)], smem)
+        rows = out["times"].reshape(len(sets), W, ROW)
+        starts = np.stack([rows[:, :, 2 * r] for r in range(1, REPS)], 1)
+        ends = np.stack([rows[:, :, 2 * r + 1] for r in range(1, REPS)], 1)
+        per.append(an.sched_launch(starts, ends, sets, W, ffma))
+    v = an.agree(per)
+    g = per[0] if v["agreed"] else {}
+    return Result(p.name, "scheduler", float(g["schedulers"]) if v["agreed"] else None, "schedulers",
+                  f"groups of warps that slow each other (pair/solo >= {an.SLOWDOWN}), the same in all "
+                  f"{LAUNCHES} launches", params={**p.params, "ffma_per_warp": ffma, "launches": LAUNCHES,
+                                                 "blocks": len(sets)},
+                  fit={"verdict": v["verdict"], "agreed": v["agreed"], "why": v.get("why"),
+                       "groups": g.get("groups"), "rule": g.get("rule"), "mod": g.get("mod"),
+                       "per_launch": [{k: x for k, x in d.items() if k != "slowdown"} for d in per]},
+                  samples={"slowdown": [d["slowdown"] for d in per]},
+                  flags=flags + ([] if v["agreed"] else [f"undetermined: {v.get('why')}"]), cls="behaviour")
+
+
+def run_sched_order(dev: Device, p: Probe, b: Built, nsm: int, smem: int, groups: dict | None,
+                    flags: list[str]) -> Result:
+    W = p.params["warps"]
+    flags = list(flags)
+    if groups is None:
+        gs = [list(range(W))]
+        flags.append("undetermined: no agreed scheduler:pairs verdict in this run; all warps taken as one group")
+    else:
+        gs = an.extend_groups(groups["groups"], groups.get("mod"), W)
+    per = []
+    for _ in range(LAUNCHES):
+        out = _launch(dev, b, nsm, W, [Buf("wid", nbytes=nsm * W * 8, read=True, zero=True)], smem)
+        rows = out["times"].reshape(nsm, W, ROW)
+        wid = out["wid"].astype(np.int64)[: nsm * W].reshape(nsm, W)
+        smid = rows[:, 0, -1]
+        ok = np.array([np.sum(smid == s) == 1 for s in smid])  # blocks alone on their SM
+        starts = np.stack([rows[ok, :, 2 * r] for r in range(1, REPS)], 1)
+        ends = np.stack([rows[ok, :, 2 * r + 1] for r in range(1, REPS)], 1)
+        per.append(an.order_launch(starts, ends, smid[ok], wid[ok], gs))
+    v = an.agree(per)
+    text = an.order_text(v["verdict"], len(gs[0])) if v["agreed"] else an.UNDETERMINED
+    return Result(p.name, "scheduler", per[0]["share"] if v["agreed"] else None, "share",
+                  "share of the (SM, repetition, scheduler) cases showing the pattern (first launch); the "
+                  f"pattern the same in all {LAUNCHES} launches",
+                  params={**p.params, "launches": LAUNCHES, "repetitions_kept": REPS - 1},
+                  fit={"verdict": v["verdict"], "policy": text, "agreed": v["agreed"], "why": v.get("why"),
+                       "groups": gs, "per_launch": per},
+                  flags=flags + ([] if v["agreed"] else [f"undetermined: {v.get('why')}"]), cls="behaviour")
 
 
 # ----------------------------------------------------------------- the suite
-def pair_groups(ctx: Context) -> list[list[int]] | None:
-    """The scheduler groups found by this run's scheduler:pairs probe (it runs first)."""
+def pair_groups(ctx: Context) -> dict | None:
+    """The agreed scheduler groups of this run's scheduler:pairs probe (it runs first)."""
     r = next((r for r in ctx.store.results(ctx.run_id) if r["variant"] == "scheduler:pairs" and r["fit"]),
-             None)
-    return r["fit"]["groups"]["groups"] if r else None
+             None) if ctx.store is not None else None
+    if r is None or not r["fit"].get("agreed"):
+        return None
+    return {"groups": r["fit"]["groups"], "mod": r["fit"].get("mod")}
+
+
+def _order_key(p: Probe) -> int:
+    """scheduler:pairs first (the order probes use its groups), then the pipe solos (the pairs'
+    verdicts use them), then the rest."""
+    if p.name == "scheduler:pairs":
+        return 0
+    if p.kind == "pipes" and len(p.params["parts"]) == 1:
+        return 1
+    return 2
 
 
 class BehaviourSuite(SuiteBase):
@@ -346,56 +477,91 @@ class BehaviourSuite(SuiteBase):
 
     def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
         probes = select(all_probes(ctx.sm_count, ctx.quick), patterns)
-        params = {"probes": [p.name for p in probes], "quick": ctx.quick}
+        params = {"probes": [p.name for p in probes], "quick": ctx.quick, "launches": LAUNCHES}
         probes = with_pipe_solos(probes)
-        ctx.state["rules"] = an.occupancy_rules(ctx.target)
+        rules = an.occupancy_rules(ctx.target)
+        ctx.state["rules"] = rules
+        ctx.state["smem_one"] = an.one_block_smem(rules)
         ctx.state["probes"] = {p.name: p for p in probes}
-        items = [Item(p.name, p) for p in sorted(probes, key=lambda p: p.name != "scheduler:pairs")]
+        items = [Item(p.name, p) for p in sorted(probes, key=_order_key)]
         return Plan(items, params)
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
-        """Build the kernels of ``items`` (one module per probe kind), and the solo pipe kernel
-        of each variant they time: its main SASS opcode is what a pair's verdict counts."""
+        """Build the kernels of ``items`` (one module per probe kind), and the solo pipe kernels
+        of each variant they time: the main SASS opcode of a solo is what its pairs count; each
+        timed region is checked to hold the work alone."""
         probes: list[Probe] = [i.data for i in items]
-        variants = sorted({v for p in probes if p.kind == "pipes" for v in p.params["parts"]})
+        variants = sorted({v for p in probes if p.kind == "pipes" for v in p.params["parts"]},
+                          key=PIPE_VARIANTS.index)
         solos = [ctx.state["probes"][f"pipes:{v}"] for v in variants]
         header = ptx_header(ctx.target.ptx_isa, ctx.target.arch)
         cat = load_catalog()
         modules: dict[str, dict[str, Kernel]] = {}
         for p in [*probes, *solos]:
             ks = modules.setdefault(MODULE[p.kind], {})
-            if p.kernel not in ks:
-                ks[p.kernel] = probe_kernel(p, header, cat)
+            for k in probe_kernels(p, header, cat):
+                ks.setdefault(k.name, k)
         built: dict[str, Built | Exception] = {}
         for mod, ks in modules.items():
             built.update(build_module(list(ks.values()), ctx.target.arch, region=mod != "resid"))
         ctx.state["built"] = built
-        ctx.state["main_ops"] = {v: main_op(built[s.kernel]) for v, s in zip(variants, solos, strict=True)}
+        ops, spi = {}, {}
+        for v, s in zip(variants, solos, strict=True):
+            big = built[s.kernels[-1]]
+            ops[v] = main_op(big)
+            if isinstance(big, Built):
+                spi[v] = _count(big, {ops[v]}) / (big.kernel.chains * big.kernel.length)
+        ctx.state["main_ops"], ctx.state["spi"] = ops, spi
+
+    def _flags(self, ctx: Context, p: Probe, bs: list[Built]) -> list[str]:
+        """``sass:`` flags: a kernel whose timed region holds anything but the work under test."""
+        if p.kind == "pipes":
+            allowed = {ctx.state["main_ops"][v] for v in p.params["parts"]}
+        else:
+            allowed = {"FFMA"}
+        out = []
+        for b in bs:
+            extra = region_extra(b, allowed)
+            if extra or not b.region:
+                out.append(f"sass: {b.name}: the timed region holds {extra or 'nothing'} besides "
+                           f"{'/'.join(sorted(allowed))}")
+        return out
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         p: Probe = item.data
-        built = ctx.state["built"][p.kernel]
-        if isinstance(built, Exception):
-            raise built
+        built = {n: ctx.state["built"][n] for n in p.kernels}
+        for b in built.values():
+            if isinstance(b, Exception):
+                raise b
+        bs: list[Built] = list(built.values())  # type: ignore[arg-type]
+        texts: dict = {}
+        for b in bs:
+            texts.update(b.texts())
+        smem = ctx.state["smem_one"]
         if p.kind == "dispatch":
-            r = run_dispatch(ctx.dev, p, built, ctx.sm_count, ctx.state["rules"])
+            r = run_dispatch(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
         elif p.kind == "occupancy":
-            r = run_occupancy(ctx.dev, p, built, ctx.sm_count, ctx.state["rules"])
+            r = run_occupancy(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
         elif p.name == "scheduler:pairs":
-            r = run_sched_pairs(ctx.dev, p, built)
-        elif p.name == "scheduler:order":
-            r = run_sched_order(ctx.dev, p, built, pair_groups(ctx))
+            r = run_sched_pairs(ctx.dev, p, bs[0], smem, self._flags(ctx, p, bs))
+        elif p.kind == "scheduler":
+            r = run_sched_order(ctx.dev, p, bs[0], ctx.sm_count, smem, pair_groups(ctx), self._flags(ctx, p, bs))
+        elif len(p.params["parts"]) == 1:
+            r = run_pipe_solo(ctx.dev, p, built, ctx.sm_count, smem,  # type: ignore[arg-type]
+                              ctx.state["main_ops"][p.params["parts"][0]], self._flags(ctx, p, bs))
         else:
-            r = run_pipe(ctx.dev, p, built, ctx.state["main_ops"])
-        r.ptx_hash, r.sass_hash = built.ptx_hash, built.sass_hash
-        return Outcome([r], built.texts())
+            r = run_pipe_pair(ctx.dev, p, built, ctx.sm_count, smem, ctx.state["main_ops"],  # type: ignore[arg-type]
+                              ctx.state["spi"], self._flags(ctx, p, bs))
+        last = bs[-1]
+        r.ptx_hash, r.sass_hash = last.ptx_hash, last.sass_hash
+        return Outcome([r], texts)
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         p: Probe = item.data
         return [Result(p.name, p.kind, None, "-", "-", params=p.params, flags=[flag], cls="behaviour")]
 
     def summarize(self, ctx: Context) -> dict:
-        return an.summarize(ctx.store, ctx.run_id)
+        return summarize(ctx.store, ctx.run_id)
 
 
 SUITE = BehaviourSuite()

@@ -16,11 +16,13 @@ def _pct(v) -> str:
     return "-" if v is None else f"{fmt_num(100 * v, 3)}%"
 
 
-def _occupancy_counts(occ: dict) -> tuple[int, int, list[str]]:
-    """(configurations compared, matching, names of those that differ)."""
+def _occupancy_counts(occ: dict) -> tuple[int, int, list[str], list[str]]:
+    """(configurations compared, matching, names of those that differ, names undetermined: their
+    launches disagree)."""
     known = {k: v for k, v in occ.items() if v.get("predicted_warps") is not None}
-    off = [k for k, v in known.items() if v.get("measured_warps") != v.get("predicted_warps")]
-    return len(known), len(known) - len(off), off
+    open_ = [k for k, v in known.items() if v.get("measured_warps") is None]
+    off = [k for k, v in known.items() if k not in open_ and v.get("measured_warps") != v.get("predicted_warps")]
+    return len(known) - len(open_), len(known) - len(off) - len(open_), off, open_
 
 
 def verdicts_table(summary: dict) -> ReportTable:
@@ -33,23 +35,40 @@ def verdicts_table(summary: dict) -> ReportTable:
               f"{fmt_num(d.get('refill_gap_ns_median'))} ns median")
     occ = summary.get("occupancy") or {}
     if occ:
-        n, ok, off = _occupancy_counts(occ)
+        n, ok, off, open_ = _occupancy_counts(occ)
         t.add(Cell("occupancy"), f"{ok} of {n} configurations match the CUDA occupancy rules",
-              ("differ: " + ", ".join(off)) if off else "resident warps per SM measured = predicted in every one")
+              (("differ: " + ", ".join(off)) if off else "resident warps per SM measured = predicted in every one")
+              + (f"; undetermined (launches disagree): {', '.join(open_)}" if open_ else ""))
     pairs = (summary.get("scheduler") or {}).get("pairs") or {}
     if pairs:
-        t.add(Cell("schedulers"), f"{fmt_num(pairs.get('schedulers'))} schedulers per SM: {pairs.get('rule') or '-'}",
+        n = pairs.get("schedulers")
+        t.add(Cell("schedulers"), f"{fmt_num(n)} schedulers per SM: {pairs.get('rule') or '-'}" if n
+              else "undetermined (launches disagree)",
               f"pair slowdown {fmt_num(pairs.get('slowdown_competing'))} (same group) vs "
               f"{fmt_num(pairs.get('slowdown_other'))} (different); groups {pairs.get('groups') or '-'}")
     order = (summary.get("scheduler") or {}).get("order") or {}
-    if order:
-        t.add(Cell("warp issue order"), order.get("policy") or "-",
-              f"span overlap {fmt_num(order.get('span_overlap_median'))}, mean run "
-              f"{fmt_num(order.get('mean_run_median'))}, finish order tau {fmt_num(order.get('finish_order_tau'))}")
+    for wl, o in order.items():
+        if not isinstance(o, dict):
+            continue
+        per = o.get("per_launch") or []
+        t.add(Cell(f"warp issue order ({wl})"), o.get("policy") or "-",
+              "; ".join(f"launch {i}: {d.get('verdict')} ({_pct(d.get('share'))} of cases), late warps "
+                        f"{d.get('late_warps')}" for i, d in enumerate(per)) or "-")
     pipes = summary.get("pipes") or {}
+    lim = pipes.get("issue_limit") or {}
+    if lim:
+        per = [fmt_num(d.get("value"), 4) for d in lim.get("per_launch") or []]
+        t.add(Cell("issue limit"), f"{fmt_num(lim.get('value'), 4)} warp-instr/clk/SM"
+              + (f" ({fmt_num(lim.get('per_scheduler'), 3)} per scheduler)" if lim.get("per_scheduler") else "")
+              if lim.get("agreed") else f"undetermined ({lim.get('why')})",
+              f"per launch {', '.join(per)}; pairs it caps: {', '.join(lim.get('capped_pairs') or []) or '-'}")
     if pipes.get("groups"):
-        t.add(Cell("pipes"), "groups that compete: " + "; ".join(" + ".join(g) for g in pipes["groups"]),
-              f"{len(pipes.get('pairs') or {})} pairs timed (table below)")
+        open_ = pipes.get("undetermined_pairs") or []
+        over = pipes.get("overlapping") or []
+        t.add(Cell("pipes"), "groups whose members all compete: " + "; ".join(" + ".join(g) for g in pipes["groups"]),
+              f"{len(pipes.get('pairs') or {})} pairs timed (table below)"
+              + (f"; in more than one group (not one pipe each): {', '.join(over)}" if over else "")
+              + (f"; undetermined: {', '.join(open_)}" if open_ else ""))
     return t
 
 
@@ -97,15 +116,19 @@ def pipes_table(summary: dict) -> ReportTable | None:
     if not pairs:
         return None
     t = ReportTable("behaviour-pipes", "Pipes: pairs of instruction streams run together",
-                    ["pair", "verdict", "added time / shorter solo time", "issue per scheduler (warp-instr/clk)",
-                     "cycles together", "cycles of each alone"],
-                    note="0: the pair overlaps fully (separate pipes); 1: it serialises (one shared pipe).",
-                    code=(0,), numeric=(2, 3, 4), scroll=True)
+                    ["pair", "verdict", "position (0 compete, 1 add), per launch", "rate together per launch",
+                     "add / compete prediction", "issue limit"],
+                    note="Rates in warp-instructions per clock per SM. The pair's rate lies between what two "
+                         "streams on one pipe (compete) and on separate pipes (add, within the issue limit) "
+                         "would reach; each launch decides on its own, the verdict is stated when all agree.",
+                    code=(0,), scroll=True)
     for name, v in pairs.items():
-        solo = v.get("solo_cycles") or []
-        t.add(Cell(name), v.get("verdict") or "-", Cell(fmt_num(v.get("share"), 3), v.get("share")),
-              Cell(fmt_num(v.get("issue_per_scheduler"), 3), v.get("issue_per_scheduler")),
-              Cell(fmt_num(v.get("cycles")), v.get("cycles")), ", ".join(fmt_num(x) for x in solo) or "-")
+        per = v.get("per_launch") or []
+        p0 = per[0] if per else {}
+        verdict = v.get("verdict") if v.get("agreed", True) else f"undetermined ({v.get('why')})"
+        t.add(Cell(name), verdict or "-", ", ".join(fmt_num(d.get("position"), 3) for d in per) or "-",
+              ", ".join(fmt_num(d.get("rate"), 4) for d in per) or "-",
+              f"{fmt_num(p0.get('add'), 4)} / {fmt_num(p0.get('compete'), 4)}", fmt_num(p0.get("issue_limit"), 4))
     return t
 
 

@@ -1,0 +1,206 @@
+"""The behaviour suite's summary: every verdict from a run's stored results, each stated only
+when its launches agree (``analyse.agree``), with the numbers of every launch behind it, and
+the conclusions as sentences."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpudissect.suites.behaviour import analyse as an
+
+if TYPE_CHECKING:
+    from gpudissect.store.db import Store, StoredResult
+
+BAD = ("sass:", "error:")  # results no verdict uses
+
+
+def _said(v: dict) -> str:
+    """A verdict as a sentence fragment: the verdict, or 'undetermined (why)'."""
+    return str(v["verdict"]) if v["agreed"] else f"{an.UNDETERMINED} ({v.get('why')})"
+
+
+def _dispatch(rs: list[StoredResult], out: dict) -> None:
+    C = out["conclusions"]
+    for r in rs:
+        if r["measure"] != "dispatch" or not isinstance(r["samples"], dict) or "launches" not in r["samples"]:
+            continue
+        per = []
+        for ln in r["samples"]["launches"]:
+            d = an.dispatch(np.array(ln["lin"]), np.array(ln["smid"]), np.array(ln["g0_ns"]), np.array(ln["g1_ns"]),
+                            r["fit"]["nsmid"])
+            per.append({**d, "blocks_per_sm": ln["blocks_per_sm_mode"]})
+        keep = ("policy", "blocks_per_sm", "in_order", "start_inversions", "refill_gap_ns_median",
+                "refill_fifo_agreement", "consecutive_same_tpc", "distinct_tpc_share_first_half")
+        compact = [{k: d[k] for k in keep} | {"first_sms": d["first_sms"][:16]} for d in per]
+        pol = an.agree([{**c, "verdict": c["policy"]} for c in compact])
+        blocks = an.agree([{"verdict": c["blocks_per_sm"]} for c in compact])
+        order = an.agree([{"verdict": "yes" if c["in_order"] else "no"} for c in compact])
+        pred = r["fit"]["predicted"]["blocks"]
+        d0 = per[0]
+        out["dispatch"][r["variant"]] = {
+            **{k: v for k, v in d0.items() if k not in ("policy", "blocks_per_sm", "in_order")},
+            "policy": pol["verdict"], "blocks_per_sm": blocks["verdict"] if blocks["agreed"] else None,
+            "in_order": (order["verdict"] == "yes") if order["agreed"] else None,
+            "predicted_blocks_per_sm": pred, "params": r["params"], "launches": len(per), "per_launch": compact}
+        out["verdicts"][f"dispatch policy ({r['variant']})"] = pol
+        C.append(f"{r['variant']} ({d0['blocks']} blocks, {len(per)} launches): {_said(pol)}; "
+                 f"blocks/SM at once {_said(blocks)} (rules: {pred}); blocks start in id order: {_said(order)} "
+                 f"(inversions per launch {[c['start_inversions'] for c in compact]}); first SMs in block order "
+                 f"{d0['first_sms'][:16]}...; a freed slot is refilled after "
+                 f"{[c['refill_gap_ns_median'] for c in compact]} ns (median, per launch)")
+
+
+def _occupancy(rs: list[StoredResult], out: dict) -> None:
+    occ = [r for r in rs if r["measure"] == "occupancy"]
+    if not occ:
+        return
+    open_, dis = [], []
+    for r in occ:
+        q, fit = r["params"], r["fit"] or {}
+        pred = fit.get("predicted", {})
+        row = {"threads": q["threads"], "regs": q["regs"], "smem": q["smem"],
+               "measured_blocks": r["value"], "predicted_blocks": pred.get("blocks"),
+               "measured_warps": None if r["value"] is None else r["value"] * q["warps_per_block"],
+               "predicted_warps": pred.get("warps"), "limiters": pred.get("limiters"),
+               "measured_per_launch": fit.get("measured_per_launch"), "flags": r["flags"]}
+        out["occupancy"][r["variant"]] = row
+        if r["value"] is None:
+            open_.append(f"{r['variant']} {fit.get('measured_per_launch')}")
+        elif r["value"] != pred.get("blocks"):
+            dis.append(f"{r['variant']} (regs {q['regs']}, smem {q['smem']} B, {q['threads']} threads): "
+                       f"measured {int(r['value'])} blocks/SM, rules {pred.get('blocks')}")
+    ok = sum(1 for r in occ if r["value"] is not None and r["value"] == r["fit"]["predicted"]["blocks"])
+    det = len(occ) - len(open_)
+    v = {"verdict": f"{ok} of {det} configurations match the CUDA occupancy rules", "agreed": True,
+         "undetermined": open_, "disagree": dis}
+    out["verdicts"]["occupancy"] = v
+    out["conclusions"].append(
+        f"occupancy: {ok}/{det} configurations measured alike in every launch match the CUDA occupancy rules"
+        + ("" if not dis else "; disagreements: " + "; ".join(dis))
+        + ("" if not open_ else f"; undetermined (launches disagree, blocks/SM per launch): {'; '.join(open_)}"))
+
+
+def _scheduler(rs: list[StoredResult], out: dict) -> int | None:
+    C = out["conclusions"]
+    schedulers = None
+    pairs = next((r for r in rs if r["variant"] == "scheduler:pairs" and r["fit"]
+                  and not any(f.startswith(BAD) for f in r["flags"])), None)
+    if pairs:
+        f = pairs["fit"]
+        per = f["per_launch"]
+        p0 = per[0]
+        v = {"verdict": f["verdict"], "agreed": f["agreed"], "why": f.get("why"),
+             "per_launch": [{k: d.get(k) for k in ("groups", "rule", "slowdown_competing", "slowdown_other",
+                                                   "solo_ffma_per_clk")} for d in per]}
+        schedulers = int(pairs["value"]) if f["agreed"] and pairs["value"] else None
+        out["scheduler"]["pairs"] = {
+            "schedulers": schedulers, "rule": f.get("rule") if f["agreed"] else None,
+            "groups": f.get("groups"), "verdict": f["verdict"], "agreed": f["agreed"],
+            "slowdown_competing": p0.get("slowdown_competing"), "slowdown_other": p0.get("slowdown_other"),
+            "solo_ffma_per_clk": p0.get("solo_ffma_per_clk"), "per_launch": v["per_launch"]}
+        out["verdicts"]["schedulers"] = v
+        lines = "; ".join(f"{d['slowdown_competing']} vs {d['slowdown_other']}" for d in per)
+        if f["agreed"]:
+            C.append(f"schedulers ({len(per)} launches agree): {schedulers} groups of warps that slow each other "
+                     f"({f.get('rule') or 'no simple rule'}); groups {f['groups']}; pair slowdown same group vs "
+                     f"different, per launch: {lines}; one warp alone issues "
+                     f"{[d['solo_ffma_per_clk'] for d in per]} FFMA/clk per launch (its region, clock reads "
+                     "included)")
+        else:
+            C.append(f"schedulers: {an.UNDETERMINED} ({f.get('why')}); pair slowdown per launch: {lines}")
+    orders = {}
+    for r in rs:
+        if not r["variant"].startswith("scheduler:order:") or not r["fit"] or any(
+                fl.startswith(BAD) for fl in r["flags"]):
+            continue
+        f = r["fit"]
+        wl = r["variant"].split(":", 2)[2]
+        per = [{k: d.get(k) for k in ("verdict", "share", "patterns", "late_warps", "cases", "start_order",
+                                      "end_spread", "start_end_tau_median")} for d in f["per_launch"]]
+        orders[wl] = {"verdict": f["verdict"], "policy": f["policy"], "agreed": f["agreed"], "why": f.get("why"),
+                      "params": r["params"], "per_launch": per, "groups": f["groups"],
+                      "windows_lowest_sm": f["per_launch"][0].get("windows_lowest_sm"),
+                      "lowest_sm": f["per_launch"][0].get("lowest_sm")}
+        out["verdicts"][f"warp issue order ({wl})"] = {"verdict": f["policy"] if f["agreed"] else an.UNDETERMINED,
+                                                        "agreed": f["agreed"], "why": f.get("why"), "per_launch": per}
+        q = r["params"]
+        chains = "one dependent FFMA chain" if q["chains"] == 1 else f"{q['chains']} independent FFMA chains"
+        what = f"{q['warps']} warps x {chains} of {q['length']}, a barrier before each repetition"
+        ev = "; ".join(f"launch {i}: {d['verdict']} in {d['share']:.0%} of {d['cases']} cases, late warps "
+                       f"{d['late_warps']}"
+                       + (f", ends spread by {d['end_spread']['median']:.0%} of the span (median; p10-p90 "
+                          f"{d['end_spread']['p10']:.0%}-{d['end_spread']['p90']:.0%}), start vs end order tau "
+                          f"{d['start_end_tau_median']}" if d.get("end_spread") else "")
+                       + ", commonest start order of the first scheduler's warps "
+                       f"{(d.get('start_order') or [{}])[0].get('order')} "
+                       f"({(d.get('start_order') or [{}])[0].get('share', 0):.0%})" for i, d in enumerate(per))
+        C.append(f"warp issue order, {wl} ({what}): "
+                 f"{f['policy'] if f['agreed'] else an.UNDETERMINED + ' (' + str(f.get('why')) + ')'} [{ev}]")
+    if orders:
+        out["scheduler"]["order"] = orders
+    return schedulers
+
+
+def _pipes(rs: list[StoredResult], out: dict, schedulers: int | None) -> None:
+    pipes = [r for r in rs if r["measure"] == "pipes" and r["fit"] and not any(f.startswith(BAD) for f in r["flags"])]
+    solos = {r["params"]["parts"][0]: r for r in pipes if len(r["params"]["parts"]) == 1}
+    pairs = {tuple(r["params"]["parts"]): r for r in pipes if len(r["params"]["parts"]) == 2
+             and all(v in solos for v in r["params"]["parts"])}
+    if not solos:
+        return
+    pv = an.pipes_verdicts({v: {"launches": r["fit"]["launches"]} for v, r in solos.items()},
+                           {k: {"launches": r["fit"]["launches"], "share_a": r["fit"]["share_a"]}
+                            for k, r in pairs.items()}, schedulers)
+    solo_view = {}
+    for v, r in solos.items():
+        ls = r["fit"]["launches"]
+        solo_view[v] = {"sass_op": r["fit"]["sass_op"], "rate": r["value"],
+                        "rate_per_launch": [d["rate"] for d in ls], "saturated_per_launch": [d["saturated"] for d in ls],
+                        "rise_per_launch": [d["rise"] for d in ls],
+                        "configs": {c: [d["configs"][c]["rate"] for d in ls] for c in ls[0]["configs"]}}
+    lim = pv["issue_limit"]
+    out["pipes"] = {"solo": solo_view, "pairs": pv["pairs"], "groups": pv["groups"], "overlapping": pv["overlapping"],
+                    "undetermined_pairs": pv["undetermined_pairs"], "issue_limit": lim}
+    out["verdicts"]["issue limit"] = {k: lim.get(k) for k in ("verdict", "agreed", "why", "per_launch",
+                                                                "per_scheduler", "capped_pairs")}
+    out["verdicts"]["pipe groups"] = {"verdict": pv["groups"], "agreed": not pv["undetermined_pairs"],
+                                      "undetermined_pairs": pv["undetermined_pairs"],
+                                      "overlapping": pv["overlapping"]}
+    C = out["conclusions"]
+    C.append("pipes, solo rates (warp-instr/clk/SM at the pairs' configuration, per launch; saturated = twice "
+             "the warps raise it by < 2%): " + "; ".join(
+                 f"{v} ({s['sass_op']}): {s['rate_per_launch']}, rise {s['rise_per_launch']}"
+                 f"{'' if all(s['saturated_per_launch']) else ' NOT SATURATED'}" for v, s in solo_view.items()))
+    per_l = [d.get("value") for d in lim["per_launch"]]
+    who = [d.get("reached_by") for d in lim["per_launch"]]
+    sched = f" = {lim['per_scheduler']} per scheduler ({schedulers} schedulers, measured)" \
+        if lim.get("per_scheduler") else " (per scheduler: the scheduler count is not determined)"
+    if lim["agreed"]:
+        C.append(f"issue limit ({len(per_l)} launches agree within {an.LIMIT_TOL:.0%}): {lim['value']:.3f} "
+                 f"warp-instr/clk/SM{sched}: the highest rate a saturated probe reached, per launch {per_l} "
+                 f"(by {who}); pairs of separate pipes that it caps: {lim['capped_pairs'] or 'none'}")
+    else:
+        C.append(f"issue limit: {an.UNDETERMINED} ({lim.get('why')}); per launch {per_l} (by {who})")
+    C.append(f"pipes: groups whose members all compete pairwise {pv['groups']}"
+             + (f"; {pv['overlapping']} lie in more than one group: the compete relation is not transitive, "
+                "so these are not one pipe each (another shared resource)" if pv["overlapping"] else "")
+             + (f"; undetermined pairs (their membership open): {pv['undetermined_pairs']}"
+                if pv["undetermined_pairs"] else "") + "; " + ", ".join(
+                 f"{k}: {_said(v)} (rate {[d.get('rate') for d in v['per_launch']]} vs add "
+                 f"{v['per_launch'][0].get('add')} / compete {v['per_launch'][0].get('compete')}"
+                 + (f"; {v['per_launch'][0]['note']}" if v["per_launch"][0].get("note") else "") + ")"
+                 for k, v in pv["pairs"].items()))
+
+
+def summarize(store: Store, run_id: int) -> dict:
+    """The suite's verdicts and conclusions, with the numbers behind them, from the run's
+    stored results (the dispatch analysis runs again on the stored traces)."""
+    rs = store.results(run_id)
+    out: dict = {"conclusions": [], "verdicts": {}, "dispatch": {}, "scheduler": {}, "pipes": {}, "occupancy": {}}
+    _dispatch(rs, out)
+    _occupancy(rs, out)
+    schedulers = _scheduler(rs, out)
+    _pipes(rs, out, schedulers)
+    return out
