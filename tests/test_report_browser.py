@@ -172,7 +172,8 @@ def test_committed_h100_report_renders_in_headless_chromium(tmp_path):
     figs = _check_reader_view(_probe(browser, page, tmp_path), MAX_HEIGHT_PX)
     for probe in ("dispatch:1d-1perSM", "dispatch:1d-free", "dispatch:regs"):
         rec = next(r for r in rs.records("behaviour") if r["variant"] == probe)
-        sms = len(set(rec["samples"]["smid"]))  # the SMs in the data: each must have its row
+        trace = rec["samples"].get("launches", [rec["samples"]])[0]  # the launch the figure draws
+        sms = len(set(trace["smid"]))  # the SMs in the data: each must have its row
         assert figs["behaviour_timeline_" + probe.split(":", 1)[1]]["bands"] == sms, probe
     bw = [r for r in rs.records("memory") if r["variant"].startswith("bandwidth/") and r["value"] is not None]
     assert figs["memory_bandwidth"]["bands"] == len(bw)
