@@ -316,3 +316,71 @@ def test_an_in_kernel_clock_above_the_maximum_is_flagged():
     flag = T.clock_flag(dev, [{"sm_mhz_kernel": 1990.0}, {"sm_mhz_kernel": 2090.0}])
     assert flag.startswith("clock-suspect") and "2090" in flag and "1980" in flag
     assert T.clock_flag(FakeDevice(), [{"sm_mhz_kernel": 5000.0}]) is None  # no maximum to compare with
+
+
+# --- serialized wgmma, and conclusions that carry the flags of what they state ----------------
+
+
+def test_a_wgmma_throughput_family_that_waits_after_every_instance_is_serialized():
+    import dataclasses
+
+    from gpudissect.kernel.sass import SassInstr
+    from gpudissect.suites.tensor.checks import check_tensor_family, family_key
+
+    v = next(v for v in load_tensor_catalog().wgmma if v.name == "wgmma.f32.f16")
+    sweep = T.Sweep(wg_lat_lengths=(2, 4), wg_thr_units=(4, 8), wg_n_full=(64,), wg_accs=(1,))
+    w = Work(v, kernels=[k for k in T.wgmma_kernels(v, sweep, TARGET, 0) if not k.meta["a_from"] == "registers"])
+    compile_work(w, TARGET)
+    key = next(family_key(k) for k in w.kernels if k.measure == "throughput")
+    fam = sorted((w.built[k.name] for k in w.kernels if family_key(k) == key), key=lambda b: b.kernel.units)
+    assert check_tensor_family(fam, waits_ok=False).status == "native"  # ptxas overlaps them here
+    wait = SassInstr(0, "WARPGROUP", ("DEPBAR", "LE"), ("gsb0", "0x0"))
+
+    def waiting(b):  # the same kernel as if ptxas waited for each wgmma before the next
+        region = [x for i in b.region for x in ((i, wait) if i.opcode.endswith("GMMA") else (i,))]
+        return dataclasses.replace(b, region=region)
+
+    ser = check_tensor_family([waiting(b) for b in fam], waits_ok=False)
+    assert ser.status == "serialized" and "WARPGROUP.DEPBAR" in ser.reason
+    assert check_tensor_family([waiting(b) for b in fam]).status != "serialized"  # latency kernels may wait
+
+
+def test_the_conclusions_carry_the_flags_of_movers_peaks_and_sustained_runs():
+    mover, v = "ldmatrix.m8n8.x1.b16", "mma.sync.m16n8k16.f32.f16.f32"
+    peak = {"group": "mma", "flop_per_cycle_sm": 2730.7, "tflops": 700.0, "observed_sm_mhz": 1980.0,
+            "chains": 4, "issuers": 4, "warps": 4, "saturation": "plateau"}
+    rows = [_row(mover, "throughput_peak", 1.0, {"group": "ldst", "flop_per_cycle_sm": 128.0, "tflops": 33.5,
+                                                 "observed_sm_mhz": 1980.0},
+                 flags=["not-saturated: 4 acc x 16: 1.0 is the best; no larger configuration was timed"]),
+            _row(v, "throughput_peak", 0.6667, peak, flags=["clock-suspect: 2100 MHz above 1980 MHz"])]
+    for order, data, tf in ((1, "zero", 640.0), (2, "random", 630.0), (3, "zero", 620.0)):
+        rows.append(_row(v, "throughput_sustained", tf, {"order": order, "data": data, "target_ms": 200.0},
+                         flags=["clock-suspect: x"] if order == 1 else []))
+    rows += [_row(v, "throughput_data", 0.6667, {"data": d, "group": "mma", "chains": 4, "issuers": 4})
+             for d in ("zero", "random")]
+    conc = summarize_run(_Rows(rows), 1)["conclusions"]
+    assert "NOT SATURATED (4 acc x 16" in next(c for c in conc if c.startswith(mover))
+    assert "[clock-suspect]" in next(c for c in conc if c.startswith(f"{v} [mma]:"))
+    line = next(c for c in conc if "sustained about 200 ms" in c)
+    assert "zero 640.0 TFLOP/s [clock-suspect]; random 630.0 TFLOP/s; " in line
+    # random lies between the two zero runs: no effect of the data is shown
+    assert "random +0.0% against the mean of the zero runs; the zero runs differ by -3.1%: within" in line
+
+
+def test_the_peak_tflops_are_at_the_clock_the_peak_states(tmp_path):
+    calls = iter(range(1000))
+    base = _pipe_model(interval=6.0, latency=24.0)
+
+    def model(kernel, grid, block, args, smem):  # the in-kernel clock rises by 10 MHz per reading
+        if kernel == "sm_clock":
+            return _pipe_model(6.0, 24.0, mhz=1500.0 + 10 * next(calls))(kernel, grid, block, args, smem)
+        return base(kernel, grid, block, args, smem)
+
+    st = Store(tmp_path / "t.db")
+    sweep = T.Sweep(**{**SWEEP.to_json(), "data_variants": ()})
+    rid = run(T.TensorSuite(sweep), Context(FakeDevice(sm_count=4, launch_model=model), st, TARGET, jobs=1),
+              ["mma.sync.m16n8k16.f32.f16.f32"]).run_id
+    p = next(r for r in st.results(rid) if r["measure"] == "throughput_peak")["params"]
+    before, after = (c["sm_mhz_kernel"] for c in p["sm_mhz_kernel"])
+    assert after > before and p["observed_sm_mhz"] == pytest.approx((before + after) / 2)
+    assert p["tflops"] == pytest.approx(p["flop_per_cycle_sm"] * 4 * p["observed_sm_mhz"] * 1e6 / 1e12, rel=1e-6)

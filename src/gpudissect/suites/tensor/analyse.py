@@ -54,6 +54,12 @@ def _saturation(p: dict) -> str:
     return f"saturated: {p['saturation']}" if p.get("saturation") else "saturation not recorded"
 
 
+def _flag_names(flags: list[str] | None, skip: tuple[str, ...] = ("not-saturated",)) -> str:
+    """The names of a result's flags (clock-suspect, clock-changed, ...) as ' [a, b]', or ''."""
+    names = sorted({f.split(":")[0] for f in flags or [] if not f.startswith(skip)})
+    return f" [{', '.join(names)}]" if names else ""
+
+
 def summarize_run(store: Store, run_id: int) -> dict:
     """Conclusions from the stored results (every number quoted is a stored measurement)."""
     rs = store.results(run_id)
@@ -124,7 +130,7 @@ def summarize_run(store: Store, run_id: int) -> dict:
             conc.append(f"{name}: {p['instr_per_cycle_sm']:.3f} instr/cycle/SM = {p['flop_per_cycle_sm']:.0f} "
                         f"bytes/cycle/SM{rate}"
                         + (f"; latency {lat:.1f} cycles incl. the address add tree" if lat is not None else "")
-                        + f" ({variants[name].get('sass')})")
+                        + f"; {_saturation(p)}{_flag_names(p['flags'])} ({variants[name].get('sass')})")
             continue
         conc.append(_peak_line(name, g, p, lat, variants[name]))
     native = {n: d.get("sass") or [] for n, d in variants.items()
@@ -175,8 +181,8 @@ def _peak_line(name: str, g: str, p: dict, lat: float | None, d: dict) -> str:
     sm = p.get("smallest_within_2pct") or {}
     small = (f" (already within 2% at {_config({**p, **sm})})"
              if sm and (sm.get("chains"), sm.get("issuers")) != (p.get("chains"), p.get("issuers")) else "")
-    return (f"{name} [{g}]: {p['flop_per_cycle_sm']:.0f} FLOP/cycle/SM{rate}{pct}; best at {_config(p)}{small}, "
-            f"{_saturation(p)}{per}{one}{lat_s} ({d.get('sass')})")
+    return (f"{name} [{g}]: {p['flop_per_cycle_sm']:.0f} FLOP/cycle/SM{rate}{pct}{_flag_names(p['flags'])}; "
+            f"best at {_config(p)}{small}, {_saturation(p)}{per}{one}{lat_s} ({d.get('sass')})")
 
 
 def _n_order(g: str) -> tuple[str, int]:
@@ -330,10 +336,18 @@ def _sustained_text(runs: dict) -> str:
         x = runs[order]
         clk = f", {x['implied_sm_mhz']:.0f} MHz implied" if x.get("implied_sm_mhz") else ""
         aft = f", {x['after_mhz']:.0f} MHz in a kernel right after" if x.get("after_mhz") else ""
-        parts.append(f"{x['data']}{' again' if order > 2 else ''} {x['tflops']:.1f} TFLOP/s{clk}{aft}")
-    first, rand = runs.get(1), runs.get(2)
-    rel = (f" (random {rand['tflops'] / first['tflops'] - 1:+.1%} against zero)"
-           if first and rand and first.get("tflops") else "")
+        parts.append(f"{x['data']}{' again' if order > 2 else ''} {x['tflops']:.1f} TFLOP/s{clk}{aft}"
+                     + _flag_names(x.get("flags")))
+    zeros = [x["tflops"] for o, x in sorted(runs.items()) if x.get("data") == "zero" and x.get("tflops")]
+    rand = next((x for x in runs.values() if x.get("data") == "random" and x.get("tflops")), None)
+    rel = ""
+    if zeros and rand:  # against the zero runs on either side: their drift bounds what the data explains
+        diff = rand["tflops"] / (sum(zeros) / len(zeros)) - 1
+        drift = zeros[-1] / zeros[0] - 1
+        rel = (f" (random {diff:+.1%} against the mean of the zero runs"
+               + (f"; the zero runs differ by {drift:+.1%}"
+                  + (": within that drift, no effect of the data shown" if abs(diff) <= abs(drift) else "")
+                  if len(zeros) > 1 else "") + ")")
     ms = next(iter(runs.values())).get("target_ms")
     return f"; sustained about {ms:.0f} ms per run: " + "; ".join(parts) + rel
 

@@ -441,8 +441,11 @@ def peak_result(m: Meter, group: str, rs: list[Result], limit: float | None, mhz
     if best is None:
         return Result(v.name, "throughput_peak", None, "instr/cycle/SM", "none", params=params, flags=flags,
                       sass=rs[0].sass if rs else [])
-    fig = (best.samples or {}).get("peak") or {}
     bp = best.params
+    # at the clock this result states (the mean of the in-kernel clocks before and after the sweep),
+    # not the one before the sweep that the configuration's own figures were computed at
+    fig = (figures(best.value, m.flops_of(m.kernels(bp["family"])[0]), m.dev.info.sm_count, mhz, m.peak).to_json()
+           if best.value else (best.samples or {}).get("peak") or {})
     params.update({"best_family": bp["family"], **{k: bp.get(k) for k in ("n", "a_from", "warps", "chains",
                                                                             "issuers", "blocks_per_sm")},
                    **{k: fig.get(k) for k in ("flop_per_cycle_sm", "tflops", "peak_tflops_scaled", "pct_of_peak")},

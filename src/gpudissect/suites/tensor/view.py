@@ -174,8 +174,9 @@ def peaks_table(rows: list[dict]) -> ReportTable:
                      "work per cycle per SM", "throughput", "% of peak", "flags"],
                     note="Throughput over all SMs at the observed SM clock: TFLOP/s for floating-point "
                          "types, TOPS for integer and binary types, TB/s for fragment loads and stores "
-                         "(bytes moved). % of peak: of the datasheet dense peak scaled to that clock "
-                         "('-' where the datasheet gives none: s4/u4, b1, loads and stores). Every "
+                         "(bytes moved). % of peak: of the datasheet peak scaled to that clock (the dense "
+                         "figure; mma.sp and wgmma.sp: the sparse one) ('-' where data/tensor_peaks.toml "
+                         "has none for the GPU or type: s4/u4, b1, loads and stores). Every "
                          "variant is in the table below.",
                     numeric=(4, 5, 6, 7, 8), code=(2, 3), wrap=(2, 3, 9))
     for r in peak_rows(rows):
