@@ -901,6 +901,30 @@ def _ptxas_says(v, rec, target) -> str:
     return first.reason if first else (rec.reason or "")
 
 
+@app.command("predict")
+def predict_cmd(
+    input: Path = typer.Argument(..., help="a cubin, a PTX file (compiled here) or a SASS listing"),
+    data: Path = typer.Option(None, "--data", help="tables: a data directory, suite JSON or results "
+                              "database (default: the shipped data/h100)"),
+    kernel: str = typer.Option(None, "--kernel", help="only this kernel"),
+    loop: int = typer.Option(None, "--loop", help="only innermost loop N of the kernel (from 0)"),
+    warps: int = typer.Option(4, "--warps", help="resident warps per SM"),
+    timeline: bool = typer.Option(False, "--timeline", help="print one warp's simulated timeline"),
+    tables: bool = typer.Option(False, "--tables", help="print the table entries each opcode used"),
+) -> None:
+    """Predict cycles per iteration of the innermost SASS loops from the measured tables
+    (needs no GPU)."""
+    from gpudissect.predict.run import predict_lines
+
+    code, lines, errors = predict_lines(input, data, kernel, loop, warps, timeline, tables)
+    for ln in lines:
+        console.print(ln, markup=False, highlight=False, soft_wrap=True)
+    if errors:
+        for e in errors[:-1]:
+            err.print(f"[bold red]error:[/] {escape(e)}", highlight=False, soft_wrap=True)
+        fail(errors[-1], code)
+
+
 @app.command("audit")
 def audit_cmd(path: Path = typer.Argument(..., help="a data directory, suite JSON file or results database")) -> None:
     """Check a data set: every clean throughput within its physical limit, nothing timed from a

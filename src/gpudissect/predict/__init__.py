@@ -1,0 +1,13 @@
+"""``gpudissect predict``: cycles per iteration of SASS loops from the measured tables (issue 20).
+
+One job per module: :mod:`source` reads the input (cubin, PTX, SASS listing), :mod:`loops`
+finds the innermost loops, :mod:`graph` builds the dependence graph, :mod:`tables` reads the
+per-SASS latencies and rates, :mod:`model` computes the bounds and baselines, :mod:`timeline`
+simulates one scheduler, :mod:`render` prints the answer.
+"""
+
+from __future__ import annotations
+
+
+class PredictError(ValueError):
+    """Input the predictor cannot use (the message is one line)."""

@@ -1,0 +1,145 @@
+"""Per-SASS latency and issue rate from a result set (the measured tables of one GPU).
+
+* latency / throughput_peak of the instruction and tensor suites, from variants whose one
+  instance is a single SASS instruction: that opcode's latency and per-SM rate (the median over
+  the variants that give it; exact opcode with its modifiers first, else the base opcode);
+* memory opcodes: the memory suite's pointer-chase latency named in ``data/predict.toml``;
+* pipes: the SM's pipe rows of ``data/arch/<arch>.toml`` (``bench/limits.py``) group opcodes onto
+  execution units, and give the rate, marked as the limit, where nothing was measured.
+
+Nothing is invented: what the tables lack is returned as missing, by name.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpudissect import DATA_DIR
+from gpudissect.bench.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
+from gpudissect.kernel.sass import NO_DEST
+from gpudissect.predict import PredictError
+
+# flags of a record whose value is not a clean measurement of the instruction
+UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no clean configuration",
+             "not-saturated")
+# opcodes that only steer control flow or wait: one issue slot, no result, no pipe
+CONTROL = BRANCHES | {"EXIT", "NOP", "YIELD", "WARPSYNC", "BSSY", "BSYNC", "DEPBAR"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the tables say about one SASS opcode (``full``: with its modifiers)."""
+
+    full: str
+    latency: float | None
+    latency_source: str
+    rate: float | None  # warp-instructions per clock per SM (None: bound by the issue limit only)
+    rate_source: str
+    unit: str  # the execution unit it occupies ("issue" when none is known)
+    missing: tuple[str, ...] = ()  # "latency", "throughput"
+
+
+@dataclass
+class Tables:
+    arch: str
+    gpu: str
+    source: str
+    limits: Limits
+    latency: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # full SASS -> (value, variant)
+    rate: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    memory: dict[str, tuple[float, str]] = field(default_factory=dict)  # base opcode -> (latency, what)
+
+    @property
+    def schedulers(self) -> int:
+        return self.limits.schedulers or 4
+
+    @property
+    def issue_per_scheduler(self) -> float:
+        return self.limits.issue / self.schedulers
+
+    def _lookup(self, table: dict[str, list[tuple[float, str]]], full: str) -> tuple[float, str] | None:
+        vals = table.get(full)
+        how = ""
+        if not vals:
+            base = full.split(".")[0]
+            keys = sorted(k for k in table if k.split(".")[0] == base)
+            vals = [v for k in keys for v in table[k]]
+            how = f" via base opcode {base} ({', '.join(keys)})" if vals else ""
+        if not vals:
+            return None
+        names = sorted({n for _, n in vals})
+        shown = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        return statistics.median(v for v, _ in vals), f"median of {len(vals)}: {shown}{how}"
+
+    def entry(self, full: str, has_result: bool = True) -> Entry:
+        base = full.split(".")[0]
+        missing: list[str] = []
+        if base in CONTROL:
+            return Entry(full, None, "control: no result", None, "issue only", "issue")
+        lat = self._lookup(self.latency, full)
+        if lat is None and base in self.memory:
+            lat = self.memory[base]
+        if lat is None and has_result and base not in NO_DEST:
+            missing.append("latency")
+        pipe = self.limits.pipe_of(full)
+        unit = pipe.unit if pipe is not None else full
+        rate = self._lookup(self.rate, full)
+        if rate is None and pipe is not None:
+            rate = (pipe.warp_instr_per_clk, f"limit: {pipe.name} pipe (data/arch/{self.arch}.toml)")
+        if rate is None:
+            missing.append("throughput")
+            unit = "issue"
+        return Entry(full, lat[0] if lat else None, lat[1] if lat else "unknown",
+                     rate[0] if rate else None, rate[1] if rate else "unknown: issue limit only",
+                     unit, tuple(missing))
+
+
+def _add(table: dict[str, list[tuple[float, str]]], rec: dict) -> None:
+    if rec.get("value") is None or any(str(f).startswith(UNTRUSTED) for f in rec.get("flags") or []):
+        return
+    ops = parse_sass(rec.get("sass") or [])
+    if len(ops) != 1 or ops[0][1] != 1.0:
+        return
+    table.setdefault(ops[0][0], []).append((float(rec["value"]), rec["variant"]))
+
+
+def tables_from(rs, memory_map: dict | None = None) -> Tables:
+    """Tables from a loaded result set (``report.load.ResultSet``)."""
+    arch = rs.provenance().get("arch")
+    if not arch:
+        raise PredictError(f"{rs.source}: the tables name no architecture (provenance 'arch')")
+    try:
+        limits = load_limits(arch)
+    except LimitsError as e:
+        raise PredictError(str(e)) from None
+    t = Tables(arch, rs.gpu, str(rs.source), limits)
+    for suite in ("instructions", "tensor"):
+        for rec in rs.records(suite):
+            if rec.get("measure") == "latency":
+                _add(t.latency, rec)
+            elif rec.get("measure") == "throughput_peak":
+                _add(t.rate, rec)
+    mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
+           and r.get("value") is not None}
+    if memory_map is None:
+        memory_map = tomllib.loads((DATA_DIR / "predict.toml").read_text()).get("memory_latency", {})
+    for op, spec in memory_map.items():
+        r = mem.get(spec["variant"])
+        if r is not None:
+            t.memory[op] = (float(r["value"]), f"memory {spec['variant']} ({spec.get('level', '')})")
+    return t
+
+
+def load_tables(spec: Path | str) -> Tables:
+    from gpudissect.report.load import LoadError, load_result_set
+
+    try:
+        rs = load_result_set(spec)
+    except (LoadError, OSError) as e:
+        raise PredictError(f"tables {spec}: {e}") from None
+    if not rs.docs:
+        raise PredictError(f"tables {spec}: no suite results in it")
+    return tables_from(rs)
