@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 
-from gpudissect.bench.limits import LimitsError, check, limit_for
+from gpudissect.bench.limits import LimitsError, check, checked_sass, limit_for
 from gpudissect.report.load import LoadError, ResultSet, load_result_set
 from gpudissect.report.metrics import BAD_FLAGS
 from gpudissect.suites.instructions.strategies import all_strategies
@@ -93,8 +93,7 @@ def check_limits(recs: list[dict], arch: str) -> list[str]:
                 or r.get("value") is None or _bad(r.get("flags")) or not _finite(r["value"])
                 or any(k.startswith(NOT_STRAIGHT) for k in _kinds(r.get("flags")))):
             continue
-        # a throughput family's own SASS mix where it differs from the map's (its limit's)
-        lim = limit_for((r.get("params") or {}).get("own_sass") or r.get("sass") or [], arch)
+        lim = limit_for(checked_sass(r.get("sass"), r.get("params")), arch)
         flag = check(float(r["value"]), lim) if lim is not None else None
         if flag:
             out.append(f"[limit] {_where(r)}: {flag}")

@@ -84,14 +84,19 @@ class Target:
 
 
 @cache
+def arch_facts(base: str) -> dict:
+    """``data/arch/<base>.toml`` (``base``: sm_90, no specific suffix), read once per process."""
+    return tomllib.loads((ARCH_DIR / f"{base}.toml").read_text())
+
+
+@cache
 def paired_sass(arch: str) -> re.Pattern | None:
     """The two-lane SASS of ``arch``'s facts (``paired_sass``: one instruction, two 16-bit
     lanes), or None where the facts name none."""
     m = ARCH_RE.fullmatch(arch or "")
-    path = ARCH_DIR / f"sm_{m.group(1)}.toml" if m else None
-    if path is None or not path.exists():
+    if not m or not (ARCH_DIR / f"sm_{m.group(1)}.toml").exists():
         return None
-    pattern = tomllib.loads(path.read_text())["target"].get("paired_sass")
+    pattern = arch_facts(f"sm_{m.group(1)}")["target"].get("paired_sass")
     return re.compile(pattern) if pattern else None
 
 
@@ -106,7 +111,7 @@ def make_target(arch: str, ptxas_version: str | None = None) -> Target:
     if not path.exists():
         raise TargetError(f"architecture {arch} is not supported (data for: "
                           f"{', '.join(supported_archs()) or 'none'})")
-    facts = tomllib.loads(path.read_text())
+    facts = arch_facts(base)
     if ptxas_version is None:
         from gpudissect.kernel.toolchain import tool_version
 

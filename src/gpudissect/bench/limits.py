@@ -160,6 +160,13 @@ def limit_for(sass: list[str], arch: str) -> Limit | None:
     return best
 
 
+def checked_sass(sass: list[str] | None, params: dict | None) -> list[str]:
+    """The SASS a throughput record's limit is of: its family's own mix per instance
+    (``params["own_sass"]``, where ptxas split the work otherwise than in the map), else the SASS
+    the record cites."""
+    return (params or {}).get("own_sass") or sass or []
+
+
 def check(value: float, limit: Limit, tolerance: float = 0.02) -> str | None:
     """A flag text when ``value`` exceeds ``limit`` by more than ``tolerance`` (relative):
     ``exceeds-limit: 4.2 > 4 warp-instr/clk/SM (fp32 pipe, 128 lanes/SM; source ...)``."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase, SuiteInputError
 from gpudissect.bench.contract import Plan as RunPlan
-from gpudissect.bench.limits import BRANCHES, Limit, check, limit_for, parse_sass
+from gpudissect.bench.limits import BRANCHES, Limit, check, checked_sass, limit_for, parse_sass
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import (
     Fit,
@@ -537,7 +537,7 @@ def peak_results(v: Variant, out: list[Result], target: Target) -> list[Result]:
     ok = [r for r in clean if (r.value or 0) >= (1 - PEAK_TOL) * (best.value or 0)]
     smallest = min(ok, key=lambda r: (r.params["warps"] * r.params["chains"], r.params["warps"]))
     own = best.params.get("own_sass")
-    limit = limit_for(own or best.sass, target.base)
+    limit = limit_for(checked_sass(best.sass, best.params), target.base)
     bound = "unknown (no SASS, or a data-dependent path)"
     if limit is not None:
         share = (best.value or 0) / limit.value
