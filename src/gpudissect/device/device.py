@@ -127,7 +127,8 @@ class Device(Protocol):
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]: ...
 
     def launch(self, cubin: bytes, kernel: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
-               args: list[Arg], smem: int = 0, launches: int = 1) -> KernelRun: ...
+               args: list[Arg], smem: int = 0, launches: int = 1,
+               cluster: int | tuple[int, ...] | None = None) -> KernelRun: ...
 
     def free_memory(self) -> int: ...
 
@@ -310,24 +311,30 @@ class CudaDevice:
 
     def _set_smem(self, k, smem: int) -> None:
         """Raise the kernel's dynamic shared-memory limit (above 48 KiB needs the opt-in)."""
+        self._set_attr(k, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+
+    def _set_attr(self, k, name: str, value: int) -> None:
+        """Set a function attribute (``CUfunction_attribute`` member ``name``) of kernel ``k``."""
         cu = self._cu
-        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        attr = getattr(cu.CUfunction_attribute, name)
         h = k._handle
         if isinstance(h, cu.CUkernel):
-            self._check(cu.cuKernelSetAttribute(attr, smem, h, int(self.dev.device_id)))
+            self._check(cu.cuKernelSetAttribute(attr, value, h, int(self.dev.device_id)))
         else:
-            self._check(cu.cuFuncSetAttribute(h, attr, smem))
+            self._check(cu.cuFuncSetAttribute(h, attr, value))
 
     def free_memory(self) -> int:
         free, _total = self._check(self._cu.cuMemGetInfo())
         return int(free)
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
-               launches: int = 1) -> KernelRun:
+               launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:
         """Launch any kernel: ``args`` are :class:`Buf` (device buffers), :class:`Tex`
         (texture objects, passed as .u64 handles) and numpy scalars, in the order of the
-        kernel's parameters. Returns the read-back buffers and per-launch GPU times (events)
-        and wall times."""
+        kernel's parameters; ``cluster``: thread-block cluster dimensions (a size above the
+        portable 8 is allowed through the kernel's non-portable attribute; the driver refuses
+        what the GPU cannot place, as a ``RuntimeError`` naming its error). Returns the
+        read-back buffers and per-launch GPU times (events) and wall times."""
         from cuda.core import LaunchConfig, launch
 
         cu = self._cu
@@ -356,7 +363,13 @@ class CudaDevice:
                 reads.append((buf, ptr))
         grid = grid if isinstance(grid, tuple) else (grid, 1, 1)
         block = block if isinstance(block, tuple) else (block, 1, 1)
-        cfg = LaunchConfig(grid=grid, block=block, shmem_size=smem)
+        if cluster is not None:
+            cluster = cluster if isinstance(cluster, tuple) else (cluster, 1, 1)
+            if int(np.prod(cluster)) > 8:
+                self._set_attr(k, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+            cfg = LaunchConfig(grid=grid, block=block, shmem_size=smem, cluster=cluster)
+        else:
+            cfg = LaunchConfig(grid=grid, block=block, shmem_size=smem)
         err_, e0 = cu.cuEventCreate(0)
         err_, e1 = cu.cuEventCreate(0)
         gpu_ms, walls = [], []
@@ -433,7 +446,7 @@ class FakeDevice:
         return res
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
-               launches: int = 1) -> KernelRun:
+               launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:
         self.calls += 1
         if self.launch_model is None:
             raise ValueError("FakeDevice has no launch_model")

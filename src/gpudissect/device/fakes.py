@@ -93,9 +93,9 @@ class ScriptedDevice(FakeDevice):
         return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args, smem: int = 0,
-               launches: int = 1) -> KernelRun:
+               launches: int = 1, cluster=None) -> KernelRun:
         self._misbehave(kernel)
-        return super().launch(cubin, kernel, grid, block, args, smem, launches)
+        return super().launch(cubin, kernel, grid, block, args, smem, launches, cluster)
 
     def clocks(self) -> dict:
         mhz = self.clock_seq[min(self.clock_calls, len(self.clock_seq) - 1)]

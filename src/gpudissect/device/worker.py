@@ -278,8 +278,8 @@ class WorkerDevice:
         return self._call("run", cubin, kernel, inputs, n_sink, reps, grid, block, launches)
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
-               launches: int = 1) -> KernelRun:
-        return self._call("launch", cubin, kernel, grid, block, args, smem, launches)
+               launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:
+        return self._call("launch", cubin, kernel, grid, block, args, smem, launches, cluster)
 
     def clocks(self) -> dict:
         return self._call("clocks")
