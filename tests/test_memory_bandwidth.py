@@ -191,7 +191,7 @@ def _built():
 
 
 SASS_OP = {"lds": ("LDS",), "sts": ("STS",), "ldca": ("LDG.E{w}.STRONG.SM",),
-           "ldcg": ("LDG.E{w}.STRONG.GPU",), "stcg": ("STG.E{w}.STRONG.GPU",),
+           "ldcg": ("LDG.E{w}.STRONG.GPU",), "ldcgs": ("LDG.E{w}.STRONG.GPU",), "stcg": ("STG.E{w}.STRONG.GPU",),
            "cpcg": ("LDG.E{w}.STRONG.GPU", "STG.E{w}.STRONG.GPU"), "ldpf": ("LDG.E.LTC256B{w}.STRONG.GPU",)}
 
 
@@ -214,7 +214,7 @@ def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
             assert sorted(mem) == sorted(s for s in want for _ in range(ilp)), (bits, ilp, mem)
             assert not any(kind_of(i.opcode) & {"barrier"} for i in b.region)
             assert check_region(b.kernel.meta["path"], b.region).ok
-            if op in ("ldca", "ldcg", "cpcg", "ldpf"):  # every load of a trip issues before any is used
+            if op in ("ldca", "ldcg", "ldcgs", "cpcg", "ldpf"):  # every load of a trip issues before any is used
                 seq = [i.opcode for i in b.region if i.opcode in ("LDG", "LOP3", "STG")]
                 assert seq[:ilp] == ["LDG"] * ilp, (bits, ilp, seq)
             # the per-warp record is written after the region (its stores are not in it)
@@ -370,3 +370,26 @@ def test_texture_conclusion_separates_the_window_from_the_latency():
     t["open"]["window"] = 86.0  # a window that holds the fetch: no such claim
     assert "closes when the fetch issues" not in tx.conclusions(t)[0]
     assert tx.conclusions({"chain": 88.0}) == []
+
+
+def test_same_lines_conclusion_compares_the_two_l2_reads():
+    one = {"GB/s": 7800.0, "flags": []}
+    faster = bw._same_lines_conclusion({"L2/read": one, "L2/read-same-lines": {"GB/s": 9600.0, "flags": []}})[0]
+    assert "1.23 x" in faster and "faster than lines spread" in faster
+    slower = bw._same_lines_conclusion({"L2/read": one, "L2/read-same-lines": {"GB/s": 6000.0,
+                                                                              "flags": ["noisy: x"]}})[0]
+    assert "served slower" in slower and "[flags: noisy]" in slower
+    assert "agree within 2%" in bw._same_lines_conclusion(
+        {"L2/read": one, "L2/read-same-lines": {"GB/s": 7850.0}})[0]
+    assert bw._same_lines_conclusion({"L2/read": one}) == []
+    # every SM walks the whole footprint: block-local chunks
+    g = bw.geometry("ldcgs", bw.Config(128, 8, 16, 8), 132, 16 * MiB)
+    assert g.ctamul == 0 and g.footprint <= 16 * MiB
+
+
+def test_same_lines_level_runs_one_block_per_sm():
+    from gpudissect.suites.memory.suite import Plan
+
+    cs = bw.level_configurations("L2/read-same-lines", Plan())
+    assert cs and all(c.bps == 1 for c in cs) and max(c.warps for c in cs) <= bw.MAX_BLOCK_WARPS
+    assert any(c.bps > 1 for c in bw.level_configurations("L2/read", Plan()))

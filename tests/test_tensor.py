@@ -113,6 +113,10 @@ def test_peak_maths():
     # sparse figures count the logical shape's FLOPs: twice the dense figure on the datasheet
     assert peak_for("NVIDIA H100 80GB HBM3", "f16:sparse").tflops == pytest.approx(
         2 * peak_for("NVIDIA H100 80GB HBM3", "f16").tflops, rel=1e-3)
+    # a GPU that names another's figures (peaks_as) keeps its own source and SM count
+    h200 = peak_for("NVIDIA H200", "e4m3:sparse")
+    assert h200.tflops == peak_for("NVIDIA H100 80GB HBM3", "e4m3:sparse").tflops and "H200" in h200.source
+    assert peak_for("NVIDIA H200", "b1") is None and peak_for("NVIDIA B200", "f16") is None
 
 
 def _fake_model(kernel, grid, block, args, smem):

@@ -122,9 +122,10 @@ def test_a_refusal_stops_its_accumulator_count():
 
 
 def test_register_refusal_counts_the_allocation_granule():
-    assert register_refusal(64, 32, 65536) is None
-    assert register_refusal(65, 32, 65536).startswith("refused: 32 warps need 73728 registers")
-    assert register_refusal(32, 64, 65536) is None and register_refusal(33, 64, 65536)
+    assert register_refusal(64, 32, 65536, 8) is None
+    assert register_refusal(65, 32, 65536, 8).startswith("refused: 32 warps need 73728 registers")
+    assert register_refusal(32, 64, 65536, 8) is None and register_refusal(33, 64, 65536, 8)
+    assert register_refusal(33, 62, 65536, 1) is None  # no rounding: 33 x 32 x 62 registers fit
 
 
 # --- the whole suite on a fake GPU whose tensor pipe saturates -----------------------------

@@ -4,6 +4,13 @@ NVML reports the clock it sees when asked (at idle, before and after a run); wha
 kernels ran at is better measured where they run: one thread per SM spins on a dependent FMA
 chain for a few milliseconds and reads ``%clock64`` (SM cycles) and ``%globaltimer`` (ns)
 before and after. Cycles per nanosecond x 1000 is the SM clock in MHz on each SM.
+
+The globaltimer is the GPU's own; the host's timer checks it: the same kernel at two lengths,
+each launch timed on the host around its synchronous completion, gives cycles per host
+second from the difference (the launch overhead, the same in both, cancels). Right after a
+sustained tensor-core load, both read the SM clock above the maximum NVML reports (on an H100,
+measured: ~2095 MHz against 1980 for tens of milliseconds); a reading is suspect only when
+the two disagree, or when it is above NVML's maximum with no host reading to confirm it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,10 @@ from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.target import Target
 
-ITERS = 1 << 20  # dependent FMAs per thread: ~4 M cycles, ~2 ms at 2 GHz
+ITERS = 1 << 20  # dependent FMAs per thread: ~7 M cycles, ~4 ms at 2 GHz
+HOST_ITERS = (1 << 21, 1 << 23)  # the host-timer check: ~7 and ~30 ms
+HOST_TOL = 0.01  # globaltimer and host readings this far apart: the clock reading is suspect
+MAX_TOL = 0.01  # a reading this far above NVML's maximum needs the host's confirmation
 WORDS = 5  # per SM: clock0, clock1, globaltimer0, globaltimer1, (smid, the chain's value)
 
 _ENTRY = """\
@@ -66,21 +76,75 @@ def mhz_per_sm(words: np.ndarray) -> np.ndarray:
     return cycles[ok] * 1000.0 / ns[ok]
 
 
+def _launch(dev: Device, cubin: bytes, iters: int):
+    n = dev.info.sm_count
+    return dev.launch(cubin, "sm_clock", n, 1,
+                      [Buf("clock_out", nbytes=n * WORDS * 8, read=True, dtype="u8", zero=True),
+                       np.uint32(iters)])
+
+
+def host_mhz(cycles: tuple[float, float], walls: tuple[float, float]) -> float | None:
+    """The SM clock from two launches' median cycles and host wall times (s): the difference
+    cancels the launch overhead. None when the two do not differ (a fake device)."""
+    dc, dt = cycles[1] - cycles[0], walls[1] - walls[0]
+    return round(dc / dt / 1e6, 1) if dc > 0 and dt > 0 else None
+
+
 def measure_sm_clock(dev: Device, target: Target) -> dict:
-    """``{"sm_mhz_kernel": median, "sm_mhz_kernel_min": .., "sm_mhz_kernel_max": .., "sms": n}``
-    from one block per SM; ``{"sm_mhz_kernel_error": why}`` when it cannot be measured."""
+    """``{"sm_mhz_kernel": median, "sm_mhz_kernel_min": .., "sm_mhz_kernel_max": .., "sms": n,
+    "sm_mhz_host": ..}`` from one block per SM (the host-timer check where it can be made);
+    ``{"sm_mhz_kernel_error": why}`` when it cannot be measured."""
     try:
         b = build_one(clock_kernel(target), target.arch, region=False)
-        n = dev.info.sm_count
-        run = dev.launch(b.cubin, "sm_clock", n, 1,
-                         [Buf("clock_out", nbytes=n * WORDS * 8, read=True, dtype="u8", zero=True),
-                          np.uint32(ITERS)])
-        mhz = mhz_per_sm(run.outputs["clock_out"])
+        mhz = mhz_per_sm(_launch(dev, b.cubin, ITERS).outputs["clock_out"])
     except Exception as e:  # provenance never stops a run
         return {"sm_mhz_kernel_error": f"{type(e).__name__}: {e}"[:200]}
     if mhz.size == 0:
         return {"sm_mhz_kernel_error": "no SM reported a usable clock/globaltimer pair"}
-    return {"sm_mhz_kernel": round(float(np.median(mhz)), 1),
-            "sm_mhz_kernel_min": round(float(mhz.min()), 1),
-            "sm_mhz_kernel_max": round(float(mhz.max()), 1), "sms": int(mhz.size),
-            "sm_mhz_kernel_method": "clock64 / globaltimer over ~2 ms, one thread per SM"}
+    out = {"sm_mhz_kernel": round(float(np.median(mhz)), 1),
+           "sm_mhz_kernel_min": round(float(mhz.min()), 1),
+           "sm_mhz_kernel_max": round(float(mhz.max()), 1), "sms": int(mhz.size),
+           "sm_mhz_kernel_method": "clock64 / globaltimer over ~4 ms, one thread per SM"}
+    try:
+        cycles, walls = [], []
+        for n in HOST_ITERS:
+            run = _launch(dev, b.cubin, n)
+            w = run.outputs["clock_out"].reshape(-1, WORDS).astype(np.int64)
+            cycles.append(float(np.median(w[:, 1] - w[:, 0])))
+            walls.append(float(run.wall_s[0]))
+        host = host_mhz((cycles[0], cycles[1]), (walls[0], walls[1]))
+    except Exception as e:  # noqa: BLE001 - the check is extra: its failure is recorded, not raised
+        out["sm_mhz_host_error"] = f"{type(e).__name__}: {e}"[:200]
+        return out
+    if host is not None:
+        out["sm_mhz_host"] = host
+        out["sm_mhz_host_method"] = ("clock64 over the host's wall time, difference of two launches "
+                                     "(~7 and ~30 ms)")
+    return out
+
+
+def clock_flag(clocks: list[dict], nvml_max: float | None) -> str | None:
+    """A ``clock-suspect`` flag for in-kernel clock readings (measure_sm_clock) that cannot be
+    trusted: globaltimer and host timer disagree, or a reading above NVML's maximum that no host
+    reading confirms. None when every reading is sound (above the maximum included, when the
+    host confirms it)."""
+    for c in clocks:
+        k, h = c.get("sm_mhz_kernel"), c.get("sm_mhz_host")
+        if not k:
+            continue
+        if h and abs(k / h - 1) > HOST_TOL:
+            return (f"clock-suspect: the SM clock from clock64 / globaltimer ({k:.0f} MHz) disagrees "
+                    f"with clock64 over the host's timer ({h:.0f} MHz)")
+        if not h and nvml_max and k > (1 + MAX_TOL) * nvml_max:
+            return (f"clock-suspect: the SM clock measured in a kernel ({k:.0f} MHz) is above the maximum "
+                    f"NVML reports ({nvml_max:.0f} MHz) and no host-timer reading confirms it")
+    return None
+
+
+def above_max(clocks: list[dict], nvml_max: float | None) -> str | None:
+    """A note when confirmed in-kernel readings are above NVML's maximum SM clock."""
+    seen = [c["sm_mhz_kernel"] for c in clocks if c.get("sm_mhz_kernel") and c.get("sm_mhz_host")]
+    if not (nvml_max and seen) or max(seen) <= (1 + MAX_TOL) * nvml_max:
+        return None
+    return (f"SM clock {max(seen):.0f} MHz measured in a kernel, above the {nvml_max:.0f} MHz NVML "
+            "reports as the maximum, confirmed by the host's timer")

@@ -72,6 +72,9 @@ OPS = {
     "cpcg": Op("cpcg", "ld.global.cg", "st.global.cg", "global", False),
     # the DRAM read with a 256-byte L2 prefetch hint (the footprint check)
     "ldpf": Op("ldpf", "ld.global.cg.L2::256B", None, "global", False),
+    # L2 read where every SM reads the same lines (block-local chunks, .cg: not kept in L1),
+    # the shape of published L2 benchmarks whose blocks re-read a small shared array
+    "ldcgs": Op("ldcgs", "ld.global.cg", None, "global", True),
 }
 WIDTHS = {32: (".u32", 1), 64: (".v2.u32", 2), 128: (".v4.u32", 4)}  # bits: (PTX type, regs)
 
@@ -235,11 +238,16 @@ LEVELS = {
     "shared/write": ("sts", 0, "shared"),
     "L1/read": ("ldca", 1, "l1"),
     "L2/read": ("ldcg", 0, "l2"),  # the calibrating launches leave the footprint in L2
+    # every SM reads the whole footprint, each line once per pass on an SM (one block per SM:
+    # two blocks of one SM on the same lines would share misses in the SM)
+    "L2/read-same-lines": ("ldcgs", 0, "l2"),
     "L2/write": ("stcg", 0, "l2"),
     "DRAM/read": ("ldcg", 0, "dram"),
     "DRAM/write": ("stcg", 0, "dram"),
     "DRAM/copy": ("cpcg", 0, "dram"),
 }
+ONE_BLOCK_PER_SM = {"L2/read-same-lines"}
+MAX_BLOCK_WARPS = 32
 FOOTPRINT_ITEM = "footprint"
 ITEMS = [f"bandwidth/{k}" for k in (*LEVELS, FOOTPRINT_ITEM)]
 ON_CHIP = ("shared", "L1", "L2")
@@ -345,6 +353,15 @@ def configurations(widths, ilps, warps, block_warps: int) -> list[Config]:
     """The sweep in order of bytes in flight per SM, then warps."""
     cs = [Config(b, i, w, block_warps) for b in widths for i in ilps for w in warps]
     return sorted(cs, key=lambda c: (c.inflight, c.warps, c.bits))
+
+
+def level_configurations(item: str, plan) -> list[Config]:
+    """The plan's sweep for one level; a one-block-per-SM level keeps the occupancies one
+    block can hold."""
+    if item in ONE_BLOCK_PER_SM:
+        return configurations(plan.bw_widths, plan.bw_ilps,
+                              [w for w in plan.bw_warps if w <= MAX_BLOCK_WARPS], MAX_BLOCK_WARPS)
+    return configurations(plan.bw_widths, plan.bw_ilps, plan.bw_warps, plan.bw_block_warps)
 
 
 # --- the rate of one launch, from what its warps wrote
@@ -553,7 +570,7 @@ def bench_level(r: Launcher, item: str, fp: dict, flags: dict, rules: dict | Non
     region = p.bw_region_us if level in ON_CHIP else p.bw_dram_region_us
     fl = list(flags.get(level, []))
     out: list[Result] = []
-    for cfg in configurations(p.bw_widths, p.bw_ilps, p.bw_warps, p.bw_block_warps):
+    for cfg in level_configurations(item, p):
         out.append(measure(r, f"bwconfig/{item}", op_key, cfg, fp[fkey], warm, region,
                            p.bw_launches, rules, fl, {"level": level, "rw": item.split("/")[1]}))
     sat = saturation([_as_dict(x) for x in out])
@@ -728,8 +745,33 @@ def conclusions(bw: dict) -> list[str]:
         c.append(f"DRAM read bandwidth is {bw['DRAM/read_over_copy']:.2f} x the copy's (read + "
                  "write bytes) in the same run.")
     c += _l2_conclusion(bw.get("footprint_check") or {})
+    c += _same_lines_conclusion(bw)
     c += _dram_conclusion(bw.get("write_vs_read") or {})
     return c
+
+
+def _same_lines_conclusion(bw: dict) -> list[str]:
+    """L2 read where every SM reads the same lines against the read where each line goes to
+    one SM per pass, both at their best configuration and the same footprint."""
+    one, same = bw.get("L2/read") or {}, bw.get("L2/read-same-lines") or {}
+    if not (one.get("GB/s") and same.get("GB/s")):
+        return []
+    r = same["GB/s"] / one["GB/s"]
+    line = (f"L2 read with every SM reading the same lines: {same['GB/s']:.0f} GB/s, {r:.2f} x the "
+            f"read where each line goes to one SM per pass ({one['GB/s']:.0f} GB/s)")
+    if r > 1 + PEAK_TOL:
+        line += (": the L2 serves lines that many SMs read faster than lines spread over the SMs, so "
+                 "L2 figures from kernels whose blocks re-read one shared array are the higher of the two.")
+    elif r < 1 - PEAK_TOL:
+        line += ": lines read by every SM are served slower (requests meet at the same L2 slices)."
+    else:
+        line += ": the two agree within 2%."
+    return [line + _flags_text(one, same)]
+
+
+def _flags_text(*figures: dict) -> str:
+    fl = sorted({f.split(":")[0] for v in figures for f in v.get("flags") or []})
+    return f" [flags: {', '.join(fl)}]" if fl else ""
 
 
 def _dram_conclusion(d: dict) -> list[str]:

@@ -36,10 +36,12 @@ def _table(path: str | None = None) -> dict:
 
 def peak_for(gpu_name: str, atype: str, path: str | None = None) -> Peak | None:
     """The dense peak for an input type on a GPU, or None when the table has none."""
-    g = _table(path).get("gpu", {}).get(gpu_name)
+    gpus = _table(path).get("gpu", {})
+    g = gpus.get(gpu_name)
     if not g:
         return None
-    p = g.get("peaks", {}).get(atype)
+    # a GPU whose datasheet gives the same figures as another's names it (peaks_as)
+    p = (gpus.get(g["peaks_as"], {}) if "peaks_as" in g else g).get("peaks", {}).get(atype)
     if not p:
         return None
     return Peak(float(p["tflops"]), float(p["clock_mhz"]), int(g["sm_count"]), str(g["source"]))

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.bench.clock import clock_flag as sm_clock_flag
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
 from gpudissect.bench.runner import WORKER_FAILED
@@ -55,6 +56,7 @@ from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
+from gpudissect.suites.behaviour.analyse import occupancy_rules
 from gpudissect.suites.tensor import layouts
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import (
@@ -314,24 +316,16 @@ def kernel_clock(dev: Device, target: Target) -> dict:
     """The SM clock measured inside a kernel now (bench/clock.py): what the TFLOP/s use."""
     c = measure_sm_clock(dev, target)
     return {k: c[k] for k in ("sm_mhz_kernel", "sm_mhz_kernel_min", "sm_mhz_kernel_max",
-                              "sm_mhz_kernel_error") if k in c}
-
-
-CLOCK_TOL = 0.01  # an in-kernel SM clock this far above NVML's maximum is not physical
+                              "sm_mhz_host", "sm_mhz_kernel_error") if k in c}
 
 
 def clock_flag(dev: Device, clocks: list[dict]) -> str | None:
-    """A flag when an SM clock measured in a kernel is above the maximum SM clock NVML reports
-    (no SM runs faster than that: the measurement, and every TFLOP/s from it, is then suspect)."""
+    """bench/clock.clock_flag against the maximum SM clock NVML reports (when it reports one)."""
     try:
         top = (dev.clocks() or {}).get("sm_max_mhz")
     except Exception:  # noqa: BLE001 - no NVML: nothing to compare with
-        return None
-    seen = [c["sm_mhz_kernel"] for c in clocks if c.get("sm_mhz_kernel")]
-    if not (isinstance(top, (int, float)) and top > 0 and seen) or max(seen) <= (1 + CLOCK_TOL) * top:
-        return None
-    return (f"clock-suspect: the SM clock measured in a kernel ({max(seen):.0f} MHz) is above the maximum "
-            f"NVML reports ({top:.0f} MHz); the TFLOP/s from it are suspect")
+        top = None
+    return sm_clock_flag(clocks, top if isinstance(top, (int, float)) and top > 0 else None)
 
 
 def _mhz(clocks: list[dict]) -> float | None:
@@ -352,6 +346,7 @@ class Meter:
     registers_per_sm: int
     texts: dict
     schedulers: int | None = None  # warp schedulers per SM (target facts: limits.issue)
+    reg_granule: int = 1  # registers per thread are allocated in multiples of this
 
     def kernels(self, family: str) -> list[Kernel]:
         return [k for k in self.w.kernels if family_key(k) == family]
@@ -369,7 +364,7 @@ class Meter:
                 "issuers": cfg.issuers, **ks[0].meta, **(extra or {})}
         unit = "instr/cycle/SM"
         refusal = register_refusal(max(b.regs for b in built if isinstance(b, Built)), cfg.warps,
-                                   self.registers_per_sm)
+                                   self.registers_per_sm, self.reg_granule)
         if refusal:
             return Result(v.name, measure, None, unit, "none", params=base, sass=_sass_list(chk), flags=[refusal],
                           **cite)
@@ -644,7 +639,8 @@ class TensorSuite(SuiteBase):
         v, dev, target = w.variant, ctx.dev, ctx.target
         facts = target.facts["target"]
         sched = (target.facts.get("limits") or {}).get("issue", {}).get("schedulers_per_sm")
-        limits = (facts["max_warps_per_block"], facts["registers_per_sm"], texts, sched)
+        granule = occupancy_rules(target)["reg_alloc_unit"] // 32
+        limits = (facts["max_warps_per_block"], facts["registers_per_sm"], texts, sched, granule)
         if isinstance(v, MmaVariant):
             # sparse: flops are of the logical (dense-equivalent) shape, compared with the
             # datasheet's sparse figure ('<type>:sparse' in data/tensor_peaks.toml)

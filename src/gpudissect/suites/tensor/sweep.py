@@ -38,7 +38,6 @@ LAUNCHES = 2  # launches per point; each times TIMED_REPS repetitions and drops 
 # flags that keep a configuration out of the peak (its measurement is not trustworthy)
 BAD = ("poor-fit", "noisy", "sm-idle", "exceeds-peak", "non-positive", "not timed", "refused", "error",
        "clock-changed")
-REG_GRANULE = 8  # registers per thread are allocated in multiples of this (sm_90)
 
 
 @dataclass(frozen=True)
@@ -74,13 +73,15 @@ def blocks_for(warps: int, per_block: int) -> int:
     return -(-warps // per_block)
 
 
-def register_refusal(regs: int, warps: int, registers_per_sm: int) -> str | None:
+def register_refusal(regs: int, warps: int, registers_per_sm: int, granule: int) -> str | None:
     """Why ``warps`` warps of a kernel of ``regs`` registers per thread cannot share one SM
-    (None when they can): the register file holds them all or none run together."""
-    need = -(-regs // REG_GRANULE) * REG_GRANULE * 32 * warps
+    (None when they can): the register file holds them all or none run together. ``granule``:
+    registers per thread are allocated in multiples of it (the occupancy rules' unit per warp
+    over 32)."""
+    need = -(-regs // granule) * granule * 32 * warps
     if regs and need > registers_per_sm:
         return (f"refused: {warps} warps need {need} registers ({regs} registers per thread, allocated in "
-                f"{REG_GRANULE}s); the SM holds {registers_per_sm}")
+                f"{granule}s); the SM holds {registers_per_sm}")
     return None
 
 
