@@ -363,3 +363,17 @@ def test_committed_h100_data_renders():
     assert re.search(r"^-ptx_opcode_latency_fp \d+,\d+,\d+,\d+,\d+  # ", cfg, re.M)
     rows = compare(rs, load_result_set("a100"))
     assert any(r.key == "instr/fma.rn.f32/latency" for r in rows)
+
+
+def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
+    import gpudissect.suites as suites
+
+    rs = load_result_set(full)
+    rs.docs["extra"] = {"suite": "extra", "provenance": {}, "records": [],
+                        "summary": {"conclusions": ["Cluster of 16: refused (the driver's reason)."]}}
+    monkeypatch.setitem(suites.SUITES, "extra", "gpudissect.suites.behaviour")  # any registered shape
+    md = timing_reference(rs)
+    head = f"## {suites.get_suite('behaviour').description[:1].upper()}"
+    assert head in md and "(suite `extra`)" in md
+    assert "- Cluster of 16: refused (the driver's reason)." in md
+    assert md.index("(suite `extra`)") < md.index("## Instruction timings by class")

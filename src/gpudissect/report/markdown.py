@@ -80,6 +80,27 @@ def _conclusions(rs: ResultSet, suite: str, words: tuple[str, ...] = ()) -> list
     return [f"- {c}" for c in cs]
 
 
+COVERED = ("instructions", "memory", "tensor", "behaviour")  # the sections above
+
+
+def _other_suites(rs: ResultSet) -> list[str]:
+    """A section per other suite in the results (in registry order): its description and its
+    conclusions, with a suite's own markdown (``view.markdown_section(summary)``) where it
+    has one."""
+    from gpudissect.suites import SUITES, get_suite, suite_module
+
+    out: list[str] = []
+    for name in SUITES:
+        if name in COVERED or name not in rs.suites():
+            continue
+        desc = getattr(get_suite(name), "description", "") or name
+        out += [f"## {desc[:1].upper() + desc[1:]} (suite `{name}`)", ""]
+        own = getattr(suite_module(name, "view"), "markdown_section", None)
+        body = own(_summary(rs, name)) if own else []
+        out += (body or []) + _conclusions(rs, name) + [""]
+    return out
+
+
 def _quantity_rows(rs: ResultSet, names: list[tuple[str, str]]) -> list[str]:
     lines = ["| quantity | value | unit | measured by |", "|---|---:|---|---|"]
     for name, label in names:
@@ -222,6 +243,8 @@ def timing_reference(rs: ResultSet) -> str:
                         "% of peak": r["pct_of_peak"], "flags": r["flags"]} for r in trows])
     else:
         L += [f"Tensor-core latency and throughput: {NOT_MEASURED} (tensor suite).", ""]
+
+    L += _other_suites(rs)
 
     L += ["## Instruction timings by class", ""]
     if not rows:
