@@ -1,7 +1,8 @@
 #!/bin/bash
 # Every suite on the device machine, one GPU, one run (data/h100/, data/h200/): run from the
 # repository root with OUT set (the device tool sets it). Phase 1: instructions, memory,
-# behaviour; phase 2 (the next call, on the same machine): tensor and the GPU tests.
+# behaviour; phase 2 (the next call, on the same machine): tensor and the GPU tests; phase 3:
+# the Hopper suites (cluster, async, sync) and the predictor's validation.
 # Each suite has its own store in /tmp (kept between the two calls); what comes back under $OUT:
 # <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py), the run log,
 # nvidia-smi readings and the wall time of each phase.
@@ -29,4 +30,11 @@ case "$1" in
      $G export $OUT/tensor-layouts.json.gz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
      pack tensor
      timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee $OUT/gpu-pytest.log ;;
+  3) start=$(date +%s)
+     suite cluster 150; suite async 150; suite sync 150
+     echo "phase 3 (cluster, async, sync): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     /usr/bin/time -f "predict validation: wall %e s" timeout 150 $G predict --validate --data data/h100 \
+         -o $OUT/predict-validation.json --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
+     pack cluster async sync  # at most 8 files come back: the three packs as one tar
+     (cd $OUT && tar cf hopper-stores.tar cluster.db.xz async.db.xz sync.db.xz && rm -f cluster.db.xz async.db.xz sync.db.xz) ;;
 esac
