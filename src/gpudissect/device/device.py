@@ -14,6 +14,18 @@ from typing import Protocol
 
 import numpy as np
 
+from gpudissect.device.tensormap import (
+    TMAP_ALIGN,
+    TMAP_BYTES,
+    TMAP_DTYPES,
+    TMAP_INTERLEAVE,
+    TMAP_L2,
+    TMAP_OOB,
+    TMAP_SWIZZLE,
+    TensorMap,
+    TensorMapError,
+)
+
 
 class NoGPU(RuntimeError):
     pass
@@ -107,7 +119,7 @@ class Tex:
 
 
 # A scalar kernel argument: a numpy scalar of the PTX parameter's width (np.uint32(5), ...).
-Arg = Buf | Tex | np.generic
+Arg = Buf | Tex | TensorMap | np.generic
 
 
 @dataclass
@@ -186,6 +198,7 @@ class CudaDevice:
         self._bufs: dict[str, tuple] = {}
         self._texobjs: dict[tuple[int, int, str], object] = {}  # (buffer handle, nbytes, fmt)
         self._tex_limits: tuple[int, int] | None = None  # (max 1D linear width, alignment)
+        self._libcuda = None  # ctypes handle of the driver (tensor-map encoding)
         err, ver = cu.cuDriverGetVersion()
         props = self.dev.properties
         cc = self.dev.compute_capability
@@ -273,6 +286,41 @@ class CudaDevice:
             (self._texobjs[key],) = self._check(cu.cuTexObjectCreate(res, tex, None))
         return int(self._texobjs[key]), ptr
 
+    def encode_tensor_map(self, t: TensorMap, ptr: int) -> bytes:
+        """The 128 bytes of ``t`` encoded over device address ``ptr`` (the driver's
+        ``cuTensorMapEncodeTiled``, called through ctypes: plain C arrays, no binding-version
+        differences); :class:`TensorMapError` when the driver refuses it."""
+        import ctypes
+
+        t.validate()
+        r = t.rank
+        es = t.elem_strides or (1,) * r
+        if self._libcuda is None:
+            self._libcuda = ctypes.CDLL("libcuda.so.1")
+        raw = (ctypes.c_uint64 * (TMAP_BYTES // 8))()
+        res = self._libcuda.cuTensorMapEncodeTiled(
+            ctypes.byref(raw), ctypes.c_int(TMAP_DTYPES[t.dtype][1]), ctypes.c_uint32(r),
+            ctypes.c_void_p(ptr + t.offset), (ctypes.c_uint64 * r)(*t.dims),
+            (ctypes.c_uint64 * max(r - 1, 1))(*(t.strides or (0,))), (ctypes.c_uint32 * r)(*t.box),
+            (ctypes.c_uint32 * r)(*es), ctypes.c_int(TMAP_INTERLEAVE[t.interleave][0]),
+            ctypes.c_int(TMAP_SWIZZLE[t.swizzle][0]), ctypes.c_int(TMAP_L2[t.l2_promotion][0]),
+            ctypes.c_int(TMAP_OOB[t.oob_fill][0]))
+        if res != 0:
+            raise TensorMapError(f"tensor map over '{t.buf.name}': cuTensorMapEncodeTiled refused it "
+                                 f"(CUresult {res})")
+        return bytes(raw)
+
+    def _tensor_map(self, t: TensorMap) -> tuple[int, int]:
+        """Upload ``t.buf``, encode ``t`` over it and copy the 128-byte map to device memory of
+        its own (64-byte aligned): (the map's device address, the buffer's address)."""
+        t.validate()
+        _b, ptr = self._upload("m:" + t.buf.name, t.buf, 128)
+        host = np.frombuffer(self.encode_tensor_map(t, ptr), dtype=np.uint8).copy()
+        mb = self._buf(f"map:{t.buf.name}:{t.key()}", TMAP_BYTES + TMAP_ALIGN)
+        mptr = -(-int(mb.handle) // TMAP_ALIGN) * TMAP_ALIGN
+        self._check(self._cu.cuMemcpyHtoD(mptr, host.ctypes.data, TMAP_BYTES))
+        return mptr, ptr
+
     def _drop_textures(self, handle: int | None = None) -> None:
         """Destroy the texture objects over the buffer at ``handle`` (all when None)."""
         for key in [k for k in self._texobjs if handle is None or k[0] == handle]:
@@ -333,7 +381,9 @@ class CudaDevice:
         (texture objects, passed as .u64 handles) and numpy scalars, in the order of the
         kernel's parameters; ``cluster``: thread-block cluster dimensions (a size above the
         portable 8 is allowed through the kernel's non-portable attribute; the driver refuses
-        what the GPU cannot place, as a ``RuntimeError`` naming its error). Returns the
+        what the GPU cannot place, as a ``RuntimeError`` naming its error). With a cluster,
+        cuda-core counts ``grid`` in clusters, not blocks (measured: a grid of n launches n x
+        the cluster size blocks). Returns the
         read-back buffers and per-launch GPU times (events) and wall times."""
         from cuda.core import LaunchConfig, launch
 
@@ -356,8 +406,12 @@ class CudaDevice:
                 buf = a.buf
                 handle, ptr = self._texture(a)
                 params.append(np.uint64(handle))
+            elif isinstance(a, TensorMap):
+                buf = a.buf
+                mptr, ptr = self._tensor_map(a)
+                params.append(np.uint64(mptr))
             else:
-                raise TypeError(f"kernel argument {a!r}: use Buf, Tex or a numpy scalar "
+                raise TypeError(f"kernel argument {a!r}: use Buf, Tex, TensorMap or a numpy scalar "
                                 "(np.uint64(...))")
             if buf.read:
                 reads.append((buf, ptr))
@@ -393,6 +447,89 @@ class CudaDevice:
             self._check(cu.cuMemcpyDtoH(host.ctypes.data, ptr, host.nbytes))
             outs[a.name] = host
         return KernelRun(outs, gpu_ms, walls)
+
+    def launch_series(self, cubin: bytes, kernels: list[str], grid: int, block: int, count: int,
+                      mode: str = "stream", repeats: int = 3) -> KernelRun:
+        """Launch-cost timing: ``count`` launches of the parameterless ``kernels`` in turn, back
+        to back on the stream, ``repeats`` times (after one untimed series). ``mode``:
+        ``stream`` (``cuLaunchKernel`` each), ``pdl`` (``cuLaunchKernelEx``, every launch after
+        the first with programmatic stream serialization allowed), ``graph`` (the series
+        captured once into a CUDA graph, instantiated untimed, then each repeat one
+        ``cuGraphLaunch``). Per repeat: ``gpu_ms`` between events around the series, ``wall_s``
+        from the first launch call to the end of the synchronisation; ``outputs["submit_s"]``:
+        the host time of the launch calls alone."""
+        cu = self._cu
+        if mode not in ("stream", "pdl", "graph"):
+            raise ValueError(f"launch_series mode '{mode}': one of stream, pdl, graph")
+        funcs = []
+        for name in kernels:
+            h = self._kernel(cubin, name)._handle
+            funcs.append(self._check(cu.cuKernelGetFunction(h))[0] if isinstance(h, cu.CUkernel) else h)
+        s = int(self.stream.handle)
+        cfgs = []
+        if mode == "pdl":
+            for i in range(2):
+                c = cu.CUlaunchConfig()
+                c.gridDimX, c.gridDimY, c.gridDimZ = grid, 1, 1
+                c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
+                c.sharedMemBytes = 0
+                c.hStream = cu.CUstream(s)
+                if i:
+                    a = cu.CUlaunchAttribute()
+                    a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                    a.value.programmaticStreamSerializationAllowed = 1
+                    c.attrs = [a]
+                    c.numAttrs = 1
+                else:
+                    c.numAttrs = 0
+                cfgs.append(c)
+
+        def series() -> None:
+            for i in range(count):
+                f = funcs[i % len(funcs)]
+                if mode == "pdl":
+                    self._check(cu.cuLaunchKernelEx(cfgs[1 if i else 0], f, 0, 0))
+                else:
+                    self._check(cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, s, 0, 0))
+
+        self.stream.sync()
+        graph = gexec = None
+        err_, e0 = cu.cuEventCreate(0)
+        err_, e1 = cu.cuEventCreate(0)
+        gpu_ms, walls, submits = [], [], []
+        try:
+            if mode == "graph":
+                self._check(cu.cuStreamBeginCapture(
+                    s, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+                try:
+                    series()
+                finally:
+                    (graph,) = self._check(cu.cuStreamEndCapture(s))
+                (gexec,) = self._check(cu.cuGraphInstantiate(graph, 0))
+            for r in range(repeats + 1):
+                self._check(cu.cuEventRecord(e0, s))
+                t = time.perf_counter()
+                if gexec is not None:
+                    self._check(cu.cuGraphLaunch(gexec, s))
+                else:
+                    series()
+                t1 = time.perf_counter()
+                self._check(cu.cuEventRecord(e1, s))
+                self._check(cu.cuEventSynchronize(e1))
+                t2 = time.perf_counter()
+                (ms,) = self._check(cu.cuEventElapsedTime(e0, e1))
+                if r:  # the first series warms up (module load, graph upload)
+                    gpu_ms.append(float(ms))
+                    walls.append(t2 - t)
+                    submits.append(t1 - t)
+        finally:
+            cu.cuEventDestroy(e0)
+            cu.cuEventDestroy(e1)
+            if gexec is not None:
+                cu.cuGraphExecDestroy(gexec)
+            if graph is not None:
+                cu.cuGraphDestroy(graph)
+        return KernelRun({"submit_s": np.array(submits)}, gpu_ms, walls)
 
     def clocks(self) -> dict:
         return nvml_clocks(self.info.index)
@@ -453,9 +590,23 @@ class FakeDevice:
         for a in args:  # refused as the GPU refuses it
             if isinstance(a, Tex):
                 a.check_width(TEX1D_LINEAR_MAX_WIDTH)
+            if isinstance(a, TensorMap):
+                a.validate()
         outs = dict(self.launch_model(kernel, grid, block, args, smem))
         ms = outs.pop("_gpu_ms", [1e-3] * launches)
         return KernelRun(outs, list(ms), [1e-5] * launches)
+
+    def launch_series(self, cubin: bytes, kernels: list[str], grid: int, block: int, count: int,
+                      mode: str = "stream", repeats: int = 3) -> KernelRun:
+        """Synthetic launch-cost series (``launch_model(kernel, grid, block, [], 0)`` may give
+        ``_gpu_ms`` / ``_wall_s`` per launch of a series); same refusals as the GPU's."""
+        self.calls += 1
+        if mode not in ("stream", "pdl", "graph"):
+            raise ValueError(f"launch_series mode '{mode}': one of stream, pdl, graph")
+        outs = dict(self.launch_model(f"{mode}:{','.join(kernels)}", grid, block, [], 0)) if self.launch_model else {}
+        ms = float(outs.get("_gpu_ms", 2e-3)) * count
+        wall = float(outs.get("_wall_s", 3e-6)) * count
+        return KernelRun({"submit_s": np.full(repeats, wall / 2)}, [ms] * repeats, [wall] * repeats)
 
     def free_memory(self) -> int:
         return self.free_bytes

@@ -41,7 +41,8 @@ class WorkerFailed(RuntimeError):
 NON_STICKY = ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE",
               "CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_NOT_FOUND", "CUDA_ERROR_INVALID_IMAGE",
               "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_INVALID_PTX",
-              "CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+              "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_INVALID_CLUSTER_SIZE",
+              "CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES")
 SHM_MIN = 1 << 20  # results with fewer array bytes than this travel through the pipe
 SHM_MAX = 256 << 20
 
@@ -103,7 +104,7 @@ def _child(conn, factory: Callable[[], Any]) -> None:
                 shm = _attach(args[0])
                 res = None
             else:
-                if method in ("run", "launch"):
+                if method in ("run", "launch", "launch_series"):
                     key, data = args[0]
                     if data is not None:
                         cubins[key] = data
@@ -197,7 +198,7 @@ class WorkerDevice:
             self._shm_ready = True
             self._call("_shm", self._shm.name)
         what = method
-        if method in ("run", "launch"):
+        if method in ("run", "launch", "launch_series"):
             cubin, kernel = args[0], args[1]
             key = self._key(cubin)
             args = ((key, None if key in self._sent else bytes(cubin)), *args[1:])
@@ -280,6 +281,10 @@ class WorkerDevice:
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
                launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:
         return self._call("launch", cubin, kernel, grid, block, args, smem, launches, cluster)
+
+    def launch_series(self, cubin: bytes, kernels: list[str], grid: int, block: int, count: int,
+                      mode: str = "stream", repeats: int = 3) -> KernelRun:
+        return self._call("launch_series", cubin, kernels, grid, block, count, mode, repeats)
 
     def clocks(self) -> dict:
         return self._call("clocks")

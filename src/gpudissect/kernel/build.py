@@ -49,6 +49,7 @@ class Built:
         return any(i.opcode in ("LDL", "STL") for i in self.instrs)
 
     usage: dict[str, int] | None = None  # cuobjdump's resource usage, once read (travels along)
+    ptxas_log: str = ""  # ptxas's messages for the module (info/warning lines; empty when silent)
 
     @property
     def regs(self) -> int:
@@ -89,7 +90,8 @@ def build_module(kernels: list[Kernel], arch: str, opt: int = 3,
         except RegionNotFound as e:
             out[k.name] = e
             continue
-        out[k.name] = Built(k, cub.cubin, "\n".join(i.text for i in f.instrs), f.instrs, reg, opt, arch)
+        out[k.name] = Built(k, cub.cubin, "\n".join(i.text for i in f.instrs), f.instrs, reg, opt, arch,
+                            ptxas_log=cub.log)
     return out
 
 

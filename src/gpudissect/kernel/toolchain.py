@@ -155,6 +155,7 @@ class CompileResult:
     cubin: bytes
     cached: bool
     key: str
+    log: str = ""  # what ptxas wrote on success (its "info"/"warning" lines, e.g. wgmma serialization)
 
 
 def compile_ptx(ptx: str, arch: str, opt: int = 3, use_cache: bool = True) -> CompileResult:
@@ -164,8 +165,9 @@ def compile_ptx(ptx: str, arch: str, opt: int = 3, use_cache: bool = True) -> Co
     ptxas = find_tool("ptxas")
     key = _key("ptxas", tool_version_full("ptxas"), arch, str(opt), ptx)
     path = cache_dir() / "cubin" / key[:2] / f"{key}.cubin"
+    logp = path.with_suffix(".log")
     if use_cache and path.exists():
-        return CompileResult(path.read_bytes(), True, key)
+        return CompileResult(path.read_bytes(), True, key, logp.read_text() if logp.exists() else "")
     with tempfile.TemporaryDirectory() as td:
         src = Path(td) / "k.ptx"
         dst = Path(td) / "k.cubin"
@@ -178,9 +180,12 @@ def compile_ptx(ptx: str, arch: str, opt: int = 3, use_cache: bool = True) -> Co
         if r.returncode != 0 or not dst.exists():
             raise PtxasError(r.stderr or r.stdout or f"ptxas exited with {r.returncode}")
         data = dst.read_bytes()
+        log = (r.stderr or "") + (r.stdout or "")
     if use_cache:
+        if log:
+            _atomic_write(logp, log.encode())
         _atomic_write(path, data)
-    return CompileResult(data, False, key)
+    return CompileResult(data, False, key, log)
 
 
 def disassemble(cubin: bytes, use_cache: bool = True) -> str:
