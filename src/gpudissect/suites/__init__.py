@@ -13,6 +13,9 @@ SUITES: dict[str, str] = {
     "memory": "gpudissect.suites.memory",
     "tensor": "gpudissect.suites.tensor",
     "behaviour": "gpudissect.suites.behaviour",
+    "async": "gpudissect.suites.async_copy",
+    "sync": "gpudissect.suites.sync",
+    "cluster": "gpudissect.suites.cluster",
 }
 
 

@@ -1,0 +1,419 @@
+"""The async suite: Hopper's asynchronous copy machinery (mbarrier, cp.async, TMA bulk and
+tensor copies, bulk stores and reductions, proxy and cluster fences), measured on the GPU.
+
+Items (patterns are globs on the names, or a group: ``mbarrier``, ``fence``, ``cpasync``, ``tma``,
+``tensor``, ``bw``):
+
+* ``op:<ptx>``: an mbarrier / fence / commit operation back to back in one thread (cycles each);
+* ``mbarrier:phase-flip`` (arrive + wait on a count-1 barrier), ``mbarrier:handshake`` (a
+  producer/consumer round trip between two warps of a CTA);
+* ``cpasync:<v>`` / ``sync:<v>``: a cp.async copy (4/8/16 bytes, .ca/.cg) issued and waited
+  for, against ld.global + st.shared of the same bytes;
+* ``tma:load:<where>:<tile>``, ``ld:<where>``: TMA bulk global -> shared issue to mbarrier
+  completion for an L2 hit (the same tile again) or a DRAM miss (fresh tiles), beside a
+  dependent ld.global.cg; ``tma:store|store.read|reduce:<tile>``: bulk shared -> global
+  (committed, waited for);
+* ``tensor:<config>``: cp.async.bulk.tensor 1D-5D, element types, swizzle modes (L2 hits);
+* ``bw:<kernel>:<where>:<tile>``: bandwidth at saturation (CTAs per SM swept until the rate
+  stops rising): TMA bulk and 2D tensor loads against tile size, L2 promotion, swizzle, bulk
+  stores and reductions, beside a vectorised ld.global.v4 stream and a cp.async stream run in
+  the same run;
+* ``wgmma:swizzle=<mode>``, ``wgmma:layout=<mode>``, ``wgmma:pipeline:stages=<s>`` (group
+  ``wgmma``, wgmma_feed.py): wgmma throughput with swizzled descriptors, TMA-written tiles
+  checked against numpy, and a TMA -> mbarrier -> wgmma pipeline.
+
+Chains time ``LENGTHS`` instances (slope), LAUNCHES launches each; streams time REPS
+repetitions of the whole grid's walk (globaltimer), LAUNCHES launches per configuration.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpudissect.bench.clock import measure_sm_clock
+from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.stats import noise_flag
+from gpudissect.device.device import Buf
+from gpudissect.device.tensormap import TensorMap
+from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.ptx import ptx_header
+from gpudissect.store.db import Result
+from gpudissect.suites.async_copy import analyse as an
+from gpudissect.suites.async_copy import checks
+from gpudissect.suites.async_copy.kernels import (
+    BAR_BYTES,
+    CPA_VARIANTS,
+    DRAM_STRIDE,
+    ILP,
+    LENGTHS,
+    OP_BODIES,
+    REPS,
+    ROW,
+    STAGES,
+    STREAM_THREADS,
+    Spec,
+    make_kernel,
+    module_header,
+)
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+LAUNCHES = 3
+SRC_BYTES = 1 * GiB  # DRAM footprint (20x the L2) and the DRAM-miss chains' fresh tiles
+L2_BYTES = 8 * MiB  # an L2-resident footprint
+L2_PASSES = 32  # passes over it per repetition
+SMEM_PER_SM = 227 * KiB  # the opt-in shared memory one CTA may use on sm_90
+TMA_LAT_TILES = (16, 256, 1024, 4096, 16384)
+STORE_TILES = (256, 4096)
+BW_TILES = (256, 512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
+TMA_CTAS = (1, 2, 4, 8, 16, 32)  # CTAs per SM swept (as far as shared memory allows)
+LD_CTAS = (1, 2, 4, 8)
+LD_ILP = 8  # 128-bit loads in flight per thread of the plain-load stream
+CPA_CTAS = (1, 2, 3)
+MAX_CTAS_PER_SM = 32
+CHAIN_SMEM = BAR_BYTES + 16 * KiB
+
+
+@dataclass
+class Probe:
+    name: str
+    group: str  # op | mbarrier | cpasync | tma | tensor | bw
+    specs: list[Spec]  # one per chain length, or the one stream kernel
+    stream: bool = False
+    params: dict = field(default_factory=dict)  # what the measurement needs beyond the kernel
+
+
+# ------------------------------------------------------------------------- tensor maps
+def _esize(dtype: str) -> int:
+    from gpudissect.device.tensormap import TMAP_DTYPES
+
+    return TMAP_DTYPES[dtype][0]
+
+
+def tensor_geometry(dtype: str, box: tuple[int, ...]) -> dict:
+    """A small tensor twice the box in every dimension, rows padded to 16 bytes: dims,
+    strides, bytes."""
+    e = _esize(dtype)
+    dims = tuple(2 * b for b in box)
+    strides, s = [], -(-dims[0] * e // 16) * 16
+    for d in dims[1:]:
+        strides.append(s)
+        s *= d
+    return {"dtype": dtype, "dims": dims, "strides": tuple(strides), "box": tuple(box),
+            "nbytes": s if len(dims) > 1 else dims[0] * e}
+
+
+# rank sweep (f32, 1 KiB box), element types and swizzle modes (4 KiB box, 2D)
+TENSOR_CONFIGS: dict[str, dict] = {
+    "rank1": {"dtype": "f32", "box": (256,)},
+    "rank2": {"dtype": "f32", "box": (32, 8)},
+    "rank3": {"dtype": "f32", "box": (16, 4, 4)},
+    "rank4": {"dtype": "f32", "box": (8, 4, 4, 2)},
+    "rank5": {"dtype": "f32", "box": (4, 4, 4, 2, 2)},
+    "dtype=u8": {"dtype": "u8", "box": (128, 32)},
+    "dtype=u16": {"dtype": "u16", "box": (64, 32)},
+    "dtype=f32": {"dtype": "f32", "box": (32, 32)},
+    "dtype=f64": {"dtype": "f64", "box": (16, 32)},
+    "swizzle=none": {"dtype": "f32", "box": (32, 32), "swizzle": "none"},
+    "swizzle=32B": {"dtype": "f32", "box": (8, 128), "swizzle": "32B"},
+    "swizzle=64B": {"dtype": "f32", "box": (16, 64), "swizzle": "64B"},
+    "swizzle=128B": {"dtype": "f32", "box": (32, 32), "swizzle": "128B"},
+}
+
+
+def tensor_map(cfg: dict, buf: Buf | None = None) -> TensorMap:
+    g = tensor_geometry(cfg["dtype"], cfg["box"])
+    buf = buf or Buf("tsrc", nbytes=g["nbytes"], zero=True)
+    return TensorMap(buf, cfg["dtype"], g["dims"], g["strides"], g["box"], swizzle=cfg.get("swizzle", "none"),
+                     l2_promotion=cfg.get("l2", "none"))
+
+
+def stream_map(tile: int, footprint: int, swizzle: str = "none", l2: str = "none") -> tuple[TensorMap, dict]:
+    """The 2D f32 view of the stream source (rows of 4 KiB) and the box of ``tile`` bytes
+    (32 elements = 128 bytes across, tile / 128 rows)."""
+    rows = footprint // 4096
+    bw, bh = 32, tile // 128
+    m = TensorMap(Buf("src", nbytes=SRC_BYTES), "f32", (1024, rows), (4096,), (bw, bh), swizzle=swizzle,
+                  l2_promotion=l2)
+    return m, {"tiles_x": 1024 // bw, "box_w": bw, "box_h": bh, "tiles_y": rows // bh}
+
+
+# ------------------------------------------------------------------------- the plan
+def _chain(name: str, group: str, kind: str, params: dict, threads: int = 32, smem: int = CHAIN_SMEM,
+           extra: dict | None = None) -> Probe:
+    tag = _tag(name)
+    specs = [Spec(f"ac_{tag}_n{n}", kind, dict(params), n, threads, smem) for n in LENGTHS]
+    return Probe(name, group, specs, False, extra or {})
+
+
+def _tag(name: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in name)
+    return out.strip("_")
+
+
+def _stream(name: str, kind: str, params: dict, threads: int, smem: int, ctas: tuple[int, ...],
+            extra: dict) -> Probe:
+    fit = tuple(c for c in ctas if c * (smem + 1 * KiB) <= SMEM_PER_SM + 1 * KiB and c <= MAX_CTAS_PER_SM)
+    spec = Spec(f"ac_{_tag(name)}", kind, dict(params), 1, threads, smem)
+    return Probe(name, "bw", [spec], True, {**extra, "ctas": fit or ctas[:1]})
+
+
+def _where(where: str) -> tuple[int, int]:
+    """(footprint, bytes per repetition) of a stream."""
+    return (SRC_BYTES, SRC_BYTES) if where == "dram" else (L2_BYTES, L2_BYTES * L2_PASSES)
+
+
+def stages_for(tile: int) -> int:
+    """TMA ring depth of a stream: STAGES, halved for the largest tiles so that at least two
+    CTAs fit an SM (the sweep over CTAs per SM needs two points)."""
+    return STAGES if tile <= 16 * KiB else STAGES // 2
+
+
+def op_group(op: str) -> str:
+    """The group of an ``op:`` chain: mbarrier, fence, cpasync (LDGSTS groups) or tma (bulk)."""
+    for prefix, group in (("mbarrier", "mbarrier"), ("fence", "fence"), ("cp.async.bulk", "tma"),
+                          ("cp.async", "cpasync")):
+        if op.startswith(prefix):
+            return group
+    return "op"
+
+
+def all_probes() -> list[Probe]:
+    ps: list[Probe] = []
+    for op in OP_BODIES:
+        ps.append(_chain(f"op:{op}", op_group(op), "op", {"op": op}))
+    ps.append(_chain("mbarrier:phase-flip", "mbarrier", "phase", {}))
+    ps.append(_chain("mbarrier:handshake", "mbarrier", "handshake", {}, threads=64))
+    for v in CPA_VARIANTS:
+        ps.append(_chain(f"cpasync:{v}", "cpasync", "cpasync", {"variant": v}))
+        ps.append(_chain(f"sync:{v}", "cpasync", "sync", {"copy": v}))
+    for where in ("l2", "dram"):
+        ps.append(_chain(f"ld:{where}", "tma", "ld", {"where": where}))
+        for t in TMA_LAT_TILES:
+            ps.append(_chain(f"tma:load:{where}:{t}", "tma", "tma_load", {"tile": t, "where": where}))
+    for t in STORE_TILES:
+        ps.append(_chain(f"tma:store:{t}", "tma", "tma_store", {"tile": t, "op": "store"}))
+        ps.append(_chain(f"tma:store.read:{t}", "tma", "tma_store", {"tile": t, "op": "store", "read": True}))
+        ps.append(_chain(f"tma:reduce:{t}", "tma", "tma_store", {"tile": t, "op": "reduce.add.u32"}))
+    for cname, cfg in TENSOR_CONFIGS.items():
+        g = tensor_geometry(cfg["dtype"], cfg["box"])
+        nb = int(np.prod(cfg["box"])) * _esize(cfg["dtype"])
+        ps.append(_chain(f"tensor:{cname}", "tensor", "tensor", {"rank": len(cfg["box"]), "box_bytes": nb},
+                         extra={"config": cname, "geometry": {k: list(v) if isinstance(v, tuple) else v
+                                                             for k, v in g.items()}}))
+    # bandwidth
+    for where in ("dram", "l2"):
+        fp, per_rep = _where(where)
+        for t in BW_TILES:
+            ps.append(_stream(f"bw:tma.bulk:{where}:{t}", "tma_stream",
+                              {"mode": "bulk", "tile": t, "mask": fp - 1, "stages": stages_for(t)},
+                              32, BAR_BYTES + stages_for(t) * t, TMA_CTAS,
+                              {"where": where, "tile": t, "bytes": per_rep, "a": per_rep // t}))
+        ps.append(_stream(f"bw:ld.v4:{where}", "ld_stream", {"mask": fp - 1, "ilp": LD_ILP}, STREAM_THREADS,
+                          BAR_BYTES, LD_CTAS, {"where": where, "bytes": per_rep, "width": 16, "ilp": LD_ILP}))
+        ps.append(_stream(f"bw:cp.async.cg16:{where}", "cpasync_stream", {"variant": "cg16", "mask": fp - 1},
+                          STREAM_THREADS, BAR_BYTES + STAGES * STREAM_THREADS * ILP * 16, CPA_CTAS,
+                          {"where": where, "bytes": per_rep, "width": 16}))
+    fp, per_rep = _where("l2")
+    for v in ("ca4", "ca8", "ca16"):
+        size = CPA_VARIANTS[v][1]
+        ps.append(_stream(f"bw:cp.async.{v}:l2", "cpasync_stream", {"variant": v, "mask": fp - 1}, STREAM_THREADS,
+                          BAR_BYTES + STAGES * STREAM_THREADS * ILP * size, CPA_CTAS,
+                          {"where": "l2", "bytes": per_rep // 4, "width": size}))
+    fp, per_rep = _where("dram")
+    tensor_variants = [("none", "none", t) for t in BW_TILES] + [("128B", "none", 8 * KiB)] + \
+        [("none", p, 8 * KiB) for p in ("64B", "128B", "256B")]
+    for sw, l2, t in tensor_variants:
+        _m, geo = stream_map(t, fp, sw, l2)
+        tag = "" if sw == "none" and l2 == "none" else (f".swizzle{sw}" if sw != "none" else f".l2promo{l2}")
+        ps.append(_stream(f"bw:tma.tensor2d{tag}:dram:{t}", "tma_stream",
+                          {"mode": "tensor", "tile": t, "stages": stages_for(t), **geo},
+                          32, BAR_BYTES + stages_for(t) * t, TMA_CTAS,
+                          {"where": "dram", "tile": t, "bytes": per_rep, "a": per_rep // t, "swizzle": sw, "l2": l2}))
+    for op, key in (("store", "tma.store"), ("reduce.add.u32", "tma.reduce")):
+        for t in (4 * KiB, 16 * KiB):
+            ps.append(_stream(f"bw:{key}:dram:{t}", "tma_store_stream", {"op": op, "tile": t, "mask": fp - 1},
+                              32, BAR_BYTES + t, TMA_CTAS,
+                              {"where": "dram", "tile": t, "bytes": per_rep, "a": per_rep // t}))
+    return ps
+
+
+def wgmma_probes() -> list[Probe]:
+    """The wgmma items (wgmma_feed.py: swizzled descriptors, TMA-written layouts, the TMA ->
+    mbarrier -> wgmma pipeline); built for the architecture-specific target."""
+    from gpudissect.suites.async_copy.wgmma_feed import probe_specs
+
+    return [Probe(name, "wgmma", specs, False, params) for name, specs, params in probe_specs()]
+
+
+def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
+    if not patterns:
+        return probes
+    out = [p for p in probes if any(fnmatch.fnmatchcase(p.name, pat) or p.group == pat or p.name == pat
+                                    or p.name.startswith(pat + ":") for pat in patterns)]
+    if not out:
+        raise SuiteInputError(f"no async probe matches {patterns} (groups: mbarrier, fence, cpasync, tma, tensor, bw, wgmma; "
+                              "or names like 'bw:tma.bulk:*')")
+    return out
+
+
+# ------------------------------------------------------------------------- measuring
+def _args(ctx: Context, spec: Spec, rows: int, a: int, tmap: TensorMap | None) -> list:
+    return [Buf("out", nbytes=rows * ROW * 8, read=True, dtype="u8", zero=True),
+            Buf("src", nbytes=SRC_BYTES), Buf("dst", nbytes=SRC_BYTES),
+            tmap if tmap is not None else np.uint64(0), np.uint32(a), np.uint64(0)]
+
+
+def _run(ctx: Context, b: Built, spec: Spec, grid: int, a: int, tmap: TensorMap | None) -> np.ndarray:
+    warps = -(-spec.threads // 32)
+    r = ctx.dev.launch(b.cubin, b.name, grid, spec.threads, _args(ctx, spec, grid * warps, a, tmap), smem=spec.smem)
+    return r.outputs["out"].reshape(-1, ROW)[: grid * warps]
+
+
+def _slot(ctx: Context) -> int:
+    """A fresh DRAM region of the source for a DRAM-miss chain launch (never read before in
+    this run: the chains run before the streams)."""
+    per = max(LENGTHS) * REPS * DRAM_STRIDE
+    s = ctx.state.get("slot", 0)
+    ctx.state["slot"] = (s + 1) % (SRC_BYTES // per - 1)  # a chain reads one repetition past its slot
+    return s
+
+
+def measure_chain(ctx: Context, p: Probe, built: list[Built]) -> Result:
+    spec0 = p.specs[0]
+    tmap = tensor_map(TENSOR_CONFIGS[p.params["config"]]) if "config" in p.params else None
+    per_launch, raw = [], []
+    for _ in range(LAUNCHES):
+        pair = []
+        for b, spec in zip(built, p.specs, strict=True):
+            a = _slot(ctx) if spec.params.get("where") == "dram" else 0
+            pair.append(an.chain_cycles(_run(ctx, b, spec, 1, a, tmap), REPS))
+        per_launch.append((pair[0], pair[1]))
+        raw.append({str(n): c for n, c in zip(LENGTHS, pair, strict=True)})
+    fit = an.chain_slope(LENGTHS, per_launch)
+    flags = list(fit.pop("flags"))
+    for b, spec in zip(built, p.specs, strict=True):
+        flags += checks.check(b, spec)
+    return Result(p.name, "latency" if p.group in ("tma", "tensor") or p.name.startswith(("cpasync", "sync"))
+                  else "cost", fit["value"], "cycles",
+                  f"slope between {LENGTHS[0]} and {LENGTHS[1]} instances in one thread: per launch the median over "
+                  f"{REPS - 1} kept repetitions at each length; median of {LAUNCHES} launches",
+                  params={**spec0.params, **{k: v for k, v in p.params.items()}, "lengths": list(LENGTHS),
+                          "launches": LAUNCHES, "threads": spec0.threads},
+                  fit={**fit, "sass": checks.sass_counts(built[-1], p.specs[-1])},
+                  samples={"launches": raw}, flags=flags, cls="async")
+
+
+def _mhz(ctx: Context) -> float | None:
+    if "mhz" not in ctx.state:
+        ctx.state["mhz"] = measure_sm_clock(ctx.dev, ctx.target).get("sm_mhz_kernel")
+    return ctx.state["mhz"]
+
+
+def _stream_trips(p: Probe, grid: int) -> tuple[int, int]:
+    """(the kernel's ``a``, bytes it moves per repetition) for ``grid`` CTAs."""
+    if "a" in p.params:
+        return p.params["a"], p.params["bytes"]
+    per_trip = grid * STREAM_THREADS * p.params.get("ilp", ILP) * p.params["width"]
+    trips = max(1, p.params["bytes"] // per_trip)
+    return trips, trips * per_trip
+
+
+def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
+    spec = p.specs[0]
+    tmap = None
+    if spec.params.get("mode") == "tensor":
+        tmap, _ = stream_map(p.params["tile"], _where(p.params["where"])[0], p.params.get("swizzle", "none"),
+                             p.params.get("l2", "none"))
+    nsm = ctx.sm_count
+    configs, rates = {}, {}
+    for c in p.params["ctas"]:
+        grid = c * nsm
+        a, nbytes = _stream_trips(p, grid)
+        per = []
+        for _ in range(LAUNCHES):
+            per.append(an.stream_rate(_run(ctx, b, spec, grid, a, tmap), REPS, nbytes))
+        meds = [float(np.nanmedian(x)) for x in per]
+        rates[c] = float(np.median(meds))
+        configs[str(c)] = {"gbps": rates[c], "launches": meds, "reps": per, "grid": grid, "bytes": nbytes}
+    sat = an.saturation(rates)
+    flags = checks.check(b, spec)
+    if sat["best"] is None:
+        flags.append("error: no configuration gave a usable rate (timestamps missing)")
+    elif not sat["saturated"]:
+        flags.append(f"unsaturated: the rate still rose x{sat['rise']} at the last step of CTAs per SM "
+                     f"{list(p.params['ctas'])}")
+    best = configs[str(sat["at"])] if sat["at"] is not None else None
+    if best:
+        nf = noise_flag(best["launches"])
+        if nf:
+            flags.append(nf)
+    mhz = _mhz(ctx)
+    bpc = sat["best"] * 1e9 / (nsm * mhz * 1e6) if sat["best"] and mhz else None
+    return Result(p.name, "bandwidth", sat["best"], "GB/s",
+                  f"all bytes over the globaltimer span of the grid (first start to last end), median over {REPS - 1} "
+                  f"kept repetitions and {LAUNCHES} launches; the best over CTAs per SM {list(p.params['ctas'])}",
+                  params={**{k: v for k, v in spec.params.items() if k != "mask"}, **p.params, "threads": spec.threads,
+                          "smem": spec.smem, "stages": spec.params.get("stages", STAGES), "sms": nsm},
+                  fit={"saturation": sat, "bytes_per_clk_per_sm": bpc, "sm_mhz_kernel": mhz,
+                       "sass": checks.sass_counts(b, spec)},
+                  samples={"configs": configs}, flags=flags, cls="async")
+
+
+# ------------------------------------------------------------------------- the suite
+class AsyncSuite(SuiteBase):
+    name = "async"
+    description = "Hopper asynchronous copies: mbarrier, cp.async, TMA bulk/tensor copies, bulk stores, fences"
+
+    def validate(self, patterns: list[str] | None, options: dict) -> None:
+        select(all_probes() + wgmma_probes(), patterns)
+
+    def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
+        probes = select(all_probes() + wgmma_probes(), patterns)
+        # chains first (their DRAM tiles must be untouched), streams after
+        probes.sort(key=lambda p: p.stream)
+        return Plan([Item(p.name, p) for p in probes],
+                    {"probes": len(probes), "launches": LAUNCHES, "lengths": list(LENGTHS), "reps": REPS,
+                     "stages": STAGES, "src_bytes": SRC_BYTES, "l2_bytes": L2_BYTES})
+
+    def prepare(self, ctx: Context, items: list[Item]) -> None:
+        header = module_header(ptx_header(ctx.target.ptx_isa, ctx.target.arch))
+        kernels = [make_kernel(s, header) for i in items if i.data.group != "wgmma" for s in i.data.specs]
+        ctx.state["built"] = build_module(kernels, ctx.target.arch, opt=3) if kernels else {}
+        wg = [s for i in items if i.data.group == "wgmma" for s in i.data.specs]
+        if wg:  # wgmma needs the architecture-specific target: a module of its own
+            from gpudissect.suites.async_copy.wgmma_feed import build
+
+            ctx.state["built"].update(build(ctx, wg))
+
+    def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
+        p: Probe = item.data
+        built = [ctx.state["built"][s.name] for s in p.specs]
+        for b in built:
+            if isinstance(b, Exception):
+                raise b
+        texts: dict = {}
+        for b in built:
+            texts.update(b.texts())
+        if p.group == "wgmma":
+            from gpudissect.suites.async_copy.wgmma_feed import measure
+
+            return Outcome(measure(ctx, p, _mhz(ctx)), texts)
+        r = measure_stream(ctx, p, built[0]) if p.stream else measure_chain(ctx, p, built)
+        r.ptx_hash, r.sass_hash = built[-1].ptx_hash, built[-1].sass_hash
+        return Outcome([r], texts)
+
+    def error_results(self, item: Item, flag: str) -> list[Result]:
+        p: Probe = item.data
+        return [Result(p.name, "bandwidth" if p.stream else "latency", None, "-", "-",
+                       params=dict(p.specs[0].params), flags=[flag[:400]], cls="async")]
+
+    def summarize(self, ctx: Context) -> dict:
+        from gpudissect.suites.async_copy.summary import summarize
+
+        return summarize([dict(r) for r in ctx.store.results(ctx.run_id)]) if ctx.store is not None else {}
+
+
+SUITE = AsyncSuite()
