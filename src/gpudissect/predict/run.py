@@ -63,3 +63,19 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         if timeline:
             lines += timeline_lines(p, lp.body, slots, controls, ITERATIONS - 1)
     return (1 if errors else 0), lines, errors
+
+
+def validate_lines(dev, data: Path | None, output: Path | None, fig: Path | None, measured: Path | None,
+                   count: int, seed: int) -> tuple[int, list[str], list[str]]:
+    """``predict --validate``: (exit code, lines, errors) as :func:`predict_lines`."""
+    from gpudissect.predict.validate import run_validation
+
+    try:
+        if count < 0:
+            raise PredictError(f"--count must be at least 0 (got {count})")
+        spec = data or default_data()
+        tables = load_tables(spec)
+        _doc, lines = run_validation(dev, Path(spec), tables, output, fig, measured, count, seed)
+    except PredictError as e:
+        return 2, [], [str(e)]
+    return 0, lines, []

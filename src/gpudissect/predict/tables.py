@@ -3,7 +3,8 @@
 * latency / throughput_peak of the instruction and tensor suites, from variants whose one
   instance is a single SASS instruction: that opcode's latency and per-SM rate (the median over
   the variants that give it; exact opcode with its modifiers first, else the base opcode);
-* memory opcodes: the memory suite's pointer-chase latency named in ``data/predict.toml``;
+* memory opcodes: the memory suite's pointer-chase latency named in ``data/predict.toml``
+  (before any other record of the opcode: it is the load-to-use latency itself);
 * pipes: the SM's pipe rows of ``data/arch/<arch>.toml`` (``bench/limits.py``) group opcodes onto
   execution units, and give the rate, marked as the limit, where nothing was measured.
 
@@ -79,9 +80,9 @@ class Tables:
         missing: list[str] = []
         if base in CONTROL:
             return Entry(full, None, "control: no result", None, "issue only", "issue")
-        lat = self._lookup(self.latency, full)
-        if lat is None and base in self.memory:
-            lat = self.memory[base]
+        # a memory opcode's latency is the memory suite's load-to-use chase (data/predict.toml);
+        # a fragment load of the tensor suite that compiles to one LDS times more than the LDS
+        lat = self.memory.get(base) or self._lookup(self.latency, full)
         if lat is None and has_result and base not in NO_DEST:
             missing.append("latency")
         pipe = self.limits.pipe_of(full)

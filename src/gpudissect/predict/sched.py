@@ -1,0 +1,150 @@
+"""Model v1: one scheduler issuing a loop as the hardware is told to by ptxas's control codes.
+
+On sm_70 and later a warp does not check fixed-latency dependences: ptxas's stall count on each
+instruction says how many cycles the warp waits before its next instruction, and a
+variable-latency instruction (memory, MUFU, conversions, ...) sets a scoreboard (its write
+barrier) that a consumer's wait mask names; a read barrier guards the source registers of an
+instruction still reading them (a store). So one warp's schedule is the control codes' plus the
+scoreboards' waits, and ``w`` warps share the scheduler's issue slot (one per cycle) and its
+pipes. The scheduler is greedy (the behaviour suite's verdict on the H100: warps that can
+issue back to back run one at a time; dependent ones interleave): it issues from the warp that
+issued last while that one can issue, else from the oldest warp that can. What this takes from
+the tables: the latency of each variable-latency producer (the
+scoreboard is released that many cycles after issue) and each pipe's rate (the pipe accepts
+one instruction every ``schedulers / rate`` cycles). A read barrier is released when the pipe
+has taken the instruction (its issue interval, at least one cycle). Without control codes (a
+SASS listing) the dependence graph with the tables' latencies stands in for both.
+
+A taken branch costs the warp more than its stall count (the fetch is redirected): the tables
+hold no such number, so ``predict --validate`` measures it with loops of their own (independent
+FADDs and the branch; :func:`branch_cost`) and the model adds it after the body's last
+instruction.
+
+Time is not rounded to whole cycles: a table latency is a mean over a chain (17.04 cycles is
+mostly 17), and rounding each wait up would add the fraction's remainder to every step.
+
+:func:`region_cycles` is a whole region of ``trips`` trips of every warp, start to end (the
+validation's measure); :func:`simulate_controls` warp 0's steady state.
+"""
+
+from __future__ import annotations
+
+from gpudissect.kernel.control import N_BARRIERS, Control
+from gpudissect.predict.graph import Edge
+from gpudissect.predict.model import latency
+from gpudissect.predict.tables import Entry
+
+
+def issue_intervals(entries: list[Entry], schedulers: int) -> list[float]:
+    return [schedulers / e.rate if e.rate and e.unit != "issue" else 0.0 for e in entries]
+
+
+def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None, schedulers: int,
+         w: int, iterations: int, branch: float) -> tuple[list[float], float]:
+    """Every warp runs ``iterations`` trips; (warp 0's start of each trip, the cycle the last
+    warp is done)."""
+    n = len(entries)
+    lat = [latency(e) for e in entries]
+    interval = issue_intervals(entries, schedulers)
+    units = [e.unit for e in entries]
+    waits = [c.waits for c in controls] if controls is not None else None
+    deps: dict[int, list[Edge]] = {}
+    for e in edges:
+        deps.setdefault(e.dst, []).append(e)
+    nxt = [0.0] * w  # earliest next issue of each warp (stall counts)
+    sb = [[0.0] * N_BARRIERS for _ in range(w)]  # scoreboard release times
+    done: list[dict[tuple[int, int], float]] = [{} for _ in range(w)]  # (iter, idx) -> ready (no controls)
+    it, pos = [0] * w, [0] * w
+    unit_free: dict[str, float] = {}
+    starts: list[float] = []
+    active = list(range(w))  # in age order: the oldest first
+    cur, cycle, end = 0, 0.0, 0.0
+
+    def ready(wp: int) -> float:
+        j = pos[wp]
+        t = nxt[wp]
+        if waits is not None:
+            for b in waits[j]:
+                t = max(t, sb[wp][b])
+        else:
+            for e in deps.get(j, ()):
+                k = it[wp] - e.distance
+                if k >= 0:
+                    t = max(t, done[wp][(k, e.src)])
+        if interval[j]:
+            t = max(t, unit_free.get(units[j], 0.0))
+        return t
+
+    while active:
+        if it[cur] < iterations and ready(cur) <= cycle:  # greedy: the warp that issued last
+            pick = cur
+        else:  # then the oldest that can issue
+            times = [(ready(wp), wp) for wp in active]
+            pick = next((wp for t, wp in times if t <= cycle), -1)
+            if pick < 0:
+                cycle = max(cycle, min(t for t, _ in times))
+                continue
+        j = pos[pick]
+        if pick == 0 and j == 0:
+            starts.append(cycle)
+        if interval[j]:
+            unit_free[units[j]] = max(unit_free.get(units[j], 0.0), cycle) + interval[j]
+        tail = branch if j + 1 == n else 0.0
+        if controls is not None:
+            c = controls[j]
+            nxt[pick] = cycle + max(1, c.stall) + tail
+            if c.write_barrier is not None:
+                sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], cycle + lat[j])
+            if c.read_barrier is not None:
+                sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], cycle + max(1.0, interval[j]))
+        else:
+            nxt[pick] = cycle + 1 + tail
+            done[pick][(it[pick], j)] = cycle + lat[j]
+        cur = pick
+        if j + 1 == n:
+            pos[pick] = 0
+            it[pick] += 1
+            if it[pick] >= iterations:
+                active.remove(pick)
+                end = max(end, nxt[pick])
+        else:
+            pos[pick] = j + 1
+        cycle += 1
+    return starts, end
+
+
+def simulate_controls(entries: list[Entry], edges: list[Edge], controls: list[Control] | None,
+                      schedulers: int, w: int, iterations: int = 16, branch: float = 0.0) -> float:
+    """Steady cycles per iteration of warp 0 of ``w`` sharing a scheduler (the second half of
+    ``iterations`` trips); ``branch``: cycles the warp loses, beyond the branch's stall count,
+    after the taken backward branch that ends the body (measured: :func:`branch_cost`)."""
+    starts, _ = _run(entries, edges, controls, schedulers, w, iterations, branch)
+    a, b = len(starts) // 2, len(starts) - 1
+    return (starts[b] - starts[a]) / (b - a) if b > a else float("nan")
+
+
+SHORT = 64  # trips of the two simulated runs a region's cycles are drawn from
+
+
+def region_cycles(entries: list[Entry], edges: list[Edge], controls: list[Control] | None,
+                  schedulers: int, w: int, trips: int, branch: float = 0.0) -> float:
+    """Cycles per trip of a region in which each of ``w`` warps runs ``trips`` trips, start to
+    the last warp's end (what the validation measures). Under the greedy policy the warps end
+    apart, and the last ones run with fewer beside them: the region is longer than ``w``
+    warps' steady state. Simulated for ``SHORT`` and ``2 * SHORT`` trips (runs of thousands
+    of trips cost seconds each); the region grows by the same cycles per trip after that."""
+    if trips <= 2 * SHORT:
+        return _run(entries, edges, controls, schedulers, w, trips, branch)[1] / trips
+    e1 = _run(entries, edges, controls, schedulers, w, SHORT, branch)[1]
+    e2 = _run(entries, edges, controls, schedulers, w, 2 * SHORT, branch)[1]
+    return (e1 + (trips - SHORT) * (e2 - e1) / SHORT) / trips
+
+
+def branch_cost(extras: list[float]) -> float | None:
+    """The taken-branch cost from the calibration loops: the median of (measured - simulated
+    without it) over them; None without any."""
+    if not extras:
+        return None
+    xs = sorted(extras)
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2

@@ -1,0 +1,271 @@
+"""``predict --validate``: the predictor against measured loops (issue 20), and the error table.
+
+:func:`analyse` needs no GPU: it re-reads each loop's SASS and control words from the raw
+measurements (``measure.py`` writes them) and predicts every occupancy point from the tables.
+Methods compared, all from the same tables: ``model`` (v1: the control codes' schedule with
+scoreboards and shared pipes under the greedy scheduler, the whole timed region of
+``iters`` trips, :mod:`sched`), ``bounds`` (v0: the largest of the recurrence,
+issue and pipe bounds), ``sum_latency`` and ``max_pipe`` (the two baselines). Nothing is
+fitted to the measurements.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+from gpudissect.kernel.control import decode_word
+from gpudissect.kernel.sass import parse_sass
+from gpudissect.predict import PredictError
+from gpudissect.predict.harness import ITERS
+from gpudissect.predict.model import predict
+from gpudissect.predict.sched import branch_cost, region_cycles
+from gpudissect.predict.source import base_arch
+from gpudissect.predict.tables import Tables
+
+METHODS = ("model", "bounds", "sum_latency", "max_pipe")
+SCHEMA_OUT = "gpudissect.predict-validation-analysis/1"
+
+
+# ------------------------------------------------------------------ error statistics
+def ape(pred: float, meas: float) -> float:
+    return abs(pred - meas) / meas
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float:
+    """Kendall's tau-b of two equally long series (nan with fewer than two pairs or a constant
+    series)."""
+    n = len(xs)
+    conc = disc = tx = ty = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx = (xs[i] > xs[j]) - (xs[i] < xs[j])
+            dy = (ys[i] > ys[j]) - (ys[i] < ys[j])
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif dx == dy:
+                conc += 1
+            else:
+                disc += 1
+    den = math.sqrt((conc + disc + tx) * (conc + disc + ty))
+    return (conc - disc) / den if den else float("nan")
+
+
+def error_stats(pred: list[float], meas: list[float]) -> dict:
+    """MAPE, share within 5 % and 10 %, Kendall's tau of ``pred`` against ``meas``."""
+    if not meas:
+        return {"n": 0, "mape": None, "within5": None, "within10": None, "tau": None}
+    e = [ape(p, m) for p, m in zip(pred, meas, strict=True)]
+    tau = kendall_tau(pred, meas)
+    return {"n": len(e), "mape": sum(e) / len(e), "within5": sum(x <= 0.05 for x in e) / len(e),
+            "within10": sum(x <= 0.10 for x in e) / len(e), "tau": None if math.isnan(tau) else tau}
+
+
+# ------------------------------------------------------------------ predictions
+def loop_body(rec: dict):
+    """The loop's SASS instructions and control codes, as measured."""
+    lp = rec["loop"]
+    funcs = parse_sass(f".text.{rec['name']}:\n" + "\n".join(lp["sass"]))
+    body = funcs[rec["name"]].instrs if rec["name"] in funcs else []
+    if len(body) != len(lp["sass"]) or len(lp.get("control_hi", [])) != len(body):
+        raise PredictError(f"{rec['name']}: its SASS lines and control words do not match")
+    return body, [decode_word(0, int(h, 16)) for h in lp["control_hi"]]
+
+
+def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
+                  branch: float = 0.0) -> dict:
+    p = predict(name, body, tables, warps)
+    model = region_cycles(p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler, trips, branch)
+    return {"model": model, "bounds": p.cycles_per_iter, "sum_latency": p.sum_latency,
+            "max_pipe": p.max_pipe_pressure, "bound": p.bound, "lower_bound": p.lower_bound,
+            "unknown": sorted(p.unknown)}
+
+
+def calibrate(loops: list[dict], tables: Tables, trips: int) -> dict:
+    """The taken-branch cost from the calibration loops (one warp): per loop, measured minus
+    the model without it; their median."""
+    per = {}
+    for rec in loops:
+        if rec.get("category") != "calibration" or "error" in rec:
+            continue
+        pt = next((p for p in rec.get("points", []) if p.get("warps") == 1 and p.get("cycles_per_iter")), None)
+        if pt is None:
+            continue
+        body, controls = loop_body(rec)
+        per[rec["name"]] = pt["cycles_per_iter"] - predict_point(rec["name"], body, controls, tables, 1, trips)["model"]
+    cost = branch_cost(list(per.values()))
+    return {"branch_cycles": cost, "per_loop": per,
+            "what": "taken backward branch: cycles per iteration beyond the stall counts (1 warp), "
+                    "median over the calibration loops"}
+
+
+def analyse(measured: dict, tables: Tables) -> dict:
+    """Rows (one per loop and occupancy point) and the error table per category."""
+    rows, errors = [], []
+    loops = measured.get("loops", [])
+    trips = int(measured.get("iters") or ITERS)
+    cal = calibrate(loops, tables, trips)
+    branch = cal["branch_cycles"] or 0.0
+    for rec in loops:
+        if rec.get("category") == "calibration":
+            continue
+        if "error" in rec:
+            errors.append(f"{rec['name']}: {rec['error']}")
+            continue
+        try:
+            body, controls = loop_body(rec)
+        except PredictError as e:
+            errors.append(str(e))
+            continue
+        for pt in rec.get("points", []):
+            if "error" in pt or not pt.get("cycles_per_iter"):
+                errors.append(f"{rec['name']} @ {pt.get('point')}: {pt.get('error', 'no value')}")
+                continue
+            pr = predict_point(rec["name"], body, controls, tables, pt["warps"], trips, branch)
+            rows.append({"loop": rec["name"], "category": rec["category"], "point": pt["point"],
+                         "warps": pt["warps"], "measured": pt["cycles_per_iter"],
+                         "sass_hash": rec["loop"]["sass_hash"], "n_instr": len(body), **pr})
+    return {"schema": SCHEMA_OUT, "tables": tables.source, "calibration": cal, "rows": rows,
+            "stats": table_of(rows), "errors": errors}
+
+
+def groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows by group: generated, real (all real loops), each real category, each point."""
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        real = r["category"] != "generated"
+        keys = ["real", r["category"], f"real @ {r['point']}"] if real else ["generated", f"generated @ {r['point']}"]
+        for k in keys:
+            out.setdefault(k, []).append(r)
+    return out
+
+
+def table_of(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    return {g: {m: error_stats([r[m] for r in rs], [r["measured"] for r in rs]) for m in METHODS}
+            for g, rs in groups(rows).items()}
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
+    head = f"{'group':<20}{'n':>5}  {'model MAPE':>10} {'<=5%':>6} {'<=10%':>6} {'tau':>5}  " \
+           f"{'bounds':>7} {'sum-lat':>8} {'max-pipe':>8}  (MAPE; tau of the baselines: bounds/sum/pipe)"
+    lines = [head]
+    order = sorted(stats, key=lambda g: (g not in ("generated", "real"), not g.startswith("generated"), g))
+    for g in order:
+        s = stats[g]
+        m = s["model"]
+        tau = "-" if m["tau"] is None else f"{m['tau']:.2f}"
+        btau = "/".join("-" if s[k]["tau"] is None else f"{s[k]['tau']:.2f}" for k in METHODS[1:])
+        lines.append(f"{g:<20}{m['n']:>5}  {_pct(m['mape']):>10} {_pct(m['within5']):>6} "
+                     f"{_pct(m['within10']):>6} {tau:>5}  {_pct(s['bounds']['mape']):>7} "
+                     f"{_pct(s['sum_latency']['mape']):>8} {_pct(s['max_pipe']['mape']):>8}  ({btau})")
+    return lines
+
+
+def figure(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    for ax, which, label in ((axes[0], "model", "model (control codes + tables)"),
+                             (axes[1], "max_pipe", "baseline: max pipe pressure")):
+        cats = sorted({r["category"] for r in rows})
+        for c in cats:
+            rs = [r for r in rows if r["category"] == c]
+            ax.scatter([r["measured"] for r in rs], [r[which] for r in rs], s=10 if c == "generated" else 28,
+                       alpha=0.5 if c == "generated" else 0.9, label=c)
+        vals = [r["measured"] for r in rows] + [r[which] for r in rows if r[which] > 0]
+        lo, hi = min(vals), max(vals)
+        ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured cycles per trip (SM span / trips)")
+        ax.set_ylabel("predicted")
+        ax.set_title(label, fontsize=10)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def read_measured(path: Path) -> dict:
+    try:
+        raw = path.read_bytes()
+        doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    except OSError as e:
+        raise PredictError(f"{path}: cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise PredictError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("gpudissect.predict-validation/"):
+        raise PredictError(f"{path}: not a predict --validate measurement file (schema "
+                           "gpudissect.predict-validation/1)")
+    return doc
+
+
+def pool_records(tables_spec: Path) -> list[dict]:
+    """The instructions suite's records of the tables (the generator's verified variants)."""
+    from gpudissect.report.load import LoadError, load_result_set
+
+    try:
+        return list(load_result_set(tables_spec).records("instructions"))
+    except (LoadError, OSError) as e:
+        raise PredictError(f"tables {tables_spec}: {e}") from None
+
+
+def validation_specs(tables_spec: Path, count: int, seed: int):
+    from gpudissect.predict.generate import generate, verified_pool
+    from gpudissect.predict.kernels import branch_calibration, real_loops
+
+    return generate(verified_pool(pool_records(tables_spec)), count, seed) + real_loops() + branch_calibration()
+
+
+def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, fig: Path | None,
+                   measured: Path | None, count: int, seed: int, log=print) -> tuple[dict, list[str]]:
+    """Measure on ``dev`` (or read ``measured``), analyse, write ``output`` (the raw
+    measurements with the analysis) and ``fig``; the document and the lines to print."""
+    if measured is not None:
+        doc = read_measured(measured)
+    else:
+        from gpudissect.kernel.toolchain import tool_version
+        from gpudissect.predict.measure import measure
+        from gpudissect.suites.behaviour.analyse import occupancy_rules
+        from gpudissect.target import target_of_device
+
+        target = target_of_device(dev.info, tool_version("ptxas"))
+        if target.base != base_arch(tables.arch):
+            raise PredictError(f"the GPU is {target.arch}, the tables ({tables.gpu}) are for {tables.arch}")
+        specs = validation_specs(tables_spec, count, seed)
+        doc = measure(dev, specs, target.arch, target.ptx_isa, occupancy_rules(target), log=log)
+        doc["generator"] = {"count": count, "seed": seed}
+    doc = {k: v for k, v in doc.items() if k != "analysis"}
+    res = analyse(doc, tables)
+    doc["analysis"] = res
+    gpu = doc.get("gpu", {})
+    bc = res["calibration"]["branch_cycles"]
+    lines = [f"validation: {len(doc.get('loops', []))} loops, {len(res['rows'])} points on "
+             f"{gpu.get('name', '?')} ({gpu.get('uuid', '?')}); tables {tables.gpu} from {tables.source}",
+             "taken branch (calibration loops, not in the set): "
+             + ("none measured" if bc is None else f"{bc:+.2f} cycles beyond its stall count"),
+             *table_lines(res["stats"])]
+    if res["errors"]:
+        lines.append(f"{len(res['errors'])} loops/points without a value (first: {res['errors'][0]})")
+    if output is not None:
+        text = json.dumps(doc, indent=1).encode()
+        output.write_bytes(gzip.compress(text, mtime=0) if output.suffix == ".gz" else text)
+        lines.append(f"wrote {output}")
+    if fig is not None and res["rows"]:
+        figure(res["rows"], fig, f"gpudissect predict --validate: {gpu.get('name', '?')}")
+        lines.append(f"wrote {fig}")
+    return doc, lines

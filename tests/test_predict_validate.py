@@ -1,0 +1,273 @@
+"""gpudissect predict --validate (GPU-free): the generator, the error statistics, the span
+statistic of a launch, the control-code schedule and the --measured path end to end.
+
+Every expected number comes from the synthetic inputs written here, never from a GPU run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gpudissect.cli import app
+from gpudissect.kernel.control import Control
+from gpudissect.predict.generate import generate, verified_pool
+from gpudissect.predict.harness import ITERS, REPS
+from gpudissect.predict.measure import SCHEMA, build_all, full_launch, summarize_times
+from gpudissect.predict.sched import branch_cost, region_cycles, simulate_controls
+from gpudissect.predict.tables import tables_from
+from gpudissect.predict.validate import analyse, error_stats, kendall_tau, read_measured
+from gpudissect.report.load import ResultSet
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "h100"
+
+FADD_LAT, FADD_RATE, MUFU_LAT = 4.0, 4.0, 20.0  # synthetic tables
+
+
+def _rec(variant: str, measure: str, value: float, sass: list[str]) -> dict:
+    return {"variant": variant, "measure": measure, "value": value, "unit": "", "flags": [], "sass": sass}
+
+
+def _rs() -> ResultSet:
+    recs = {"instructions": [
+        _rec("add.f32", "latency", FADD_LAT, ["FADD"]), _rec("add.f32", "throughput_peak", FADD_RATE, ["FADD"]),
+        _rec("mul.f32", "latency", FADD_LAT, ["FMUL"]), _rec("ex2.approx.f32", "latency", MUFU_LAT, ["MUFU.EX2"]),
+        _rec("fma.rn.f32", "latency", FADD_LAT, ["FFMA"]), _rec("mul.lo.u32", "latency", 4.0, ["IMAD"]),
+        _rec("add.u32", "latency", 4.0, ["IADD3"]), _rec("min.s32", "latency", 4.0, ["VIMNMX"]),
+    ]}
+    docs = {s: {"schema": "gpudissect.suite/1", "suite": s, "summary": {},
+                "provenance": {"arch": "sm_90", "gpu_name": "Synthetic GPU"}, "records": r}
+            for s, r in recs.items()}
+    return ResultSet("syn", "synthetic", docs)
+
+
+@pytest.fixture
+def tables():
+    return tables_from(_rs(), {})
+
+
+# --- error statistics --------------------------------------------------------------------------
+
+def test_error_stats_known_inputs():
+    s = error_stats([10.0, 21.0, 33.0, 50.0], [10.0, 20.0, 30.0, 40.0])
+    assert s["n"] == 4
+    assert math.isclose(s["mape"], (0 + 0.05 + 0.10 + 0.25) / 4)
+    assert s["within5"] == 0.5 and s["within10"] == 0.75  # 0 and 5 %; 10 % is within 10 %
+    assert s["tau"] == 1.0  # same order
+    assert kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
+    # one discordant pair of three: (2 - 1) / 3
+    assert math.isclose(kendall_tau([1, 2, 3], [1, 3, 2]), 1 / 3)
+    assert math.isnan(kendall_tau([1, 1, 1], [1, 2, 3]))  # a constant series has no order
+    assert error_stats([], [])["mape"] is None
+
+
+def test_branch_cost_is_the_median():
+    assert branch_cost([3.0, 9.0, 4.0]) == 4.0
+    assert branch_cost([3.0, 5.0]) == 4.0
+    assert branch_cost([]) is None
+
+
+# --- the span statistic of a launch ------------------------------------------------------------
+
+def _times(rows: list[tuple[int, list[tuple[int, int]]]]) -> np.ndarray:
+    """Rows of (smid, [(t0, t1) per repetition])."""
+    t = np.zeros((len(rows), 2 * REPS + 1), dtype=np.uint64)
+    for i, (sm, reps) in enumerate(rows):
+        for r, (a, b) in enumerate(reps):
+            t[i, 2 * r], t[i, 2 * r + 1] = a, b
+        t[i, -1] = sm
+    return t
+
+
+def test_span_is_first_start_to_last_end_of_an_sm():
+    n = ITERS
+    cold = (0, 10 * n)  # the first repetition is dropped
+    rows = [(0, [cold, (100, 100 + 4 * n), (10_000_000, 10_000_000 + 4 * n)]),  # warp 0 of SM 0 ends early
+            (0, [cold, (100, 100 + 8 * n), (10_000_000, 10_000_000 + 8 * n)]),  # warp 1 of SM 0
+            (1, [cold, (50, 50 + 8 * n), (20_000_000, 20_000_000 + 8 * n)]),  # SM 1
+            (1, [cold, (50, 50 + 8 * n), (20_000_000, 20_000_000 + 8 * n)]),
+            (2, [cold, (0, 99 * n), (0, 99 * n)])]  # SM 2 ran one warp: left out
+    s = summarize_times(_times(rows), want=2)
+    assert s["cycles_per_iter"] == 8.0  # the SM's span, not the early warp's own region
+    assert s["warp_cycles_per_iter"] == 8.0 and s["warp_p10"] < 8.0
+    assert s["sms"] == 2 and "1 of 3 SMs" in s["flags"][0]
+
+
+def test_full_launch_follows_the_occupancy_rules():
+    from gpudissect.suites.behaviour.analyse import occupancy_rules
+    from gpudissect.target import make_target
+
+    rules = occupancy_rules(make_target("sm_90"))
+    assert full_launch(32, 0, rules).warps == 64  # 32 registers: the whole SM
+    f = full_launch(40, 0, rules)  # 40 registers: 1280 per warp, 12 warps per sub-partition
+    assert f.warps == 48 and f.warps == f.block_warps * f.blocks_per_sm
+    assert full_launch(255, 0, rules).warps < 16
+
+
+# --- the control-code schedule ------------------------------------------------------------------
+
+def _ctl(stall: int, wb: int | None = None, waits: int = 0) -> Control:
+    return Control(stall=stall, yield_=False, write_barrier=wb, read_barrier=None, wait_mask=waits, reuse=0)
+
+
+def test_one_warp_follows_stall_counts_and_scoreboards(tables):
+    from gpudissect.predict.graph import dependence_graph
+    from gpudissect.predict.model import predict
+    from tests.test_predict import _loop, _sass
+
+    lp = _loop(_sass("""
+.L_x_0:
+MUFU.EX2 R1, R2
+FADD R3, R1, R3
+FADD R4, R4, R5
+@P0 BRA `(.L_x_0)
+"""))
+    p = predict(lp.name, lp.body, tables, warps=1)
+    edges = dependence_graph(list(lp.body))
+    # stall counts only: 2 + 3 + 1 + 5 cycles per iteration
+    ctl = [_ctl(2), _ctl(3), _ctl(1), _ctl(5)]
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1) == 11
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1, branch=4.0) == 15
+    # the FADD waits on the MUFU's scoreboard: issued at 0, ready at MUFU_LAT
+    ctl = [_ctl(1, wb=0), _ctl(1, waits=1), _ctl(1), _ctl(1)]
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1) == MUFU_LAT + 3
+    # four warps on the scheduler, a region of 200 trips each: the MUFU pipe (one every
+    # schedulers / rate cycles) binds; the region's ends add or take less than one pipe
+    # interval over 200 trips
+    ctl = [_ctl(1), _ctl(1), _ctl(1), _ctl(2)]
+    pipe = 4 * tables.schedulers / p.entries[0].rate
+    r = region_cycles(p.entries, edges, ctl, tables.schedulers, 4, 200)
+    assert abs(r - pipe) <= (tables.schedulers / p.entries[0].rate) / 200
+    lp = _loop(_sass("""
+.L_x_0:
+FADD R3, R1, R3
+FADD R4, R4, R5
+FADD R6, R6, R5
+@P0 BRA `(.L_x_0)
+"""))
+    p = predict(lp.name, lp.body, tables, warps=4)
+    edges = dependence_graph(list(lp.body))
+    # ... and without it the issue slot: 4 instructions of 4 warps, the stalls hidden
+    r = region_cycles(p.entries, edges, ctl, tables.schedulers, 4, 200)
+    assert abs(r - 16) <= 5 / 200
+    # the greedy scheduler: warp 0 issues its 4 instructions at cycles 0..3 and could go on at
+    # 5 (the branch's stall 2), but warp 1 has taken the slot at 4 and keeps it while it can
+    # (4..7); at 8 the oldest ready warp, warp 0, comes back: 8 cycles per trip, not 16
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 4) == 8
+
+
+# --- the generator -----------------------------------------------------------------------------
+
+def _pool():
+    from gpudissect.predict.validate import pool_records
+
+    if not (DATA / "instructions.json.gz").exists():
+        pytest.skip("no shipped data/h100")
+    return verified_pool(pool_records(DATA))
+
+
+def test_generator_is_deterministic_and_varied():
+    pool = _pool()
+    assert len(pool) >= 50
+    a, b = generate(pool, 40, seed=7), generate(pool, 40, seed=7)
+    assert [s.body for s in a] == [s.body for s in b]
+    assert [s.body for s in generate(pool, 40, seed=8)] != [s.body for s in a]
+    pats = {dict(s.meta)["pattern"] for s in generate(pool, 60, seed=7)}
+    assert pats == {"chain", "parallel", "random"}
+
+
+def test_generated_loops_compile_and_their_loops_are_found():
+    from gpudissect.kernel.toolchain import ToolchainMissing
+    from gpudissect.target import make_target
+
+    pool = _pool()
+    specs = generate(pool, 330, seed=20)
+    try:
+        built = build_all(specs, "sm_90", make_target("sm_90").ptx_isa)
+    except ToolchainMissing:
+        pytest.skip("no ptxas/nvdisasm")
+    ok = {n: v[1] for n, v in built.items() if not isinstance(v, str)}
+    hashes = {r["sass_hash"] for r in ok.values()}
+    assert len(hashes) >= 300  # distinct SASS loops
+    for r in ok.values():  # the loop counts ITERS in steps of one and ends in its branch
+        assert r["sass"][-1].split("*/")[1].strip().lstrip("@!P0123456789 ").startswith("BRA")
+        assert len(r["control_hi"]) == len(r["sass"])
+
+
+# --- --measured end to end ---------------------------------------------------------------------
+
+LOOP_SASS = [
+    "/*0100*/                   FADD R4, R4, R5 ;",
+    "/*0110*/                   FADD R6, R6, R5 ;",
+    "/*0120*/              @!P0 BRA `(.L_x_0) ;",
+]
+
+
+def _hi(stall: int) -> str:
+    return f"{(stall & 0xF | 7 << 5 | 7 << 8 | 1 << 4) << (105 - 64):#018x}"
+
+
+def _loop_rec(name: str, category: str, stalls: list[int], points: list[tuple[str, int, float]]) -> dict:
+    return {"name": name, "category": category, "meta": {}, "ptx_hash": "x",
+            "loop": {"start": 0x100, "end": 0x120, "sass": LOOP_SASS, "control_hi": [_hi(s) for s in stalls],
+                     "sass_hash": name},
+            "points": [{"point": p, "warps": w, "cycles_per_iter": c} for p, w, c in points]}
+
+
+def _measured() -> dict:
+    # calibration: stalls 1 + 1 + 5 = 7, measured 10 -> the branch costs 3; the two other
+    # calibration loops say 2 and 4: the median is 3
+    loops = [_loop_rec("cal_a", "calibration", [1, 1, 5], [("1", 1, 10.0)]),
+             _loop_rec("cal_b", "calibration", [1, 1, 5], [("1", 1, 9.0)]),
+             _loop_rec("cal_c", "calibration", [1, 1, 5], [("1", 1, 11.0)]),
+             _loop_rec("gen_a", "generated", [2, 2, 5], [("1", 1, 12.0)]),  # 9 + 3 = 12: exact
+             _loop_rec("gen_b", "generated", [1, 1, 5], [("1", 1, 11.0)]),  # 10 predicted: 9.1 % off
+             _loop_rec("hash", "hash", [4, 4, 5], [("1", 1, 16.0)]),  # 16: exact
+             {"name": "bad", "category": "generated", "error": "loop: no loop"}]
+    return {"schema": SCHEMA, "arch": "sm_90", "gpu": {"name": "Synthetic GPU", "uuid": "GPU-syn"},
+            "loops": loops}
+
+
+def test_analyse_synthetic_measurements(tables):
+    res = analyse(_measured(), tables)
+    assert res["calibration"]["branch_cycles"] == 3.0
+    rows = {r["loop"]: r for r in res["rows"]}
+    assert set(rows) == {"gen_a", "gen_b", "hash"}  # calibration loops are not in the set
+    assert rows["gen_a"]["model"] == 12.0 and rows["gen_b"]["model"] == 10.0 and rows["hash"]["model"] == 16.0
+    g = res["stats"]["generated"]["model"]
+    assert g["n"] == 2 and math.isclose(g["mape"], (0 + 1 / 11) / 2) and g["within5"] == 0.5
+    assert res["stats"]["real"]["model"]["mape"] == 0.0
+    assert res["errors"] == ["bad: loop: no loop"]
+
+
+def test_cli_measured_path(tmp_path: Path):
+    from tests.test_predict import _rs as pred_rs
+
+    d = tmp_path / "tables"
+    d.mkdir()
+    for s, doc in pred_rs().docs.items():
+        (d / f"{s}.json").write_text(json.dumps(doc))
+    m = tmp_path / "m.json"
+    m.write_text(json.dumps(_measured()))
+    out, fig = tmp_path / "out.json", tmp_path / "f.png"
+    r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(m), "--data", str(d),
+                                 "-o", str(out), "--figure", str(fig)])
+    assert r.exit_code == 0, r.output
+    assert "generated" in r.output and "taken branch" in r.output and "+3.00 cycles" in r.output
+    doc = json.loads(out.read_text())
+    assert doc["analysis"]["calibration"]["branch_cycles"] == 3.0 and fig.stat().st_size > 0
+    assert read_measured(out)["loops"]  # the output is itself a measured file
+    gz = tmp_path / "out.json.gz"  # gzipped when its name says so, and read back the same
+    r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(out), "--data", str(d), "-o", str(gz)])
+    assert r.exit_code == 0, r.output
+    assert gz.read_bytes()[:2] == b"\x1f\x8b" and read_measured(gz)["loops"] == doc["loops"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(bad), "--data", str(d)])
+    assert r.exit_code == 2 and "not a predict --validate measurement file" in r.output
+    r = CliRunner().invoke(app, ["predict"])
+    assert r.exit_code == 2 and "--validate" in r.output
