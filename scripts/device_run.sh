@@ -15,6 +15,7 @@ suite() {  # suite name, time limit (s), extra arguments
     /usr/bin/time -f "$1: wall %e s" timeout "$2" $G run --suite "$1" --db /tmp/$1.db "${@:3}" 2>&1 | tee -a $OUT/run.log
     $Q | tail -1 >> $OUT/nvidia-smi.csv
     $G export $OUT/$1.json.gz --format suite --suite "$1" --db /tmp/$1.db 2>&1 | tee -a $OUT/run.log
+    mkdir -p /tmp/gd-data && cp $OUT/$1.json.gz /tmp/gd-data/  # this run's tables, for phase 3
 }
 pack() {  # the stores, packed after the timed suites (xz is slow; it runs beside nothing)
     for s in "$@"; do python3 -m gpudissect.store.pack /tmp/$s.db $OUT/$s.db.xz 2>&1 | tee -a $OUT/run.log; done
@@ -31,10 +32,19 @@ case "$1" in
      pack tensor
      timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee $OUT/gpu-pytest.log ;;
   3) start=$(date +%s)
+     TABLES=/tmp/gd-data; [ -f $TABLES/instructions.json.gz ] || TABLES=data/h100  # phases 1-2 of this run
      suite cluster 150; suite async 150; suite sync 150
      echo "phase 3 (cluster, async, sync): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
-     /usr/bin/time -f "predict validation: wall %e s" timeout 150 $G predict --validate --data data/h100 \
-         -o $OUT/predict-validation.json --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
+     /usr/bin/time -f "predict validation: wall %e s" timeout 150 $G predict --validate --data $TABLES \
+         -o $OUT/predict-validation.json.gz --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
      pack cluster async sync  # at most 8 files come back: the three packs as one tar
      (cd $OUT && tar cf hopper-stores.tar cluster.db.xz async.db.xz sync.db.xz && rm -f cluster.db.xz async.db.xz sync.db.xz) ;;
+  4) # fleet mode end to end through a local Ray instance on this machine; the device image has no
+     # Ray: a trimmed Ray (.fleetwheels/ray-min.tar.xz, scripts/fleet_wheels.sh) and the wheels of
+     # what it needs beside it travel in the carried folder .fleetwheels
+     R=/tmp/rayenv; mkdir -p $R && tar xJf .fleetwheels/ray-min.tar.xz -C $R \
+         && python3 -m pip install -q --no-deps --target $R .fleetwheels/*.whl 2>&1 | tail -2
+     export PYTHONPATH=src:$R RAY_OBJECT_STORE_ALLOW_SLOW_STORAGE=1
+     /usr/bin/time -f "fleet: wall %e s" timeout 420 $G fleet --db /tmp/fleet.db --json $OUT/fleet.json \
+         --report $OUT/fleet-report.html 2>&1 | tail -40 | tee $OUT/fleet.log ;;
 esac

@@ -903,9 +903,17 @@ def _ptxas_says(v, rec, target) -> str:
 
 @app.command("predict")
 def predict_cmd(
-    input: Path = typer.Argument(..., help="a cubin, a PTX file (compiled here) or a SASS listing"),
+    input: Path = typer.Argument(None, help="a cubin, a PTX file (compiled here) or a SASS listing"),
     data: Path = typer.Option(None, "--data", help="tables: a data directory, suite JSON or results "
                               "database (default: the shipped data/h100)"),
+    validate: bool = typer.Option(False, "--validate", help="validate the predictor: measure >= 300 "
+                                  "generated and real loops on the GPU (or read --measured) and print "
+                                  "the error table beside the baselines"),
+    measured: Path = typer.Option(None, "--measured", help="with --validate: saved measurements (no GPU)"),
+    output: Path = typer.Option(None, "-o", "--output", help="with --validate: JSON to write"),
+    figure: Path = typer.Option(None, "--figure", help="with --validate: predicted-vs-measured PNG"),
+    count: int = typer.Option(320, "--count", help="with --validate: generated loops"),
+    seed: int = typer.Option(20, "--seed", help="with --validate: the generator's seed"),
     kernel: str = typer.Option(None, "--kernel", help="only this kernel"),
     loop: int = typer.Option(None, "--loop", help="only innermost loop N of the kernel (from 0)"),
     warps: int = typer.Option(4, "--warps", help="resident warps per SM"),
@@ -914,15 +922,89 @@ def predict_cmd(
 ) -> None:
     """Predict cycles per iteration of the innermost SASS loops from the measured tables
     (needs no GPU)."""
-    from gpudissect.predict.run import predict_lines
+    from gpudissect.predict.run import predict_lines, validate_lines
 
-    code, lines, errors = predict_lines(input, data, kernel, loop, warps, timeline, tables)
+    if validate:
+        dev = None if measured is not None else _device(0)
+        code, lines, errors = validate_lines(dev, data, output, figure, measured, count, seed)
+    elif input is None:
+        fail("give an input (a cubin, PTX file or SASS listing), or --validate")
+    else:
+        code, lines, errors = predict_lines(input, data, kernel, loop, warps, timeline, tables)
     for ln in lines:
         console.print(ln, markup=False, highlight=False, soft_wrap=True)
     if errors:
         for e in errors[:-1]:
             err.print(f"[bold red]error:[/] {escape(e)}", highlight=False, soft_wrap=True)
         fail(errors[-1], code)
+
+
+@app.command("fleet")
+def fleet_cmd(
+    pattern: list[str] = typer.Argument(None, help="what every GPU runs: SUITE:PATTERN items (bare patterns: "
+                                        "instruction variants), as for `run`; default: the quick fleet "
+                                        "profile (gpudissect/data/fleet.toml)"),
+    address: str = typer.Option(None, "--address", help="the Ray cluster: auto | HOST:PORT (default: start a "
+                                "local Ray instance on this machine)"),
+    db: Path = typer.Option(None, "--db", help="the fleet's results database (default $GPUDISSECT_DB or "
+                            "./results.db)"),
+    threshold: float = typer.Option(None, "--threshold", help="relative deviation from the fleet median that "
+                                    "makes a GPU an outlier (default from the profile: 0.05)"),
+    timeout: float = typer.Option(None, "--timeout", help="seconds one GPU's task may take before it is "
+                                  "cancelled and retried once (default from the profile)"),
+    resume: bool = typer.Option(True, "--resume/--new", help="resume the fleet stored in --db (its GPUs "
+                                "already done are skipped)"),
+    isolate: bool = typer.Option(True, "--isolate/--no-isolate", help="each GPU in a worker process with a "
+                                 "watchdog per call (as for `run`)"),
+    arch: str = typer.Option("", help="architecture (default: each GPU's)"),
+    jobs: int = typer.Option(0, help="parallel compile jobs per GPU (0: the node's cores)"),
+    json_path: Path = typer.Option(None, "--json", help="write the fleet's outliers document as JSON"),
+    report: Path = typer.Option(None, "--report", help="write the HTML report of the database, with its "
+                                "fleet page, here"),
+) -> None:
+    """Run the same per-GPU profile on every GPU of a Ray cluster (one task per GPU), gather the
+    results into one database, and list the GPUs that deviate from the fleet (with the evidence:
+    clocks, temperature, throttle reasons, ECC). Needs Ray: the package's fleet extra."""
+    import json as _json
+
+    from gpudissect.bench.contract import SuiteInputError
+    from gpudissect.device.fakes import fake_gpu_count
+    from gpudissect.fleet.outliers import analyse, conclusions
+    from gpudissect.fleet.page import OUTLIERS_META
+    from gpudissect.fleet.profile import load_profile
+    from gpudissect.fleet.run import run_fleet
+    from gpudissect.fleet.schedule import FleetError, connect
+
+    prof = load_profile(_suite_plan(None, pattern)[0] if pattern else None)
+    try:
+        prof.validate()
+    except (SuiteInputError, CatalogError) as e:
+        fail(str(e))
+    th = prof.threshold if threshold is None else threshold
+    if not th > 0 or (timeout is not None and not timeout > 0):
+        fail("--threshold and --timeout must be positive")
+    _ready(report, None, db or _default_db(), *([json_path] if json_path else []))
+    store = _store(db, create=True)
+    try:
+        # a local instance offers the fake GPUs of GPUDISSECT_FAKE_DEVICE (tests, demonstrations)
+        ray = connect(address, **({"num_gpus": fake_gpu_count()} if fake_gpu_count() and not address else {}))
+        state = run_fleet(ray, store, prof, resume=resume, isolate=isolate, arch=arch, jobs=jobs,
+                          timeout_s=timeout, echo=lambda s: console.print(s, markup=False, highlight=False))
+    except FleetError as e:
+        fail(str(e))
+    doc = analyse(store, state, th)
+    store.set_meta(OUTLIERS_META, doc)
+    for line in conclusions(doc):
+        console.print(f"- {line}", markup=False, highlight=False, soft_wrap=True)
+    path = store.path
+    store.close()
+    if json_path:
+        with writing(json_path) as (tmp,):
+            tmp.write_text(_json.dumps(doc, indent=1) + "\n")
+    _write_reports(path, report, None)
+    if doc["failed"]:
+        fail(f"{len(doc['failed'])} GPU(s) failed (each said why above); the others' results are in {path}: "
+             "the same command resumes the failed ones", code=1)
 
 
 @app.command("audit")

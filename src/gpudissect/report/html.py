@@ -18,6 +18,7 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
+from gpudissect.fleet.page import fleet_section
 from gpudissect.report import compare as cmp
 from gpudissect.report.figures import Figure, suite_figures
 from gpudissect.report.fmt import fmt_keyed, fmt_num, fmt_quantity, fmt_seconds, fmt_timestamp
@@ -244,6 +245,7 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
     prov = rs.provenance()
     return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
             "comparison": comparison_context(rs, compare_with or [], threshold),
+            "fleet": fleet_section(rs),  # a fleet's results database: its fleet page
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "summary_line": _summary_line(rs, prov), "clocks_before": clocks_text(prov.get("clocks_before")),
             "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
