@@ -19,7 +19,7 @@ GOLDEN = Path(__file__).parent / "data" / "ptx_golden.json.gz"
 
 def corpus() -> dict[str, str]:
     out: dict[str, str] = {}
-    for name in ("instructions", "memory", "tensor", "behaviour"):
+    for name in ("instructions", "memory", "tensor", "behaviour", "cluster", "async", "sync"):
         importlib.import_module(f"corpus.{name}").collect(out)
     return out
 

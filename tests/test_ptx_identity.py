@@ -9,7 +9,7 @@ import importlib
 import pytest
 from ptx_corpus import golden, hashes
 
-SUITES = ("instructions", "memory", "tensor", "behaviour")
+SUITES = ("instructions", "memory", "tensor", "behaviour", "cluster", "async", "sync")
 
 
 @pytest.mark.parametrize("suite", SUITES)
