@@ -68,6 +68,19 @@ class Built:
         return {self.ptx_hash: ("ptx", self.kernel.ptx), self.sass_hash: ("sass", self.sass)}
 
 
+def take(built: dict[str, Built | Exception], names: list[str]) -> tuple[list[Built], dict]:
+    """The built kernels ``names`` of an item (raising the first one's build error: the item
+    fails, not the sweep) and the PTX/SASS texts its results cite."""
+    bs = [built[n] for n in names]
+    for b in bs:
+        if isinstance(b, Exception):
+            raise b
+    texts: dict = {}
+    for b in bs:
+        texts.update(b.texts())  # type: ignore[union-attr]
+    return bs, texts  # type: ignore[return-value]
+
+
 @lru_cache(maxsize=64)
 def _usage(cubin: bytes) -> dict[str, dict[str, int]]:
     return resource_usage(cubin)

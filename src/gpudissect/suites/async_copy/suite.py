@@ -38,7 +38,7 @@ from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteB
 from gpudissect.bench.stats import noise_flag
 from gpudissect.device.device import Buf
 from gpudissect.device.tensormap import TensorMap
-from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.async_copy import analyse as an
@@ -390,13 +390,7 @@ class AsyncSuite(SuiteBase):
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         p: Probe = item.data
-        built = [ctx.state["built"][s.name] for s in p.specs]
-        for b in built:
-            if isinstance(b, Exception):
-                raise b
-        texts: dict = {}
-        for b in built:
-            texts.update(b.texts())
+        built, texts = take(ctx.state["built"], [s.name for s in p.specs])
         if p.group == "wgmma":
             from gpudissect.suites.async_copy.wgmma_feed import measure
 

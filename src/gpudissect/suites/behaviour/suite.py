@@ -35,7 +35,7 @@ from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteB
 from gpudissect.bench.stats import per_sm
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import Buf, Device
-from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
@@ -529,14 +529,8 @@ class BehaviourSuite(SuiteBase):
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         p: Probe = item.data
-        built = {n: ctx.state["built"][n] for n in p.kernels}
-        for b in built.values():
-            if isinstance(b, Exception):
-                raise b
-        bs: list[Built] = list(built.values())  # type: ignore[arg-type]
-        texts: dict = {}
-        for b in bs:
-            texts.update(b.texts())
+        bs, texts = take(ctx.state["built"], p.kernels)
+        built = dict(zip(p.kernels, bs, strict=True))
         smem = ctx.state["smem_one"]
         if p.kind == "dispatch":
             r = run_dispatch(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])

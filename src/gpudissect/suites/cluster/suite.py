@@ -29,7 +29,7 @@ import numpy as np
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
 from gpudissect.bench.stats import noise_flag
 from gpudissect.device.device import Buf, Device
-from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour.analyse import occupancy_rules, one_block_smem
@@ -429,13 +429,7 @@ class ClusterSuite(SuiteBase):
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         p: Probe = item.data
-        bs = [ctx.state["built"][n] for n in p.kernels]
-        for b in bs:
-            if isinstance(b, Exception):
-                raise b
-        texts: dict = {}
-        for b in bs:
-            texts.update(b.texts())
+        bs, texts = take(ctx.state["built"], p.kernels)
         flags = [f for b in bs for f in check_region(b)]
         dev, nsm, smem = ctx.dev, ctx.sm_count, ctx.state["smem"]
         unit = grid_unit(dev, ctx.state["built"]["cl_map"])

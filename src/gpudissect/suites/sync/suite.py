@@ -31,7 +31,7 @@ import numpy as np
 
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
 from gpudissect.device.device import Buf, Device
-from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.sync import analyse as an
@@ -382,14 +382,8 @@ class SyncSuite(SuiteBase):
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         p: Probe = item.data
-        built = {n: ctx.state["built"][n] for n in p.kernels}
-        for b in built.values():
-            if isinstance(b, Exception):
-                raise b
-        bs: list[Built] = list(built.values())  # type: ignore[arg-type]
-        texts: dict = {}
-        for b in bs:
-            texts.update(b.texts())
+        bs, texts = take(ctx.state["built"], p.kernels)
+        built = dict(zip(p.kernels, bs, strict=True))
         flags = sass_flags(p, built, ctx.target.arch)  # type: ignore[arg-type]
         nsm, dev = ctx.sm_count, ctx.dev
         if p.kind == "atomic":
