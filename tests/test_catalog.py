@@ -35,7 +35,9 @@ def test_templates_match_operands(catalog):
     for v in catalog:
         assert set(PLACEHOLDER.findall(v.ptx)) == {o.name for o in v.operands}, v.name
         assert v.ptx.rstrip().endswith(";"), v.name
-        assert sum(o.written for o in v.operands) == 1, v.name
+        written = sum(o.written for o in v.operands)
+        # one result, or none for an instruction without one (fence, reduction: no chain)
+        assert written == 1 or (written == 0 and v.chain_operand is None), v.name
 
 
 def test_chain_operands_are_read_operands(catalog):
@@ -51,7 +53,7 @@ def test_chain_operands_are_read_operands(catalog):
         f = v.fib_operand
         if f is not None:
             assert f.read and f is not c and f.reg_class == c.reg_class, v.name
-    assert chained > 0.9 * len(catalog)
+    assert chained > 0.9 * sum(v.dest is not None for v in catalog)
 
 
 def test_every_value_spec_parses(catalog):
@@ -73,7 +75,7 @@ def test_every_value_spec_parses(catalog):
 def test_every_type_has_a_register_class(catalog):
     for v in catalog:
         for o in v.operands:
-            assert o.ptype == "smem" or o.ptype in REG_CLASS, (v.name, o)
+            assert o.is_address or o.ptype in REG_CLASS, (v.name, o)
             assert o.reg_class in ("p", "h", "r", "rd")
 
 

@@ -34,9 +34,14 @@ REG_DECL = {"p": ".pred", "h": ".b16", "r": ".b32", "rd": ".b64"}
 REG_PREFIX = {"p": "%p", "h": "%h", "r": "%r", "rd": "%rd"}
 LD_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}
 # operand kinds that are not plain registers
-SPECIAL_KINDS = {"smem"}  # address of a per-block shared buffer (a .b32 register)
+# operand kinds that are addresses, not values: the register class of the address
+ADDRESS_KINDS = {
+    "smem": "r",  # a per-thread slot of a per-block shared buffer (a .b32 register)
+    "gmem": "rd",  # a per-thread slot of global memory (a .b64 register): its own address per thread
+}
+SPECIAL_KINDS = set(ADDRESS_KINDS)
 
-OPERAND_RE = re.compile(r"^(?P<name>[a-z][a-z0-9]*)(?P<w>!?)(?P<rw>\+?):(?P<type>[a-z0-9]+)$")
+OPERAND_RE = re.compile(r"^(?P<name>[a-z][a-z0-9]*)(?P<w>!?)(?P<rw>\+?)(?P<tmp>~?):(?P<type>[a-z0-9]+)$")
 
 
 class CatalogError(ValueError):
@@ -64,12 +69,22 @@ class Operand:
     ptype: str  # PTX type (u32, f16x2, pred, ...) or a special kind (smem)
     written: bool  # destination
     read: bool  # source (a destination that is also read has both)
+    # neither: a scratch register (``x~:b32``) that a multi-instruction template writes and
+    # reads within one instance (a fresh register of the kernel, never loaded or stored)
+
+    @property
+    def scratch(self) -> bool:
+        return not self.read and not self.written
 
     @property
     def reg_class(self) -> str:
-        if self.ptype == "smem":
-            return "r"
+        if self.ptype in ADDRESS_KINDS:
+            return ADDRESS_KINDS[self.ptype]
         return REG_CLASS[self.ptype]
+
+    @property
+    def is_address(self) -> bool:
+        return self.ptype in ADDRESS_KINDS
 
     @property
     def is_float(self) -> bool:
@@ -93,12 +108,15 @@ class Variant:
     values: dict[str, str] = field(default_factory=dict)  # operand -> value spec
     allow: tuple[str, ...] = ()  # SASS kinds allowed in the timed region
     warp_collective: bool = False  # needs all lanes converged (shfl, vote)
+    expect: tuple[str, ...] = ()  # the SASS one instance must be (opcodes, modifiers optional)
     note: str = ""
     source: str = ""  # file:group index, for error messages
 
     @property
-    def dest(self) -> Operand:
-        return next(o for o in self.operands if o.written)
+    def dest(self) -> Operand | None:
+        """The written operand; None for an instruction that writes no register (a fence, a
+        reduction, a prefetch: ``result = false`` in the catalog)."""
+        return next((o for o in self.operands if o.written), None)
 
     @property
     def sources(self) -> list[Operand]:
@@ -118,10 +136,12 @@ class Variant:
         if self.chain:
             return self.operand(self.chain)
         d = self.dest
-        same = [o for o in self.sources if o.reg_class == d.reg_class and o.ptype != "smem"]
+        if d is None:
+            return None
+        same = [o for o in self.sources if o.reg_class == d.reg_class and not o.is_address]
         if same:
             return same[0]
-        regs = [o for o in self.sources if o.ptype != "smem"]
+        regs = [o for o in self.sources if not o.is_address]
         return regs[0] if regs else None
 
     @property
@@ -131,7 +151,7 @@ class Variant:
         if c is None:
             return None
         for o in self.sources:
-            if o is not c and o.reg_class == c.reg_class and o.ptype != "smem":
+            if o is not c and o.reg_class == c.reg_class and not o.is_address:
                 return o
         return None
 
@@ -139,12 +159,27 @@ class Variant:
         return sm >= self.min_sm
 
 
-def parse_signature(sig: str, where: str) -> tuple[Operand, ...]:
-    """Parse 'd!:u32 a:u32 b:u32' (``!`` marks a written operand, ``+`` read-and-written).
+def parse_signature(sig: str, where: str, result: bool = True) -> tuple[Operand, ...]:
+    """Parse 'd!:u32 a:u32 b:u32' (``!`` marks a written operand, ``+`` read-and-written,
+    ``~`` a scratch register of a multi-instruction template: ``x~:b32``).
 
-    When no operand carries ``!``, the first one is the destination.
+    When no operand carries ``!``, the first one is the destination. ``result=False``: an
+    instruction that writes no register; every other operand is read (the signature may be empty).
     """
     tokens = sig.replace(",", " ").split()
+    if not result:
+        ops = []
+        for tok in tokens:
+            m = OPERAND_RE.match(tok)
+            if not m or m["w"] or m["rw"]:
+                raise CatalogError(f"{where}: operand '{tok}' of an instruction without a result must be "
+                                   "a source or scratch register (name:type, name~:type)")
+            if m["type"] not in REG_CLASS and m["type"] not in SPECIAL_KINDS:
+                raise CatalogError(f"{where}: unknown PTX type '{m['type']}' in signature '{sig}'")
+            ops.append(Operand(name=m["name"], ptype=m["type"], written=False, read=not m["tmp"]))
+        if len({o.name for o in ops}) != len(ops):
+            raise CatalogError(f"{where}: duplicate operand names in '{sig}'")
+        return tuple(ops)
     if not tokens:
         raise CatalogError(f"{where}: empty operand signature")
     parsed = []
@@ -158,12 +193,15 @@ def parse_signature(sig: str, where: str) -> tuple[Operand, ...]:
         ptype = m["type"]
         if ptype not in REG_CLASS and ptype not in SPECIAL_KINDS:
             raise CatalogError(f"{where}: unknown PTX type '{ptype}' in signature '{sig}'")
-        parsed.append((m["name"], bool(m["w"]), bool(m["rw"]), ptype))
-    explicit = any(w for _, w, _, _ in parsed)
+        if m["tmp"] and (m["w"] or m["rw"] or ptype in SPECIAL_KINDS):
+            raise CatalogError(f"{where}: scratch operand '{tok}' must be a plain register (name~:type)")
+        parsed.append((m["name"], bool(m["w"]), bool(m["rw"]), bool(m["tmp"]), ptype))
+    explicit = any(w for _, w, _, _, _ in parsed)
     ops = []
-    for i, (name, w, rw, ptype) in enumerate(parsed):
-        written = w or rw or (not explicit and i == 0)
-        read = rw or not written
+    first = next((i for i, p in enumerate(parsed) if not p[3]), -1)
+    for i, (name, w, rw, tmp, ptype) in enumerate(parsed):
+        written = w or rw or (not explicit and i == first)
+        read = rw or not (written or tmp)
         ops.append(Operand(name=name, ptype=ptype, written=written, read=read))
     names = [o.name for o in ops]
     if len(set(names)) != len(names):
@@ -182,24 +220,39 @@ def fill(template: str, mapping: dict[str, str]) -> str:
     return out
 
 
+def _axes(g: dict, where: str) -> list[dict[str, str]]:
+    """Every combination of the group's ``types`` ({t}) and ``vary`` axes ({key}, e.g. a
+    scope or memory-ordering qualifier), in the order written: one mapping per variant."""
+    types = g.get("types", [""])
+    if not isinstance(types, list) or not types:
+        raise CatalogError(f"{where}: 'types' must be a non-empty list")
+    combos: list[dict[str, str]] = [{"t": t} for t in types]
+    for key, vals in g.get("vary", {}).items():
+        if key == "t" or not re.fullmatch(r"[a-z][a-z0-9]*", key):
+            raise CatalogError(f"{where}: vary axis '{key}' is not a placeholder name (or is 't')")
+        if not isinstance(vals, list) or not vals or not all(isinstance(x, str) for x in vals):
+            raise CatalogError(f"{where}: vary axis '{key}' must be a non-empty list of strings")
+        combos = [{**c, key: x} for c in combos for x in vals]
+    return combos
+
+
 def _expand_group(g: dict, where: str) -> Iterator[Variant]:
     for key in ("name", "sig"):
         if key not in g:
             raise CatalogError(f"{where}: missing '{key}'")
-    types = g.get("types", [""])
-    if not isinstance(types, list) or not types:
-        raise CatalogError(f"{where}: 'types' must be a non-empty list")
-    for t in types:
-        name = fill(g["name"], {"t": t})
-        sig = fill(g["sig"], {"t": t})
-        operands = parse_signature(sig, f"{where} ({name})")
+    result = bool(g.get("result", True))
+    for axes in _axes(g, where):
+        t = axes["t"]
+        name = fill(g["name"], axes)
+        sig = fill(g["sig"], axes)
+        operands = parse_signature(sig, f"{where} ({name})", result)
         parts = name.split(".")
         opcode = parts[0]
         typed = [p for p in parts[1:] if p in REG_CLASS]
         ptype = typed[-1] if typed else (parts[-1] if len(parts) > 1 else "")
         mods = tuple(p for p in parts[1:] if p != ptype)
         if "ptx" in g:
-            ptx = fill(g["ptx"], {"t": t})
+            ptx = fill(g["ptx"], axes)
         else:
             ptx = name + " " + ", ".join("{" + o.name + "}" for o in operands) + ";"
         placeholders = set(re.findall(r"\{([a-z][a-z0-9]*)\}", ptx))
@@ -210,11 +263,11 @@ def _expand_group(g: dict, where: str) -> Iterator[Variant]:
                 f"{where} ({name}): PTX template '{ptx}' and signature '{sig}' disagree "
                 f"(missing {sorted(missing)}, unknown {sorted(extra)})"
             )
-        values = {k: fill(str(v), {"t": t}) for k, v in g.get("values", {}).items()}
+        values = {k: fill(str(v), axes) for k, v in g.get("values", {}).items()}
         for k in values:
             if k not in {o.name for o in operands}:
                 raise CatalogError(f"{where} ({name}): value given for unknown operand '{k}'")
-        chain = g.get("chain")
+        chain = g.get("chain") if result else "none"
         if chain and chain != "none" and chain not in {o.name for o in operands if o.read}:
             raise CatalogError(f"{where} ({name}): chain operand '{chain}' is not a read operand")
         per_type_sm = g.get("min_sm_by_type", {})
@@ -232,7 +285,8 @@ def _expand_group(g: dict, where: str) -> Iterator[Variant]:
             values=values,
             allow=tuple(g.get("allow", ())),
             warp_collective=bool(g.get("warp_collective", False)),
-            note=g.get("note", ""),
+            expect=tuple(g.get("expect", ())),
+            note=fill(g.get("note", ""), axes),
             source=where,
         )
 
@@ -311,9 +365,10 @@ def load_catalog(paths: Iterable[Path | str] | None = None) -> Catalog:
                 raise CatalogError(f"{where}: a group must be a table ([[group]])")
             bad = [k for k in ("name", "sig", "ptx", "class", "chain", "min_ptx", "note")
                    if k in g and not isinstance(g[k], str)]
-            bad += [k for k in ("types", "allow") if k in g and not (
+            bad += [k for k in ("types", "allow", "expect") if k in g and not (
                 isinstance(g[k], list) and all(isinstance(x, str) for x in g[k]))]
-            bad += [k for k in ("values", "min_sm_by_type") if k in g and not isinstance(g[k], dict)]
+            bad += [k for k in ("values", "min_sm_by_type", "vary") if k in g and not isinstance(g[k], dict)]
+            bad += [k for k in ("result",) if k in g and not isinstance(g[k], bool)]
             if bad:
                 raise CatalogError(f"{where}: wrong type for {', '.join(repr(k) for k in bad)}")
             try:

@@ -22,6 +22,9 @@ NO_DEST = {
 }
 # opcodes whose leading destination count the generic rule gets wrong
 DEST_COUNT = {"SHFL": 2, "PLOP3": 2, "ISETP": 2, "FSETP": 2, "DSETP": 2, "HSETP2": 2}
+# opcodes that write a predicate, then a register, when their first operand is a predicate
+# (ATOMG PT, R5, [R2.64], R4; MATCH.ALL PT, R12, R13; ELECT PT, UR4, PT)
+LEADING_PRED = {"ATOMG", "ATOM", "MATCH", "ELECT"}
 # opcodes whose register operands are 64-bit pairs
 PAIR_OPS = {"DADD", "DMUL", "DFMA", "DSETP", "DMNMX", "DSET"}
 
@@ -67,6 +70,9 @@ class SassInstr:
             return min(DEST_COUNT[self.opcode], len(self.operands))
         if self.opcode == "VOTE":
             return len(self.operands) - 1
+        if (self.opcode in LEADING_PRED and len(self.operands) > 2
+                and re.fullmatch(r"!?P(\d+|T)", self.operands[0].strip())):
+            return 2
         # the first operand, then predicate/carry outputs right after it (IADD3 R0, P0, ...),
         # always leaving at least one operand as a source
         n = 1

@@ -16,6 +16,7 @@ instances into the two lanes of one instruction: the work is all there, two inst
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,9 +82,13 @@ def check_family(
     check_depth: bool = True,
     min_real: int = 1,
     paired: Callable[[str], bool] | None = None,
+    expect: tuple[str, ...] = (),
 ) -> CheckResult:
     """Verify a family of kernels that differ only in the number of instances. ``paired``
-    tells the opcodes of two-lane SASS (None: no pairing is accepted)."""
+    tells the opcodes of two-lane SASS (None: no pairing is accepted). ``expect``: the SASS
+    one instance must be (``VIMNMX3`` matches ``VIMNMX3.S16x2``): each of them, and no other
+    real instruction beside a companion's (a multi-instruction PTX pattern the compiler did
+    not fuse into the one SASS it names, or simplified away, fails)."""
     if len(samples) < 2:
         raise ValueError("need at least two chain lengths to verify")
     samples = sorted(samples, key=lambda s: s.units)
@@ -144,6 +149,11 @@ def check_family(
             "(the compiler merged, hoisted or removed the instruction)"
         )
         return res
+    if expect:
+        why = _unexpected(per_unit, expect, real - (min_real - 1))
+        if why:
+            res.reason = why
+            return res
     bound = max(max_moves, real)
     if moves > bound:
         res.reason = f"{float(moves):g} register moves per instance (at most {float(bound):g} allowed)"
@@ -162,3 +172,23 @@ def check_family(
             return res
     res.ok = True
     return res
+
+
+def _unexpected(per_unit: dict[str, Fraction], expect: tuple[str, ...], real: Fraction) -> str | None:
+    """Why one instance's SASS is not ``expect`` (None when it is). ``real``: real SASS
+    instructions per instance that are the variant's own (a companion's taken out)."""
+    work = {op: c for op, c in per_unit.items() if c > 0 and not op.startswith("MOV:")}
+    need = Counter(expect)
+    missing = []
+    for want, n in need.items():
+        rx = re.compile(rf"^{re.escape(want)}(\.|$)")
+        got = sum((c for op, c in work.items() if rx.match(op)), Fraction(0))
+        if got < n:
+            missing.append(want)
+    shown = ", ".join(f"{float(c):g}*{op}" for op, c in work.items()) or "nothing"
+    if missing:
+        return f"not the expected SASS: {' + '.join(missing)} missing per instance (found {shown})"
+    if real != len(expect):
+        return (f"not the expected SASS: {float(real):g} real instructions per instance where "
+                f"{' + '.join(expect)} was expected (found {shown}): the pattern was not fused")
+    return None

@@ -38,6 +38,20 @@ from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
+from gpudissect.suites.instructions.checks import Sample
+from gpudissect.suites.instructions.operands import (
+    GUARDS,
+    OperandSpec,
+    check_guarded,
+    check_operand_flow,
+    config_measures,
+    core_sass,
+    glue_key,
+    glue_sass,
+    operand_specs,
+    operand_strategies,
+    operand_variant,
+)
 from gpudissect.suites.instructions.selfcheck import run_selfcheck, selfcheck_lines
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.template import (
@@ -98,6 +112,13 @@ class Family:
     stall: float | None = None  # ptxas's stall model of a chain family (single-SASS variants)
     sass: list[str] | None = None  # a throughput family's own SASS per instance (its limit)
     paired: bool = False  # two instances in the two lanes of each SASS (checks.py)
+    # per-operand latency (operands.py): the operand the chain runs through, the strategy its
+    # kernels were generated with, the SASS slots the data flow showed the chain entering by;
+    # alias: the measure whose kernels are this family's own (the variant's default chain)
+    operand: OperandSpec | None = None
+    strategy: str | None = None
+    slots: dict[str, list[int]] | None = None
+    alias: str | None = None
 
 
 @dataclass
@@ -154,7 +175,107 @@ def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
     if v.chain_operand is not None:
         for d in plan.distances:
             fams.append(fam("distance", d, plan.distance_units))
+    fams.extend(operand_families(v, rec, target, plan, idx))
+    fams.extend(config_families(v, rec, target, plan, idx))
     return fams
+
+
+def config_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:
+    """The instruction-configuration families of ``v`` (strategies.toml [configurations]): its
+    latency chain with every instance under a predicate true or false at run time."""
+    out = []
+    for m in config_measures(v):
+        f = Family(m, 1, [], strategy=rec.strategy)
+        out.append(f)
+        guard = GUARDS[m]
+        try:
+            f.kernels = [generate(v, get_strategy(rec.strategy or "reg"), target, chains=1, length=n,
+                                  reps=plan.reps, measure=m, name=f"v{idx}_g{'t' if guard else 'f'}_l1_n{n}", guard=guard)
+                         for n in lengths_for(plan.latency_units, 1, sass_per_instance(rec), plan)]
+        except GenerationError as e:
+            f.error = f"{m}: {e}"
+    return out
+
+
+def operand_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:
+    """The per-operand latency families of ``v`` (strategies.toml [operand_latency]): one chain
+    through each listed operand, generated with the table's first strategy (the others are tried
+    by :func:`retry_operands` where it does not verify)."""
+    return [operand_family(v, rec, spec, 0, target, plan, idx) for spec in operand_specs(v)]
+
+
+def operand_family(v: Variant, rec: MapRecord, spec: OperandSpec, attempt: int, target: Target,
+                   plan: Plan, idx: int) -> Family:
+    """The family of operand ``spec`` with the table's strategy number ``attempt``. The operand
+    the variant's own latency chain runs through, with the same strategy, is the same kernels:
+    an alias of ``latency``. A family no kernel can be generated for carries its reason."""
+    sname = operand_strategies()[attempt]
+    strat = get_strategy(sname)
+    f = Family(spec.measure, 1, [], operand=spec, strategy=sname)
+    default = v.chain_operand
+    if default is not None and spec.name == default.name and rec.strategy == sname:
+        f.alias = "latency"
+    elif strat.opt != get_strategy(rec.strategy or sname).opt:
+        f.error = f"operand {spec.index}: strategy {sname} compiles at another -O than {rec.strategy}"
+    else:
+        tag = f"o{spec.index}" + (f"s{attempt}" if attempt else "")
+        try:
+            lens = lengths_for(plan.latency_units, 1, sass_per_instance(rec), plan)
+            f.kernels = [generate(operand_variant(v, spec), strat, target, chains=1, length=n, reps=plan.reps,
+                                  measure=spec.measure, name=f"v{idx}_{tag}_l1_n{n}") for n in lens]
+        except GenerationError as e:
+            f.error = f"{sname}: operand {spec.index} ({spec.name}): {e}"
+    return f
+
+
+def retry_operands(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> None:
+    """Per-operand families that did not verify, tried again with the table's next strategy
+    (built and checked like the first), until one verifies or none is left; a family that
+    never verifies keeps every strategy's reason."""
+    names = operand_strategies()
+    index = {w.variant.name: i for i, w in enumerate(works)}
+    for attempt in range(1, len(names)):
+        redo: list[VariantWork] = []
+        for w in works:
+            failed = [(i, f) for i, f in enumerate(w.families) if f.operand is not None and f.error
+                      and f.strategy == names[attempt - 1]]
+            if not failed:
+                continue
+            fams = [operand_family(w.variant, w.record, f.operand, attempt, target, plan,  # type: ignore[arg-type]
+                                   index[w.variant.name]) for _, f in failed]
+            for (_, old), new in zip(failed, fams, strict=True):
+                new.error = new.error and f"{old.error}; {new.error}"  # not generated: both reasons
+            redo.append(VariantWork(w.variant, w.record, fams))
+        if not redo:
+            return
+        compile_work(redo, target, jobs)
+        for r in redo:
+            w = works[index[r.variant.name]]
+            slots = [i for i, f in enumerate(w.families) if f.operand is not None and f.error
+                     and f.strategy == names[attempt - 1]]
+            for i, new in zip(slots, r.families, strict=True):
+                old = w.families[i].error or ""
+                old = old if attempt > 1 or old.startswith(f"{names[0]}:") else f"{names[0]}: {old}"
+                if new.error and not new.error.startswith(old):
+                    new.error = f"{old}; {new.strategy}: {new.error}"
+                w.families[i] = new
+
+
+def without_companion(v: Variant, strat, counts: dict[str, str] | dict[str, Fraction]) -> dict[str, Fraction]:
+    """One instance's SASS (opcode -> count; moves may be keyed ``MOV:<opcode>``, as in
+    check_family) with the companion of ``strat``, if any, taken out."""
+    if strat.chain != "companion":
+        return {op: Fraction(c) for op, c in counts.items()}
+    n = 2 if v.chain_operand is not None and v.chain_operand.reg_class == "rd" else 1
+    return {op: Fraction(c).limit_denominator(64)
+            for op, c in own_sass(counts, companion_sass(strat.companion), n).items()}
+
+
+def own_counts(v: Variant, rec: MapRecord) -> dict[str, Fraction]:
+    """One instance of the variant's own SASS from its verified chain: the companion (if any)
+    and the glue taken out."""
+    counts = without_companion(v, get_strategy(rec.strategy or "reg"), rec.sass_counts)
+    return core_sass(counts, glue_key(v), glue_sass())
 
 
 def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str]) -> list[list[Family]]:
@@ -180,16 +301,31 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                 f.error = "ptxas failed on the timing kernels"
             continue
         for v, rec, fams in items:
-            strat = get_strategy(rec.strategy)
             for f in fams:
+                if f.alias or f.error:
+                    continue
+                strat = get_strategy(f.strategy or rec.strategy)
+                fv = operand_variant(v, f.operand) if f.operand else v
                 bs = [built[k.name] for k in f.kernels]
                 bad = next((b for b in bs if isinstance(b, Exception)), None)
                 if bad is not None:
                     f.error = str(bad)
                     continue
                 try:
-                    res = check_built(v, strat, bs,  # type: ignore[arg-type]
+                    res = check_built(fv, strat, bs,  # type: ignore[arg-type]
                                       paired=pairs.search if pairs and f.measure == "throughput" else None)
+                    if res.ok and f.operand is not None:
+                        why, f.slots = check_operand_flow(
+                            [Sample(b.kernel.units, b.kernel.length, b.region) for b in bs],  # type: ignore[union-attr]
+                            f.operand, own_counts(v, rec), without_companion(fv, strat, res.per_unit),
+                            glue_key(fv), glue_sass())
+                        if why:
+                            res.ok, res.reason = False, why
+                    if res.ok and f.measure in GUARDS:
+                        why = check_guarded([Sample(b.kernel.units, b.kernel.length, b.region) for b in bs],  # type: ignore[union-attr]
+                                            own_counts(v, rec))
+                        if why:
+                            res.ok, res.reason = False, why
                     f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
                     if f.measure != "throughput":
                         f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
@@ -200,6 +336,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     f.error = res.reason
                 elif f.measure == "throughput":
                     f.sass, f.paired = res.sass, res.paired  # its own mix (IADD3.X / IMAD.X vary)
+                elif f.operand is not None:
+                    f.sass = res.sass  # its own chain's SASS (the glue, if any, moved)
                 f.built = [b.light() for b in bs]  # type: ignore[union-attr]
     return [fams for _, _, fams in chunk]
 
@@ -229,6 +367,7 @@ def prepare_works(variants: list[Variant], records: list[MapRecord], target: Tar
                 rec.reason = f"timing kernels: {e}"
         works.append(w)
     compile_work([w for w in works if w.record.verified], target, jobs)
+    retry_operands([w for w in works if w.record.verified], target, plan, jobs)
     return works
 
 
@@ -275,7 +414,7 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
         w.results = [[] for _ in fams]
     texts: dict[str, tuple[str, str]] = {}
     failed: Exception | None = None
-    todo = [i for i in range(len(fams)) if only is None or i in only]
+    todo = [i for i in range(len(fams)) if (only is None or i in only) and not fams[i].alias]
     for i in [i for i in todo if fams[i].measure != "throughput"]:
         if failed is not None:
             w.results[i] = [_skipped(w, fams[i], failed)]
@@ -296,11 +435,20 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
                 failed = e
         for i in tp:
             w.results[i] = swept[i] or ([_skipped(w, fams[i], failed)] if failed else [])
+    for i, f in enumerate(fams):
+        if f.alias:
+            w.results[i] = [alias_result(w.variant, f, [r for rs in w.results for r in rs])]
     measured = [r for rs in w.results for r in rs]
     out = measured + peak_results(w.variant, measured, target)
     if w.record.companion:  # the pair's numbers; finish() derives the variant's own
-        out = [_as_pair(r) for r in out]
+        out = [r if r.measure.startswith(OPERAND) else _as_pair(r) for r in out]
+    # a per-operand chain with a companion: the pair's number; finish() derives the operand's own
+    out = [_as_pair(r) if r.measure.startswith(OPERAND) and _with_companion(r) else r for r in out]
     return Outcome(out, texts)
+
+
+def _with_companion(r: Result) -> bool:
+    return any(f.startswith("companion:") for f in r.flags)
 
 
 def _skipped(w: VariantWork, f: Family, failed: Exception | None) -> Result:
@@ -317,16 +465,26 @@ def _cite(w: VariantWork, f: Family) -> tuple[list[str], dict] | Result:
         return Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
                       strategy=w.record.strategy)
-    flags = _base_flags(w)
+    flags = _base_flags(w) if f.operand is None else _operand_flags(w, f)
     if f.paired:
         flags.append(f"paired: ptxas put two independent instances into the two lanes of each "
                      f"{' '.join(op.split('*')[-1] for op in f.sass)} (rate per PTX instance)")
     cited = f.built[-1]
-    return flags, dict(sass=f.sass if f.paired else w.record.sass, strategy=w.record.strategy, cls=v.cls,
-                       ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
+    own = f.paired or f.operand is not None
+    return flags, dict(sass=f.sass if own else w.record.sass, strategy=f.strategy or w.record.strategy,
+                       cls=v.cls, ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
+
+
+def _operand_flags(w: VariantWork, f: Family) -> list[str]:
+    """The flags of a per-operand family: its own glue (the chain feeds that operand), and
+    the variant's data-dependent path, if any."""
+    meta = f.kernels[0].meta if f.kernels else {}
+    own = [f"{k}: {meta[k]}" for k in ("glue", "companion") if meta.get(k)]
+    return own + [x for x in _base_flags(w) if x.startswith("branch:")]
 
 
 PAIR = "_with_companion"
+OPERAND = "latency_operand_"  # per-operand latencies: their own chains, never with a companion
 
 
 def _as_pair(r: Result) -> Result:
@@ -441,8 +599,43 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
                       "slope of median cycles vs instances, no dependence between instances "
                       "(an issue interval of one warp, not a latency)",
                       params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
+    if f.measure in GUARDS:
+        return Result(v.name, f.measure, fit.slope, "cycles",
+                      f"slope of median cycles vs chain length, every instance under a predicate "
+                      f"{'true' if GUARDS[f.measure] else 'false'} at run time",
+                      params={**params, "guard": GUARDS[f.measure]}, fit=fit.to_json(), samples=samples,
+                      flags=flags, **cite)
+    if f.operand is not None:
+        return Result(v.name, f.measure, fit.slope, "cycles",
+                      f"slope of median cycles vs chain length, the chain through source operand "
+                      f"{f.operand.index} alone",
+                      params={**params, **_operand_params(f)}, fit=fit.to_json(), samples=samples,
+                      flags=flags, **cite)
     return Result(v.name, "latency", fit.slope, "cycles", "slope of median cycles vs chain length",
                   params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
+
+
+def _operand_params(f: Family) -> dict:
+    op = f.operand
+    assert op is not None
+    return {"operand": op.index, "operand_name": op.name, "sass_slots": f.slots or {}}
+
+
+def alias_result(v: Variant, f: Family, results: list[Result]) -> Result:
+    """The per-operand result of a family whose kernels are the ``f.alias`` measure's own
+    (the variant's default chain): that measurement, under the per-operand name."""
+    src = next((r for r in results if r.measure == f.alias), None)
+    op = f.operand
+    assert op is not None
+    if src is None:
+        return Result(v.name, f.measure, None, "cycles", "none",
+                      params={"operand": op.index, "operand_name": op.name, "same_kernels_as": f.alias},
+                      flags=[f"not timed: no {f.alias} result to share kernels with"], cls=v.cls)
+    return Result(src.variant, f.measure, src.value, src.unit, src.statistic,
+                  params={**src.params, "operand": op.index, "operand_name": op.name,
+                          "same_kernels_as": f.alias},
+                  fit=src.fit, samples=src.samples, flags=list(src.flags), sass=list(src.sass),
+                  strategy=src.strategy, ptx_hash=src.ptx_hash, sass_hash=src.sass_hash, cls=src.cls)
 
 
 def ptxas_stall(b: Built, rec: MapRecord) -> float | None:
@@ -686,6 +879,39 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
     return out
 
 
+def operand_companion_removed(v: Variant, pair: dict, lat: dict[str, dict]) -> Result:
+    """An operand's own latency from its chain with a companion (``pair``, a stored row) and the
+    companion's own latency measured in the same run (catalog/glue.toml [companion_latency]),
+    as for a variant's latency (:func:`companion_removed`)."""
+    p = pair["params"] or {}
+    op = get_strategy(pair["strategy"] or "companion").companion
+    ref = companion_measured_by(op, v.operand(p["operand_name"]).reg_class)
+    keep = [f for f in pair["flags"] if not f.startswith("companion:")]
+    sass = list(pair["sass"] or [])
+    for _ in range(2 if v.operand(p["operand_name"]).reg_class == "rd" else 1):  # the companion's SASS out
+        j = next((i for i in range(len(sass) - 1, -1, -1) if sass[i] in companion_sass(op)), None)
+        if j is not None:
+            sass.pop(j)
+    base = dict(sass=sass, strategy=pair["strategy"], cls=v.cls)
+    measure = pair["measure"].removesuffix(PAIR)
+    rl = lat.get(ref or "")
+    why = None if ref else f"no variant measures the companion '{op}' alone"
+    if why is None and not _clean(pair):
+        why = "the pair's latency is not clean"
+    if why is None and not (rl and _clean(rl)):
+        why = f"{ref}'s latency is not clean in this run"
+    if why is None and pair["value"] - rl["value"] <= 0:  # type: ignore[index]
+        why = f"the pair ({pair['value']:.3g}) is not slower than {ref} ({rl['value']:.3g})"  # type: ignore[index]
+    if why is not None:
+        return Result(v.name, measure, None, "cycles", "none", params={**p, "pair": pair["value"]},
+                      flags=keep + [f"includes companion: {op}: {why}"], **base)
+    return Result(v.name, measure, pair["value"] - rl["value"], "cycles",  # type: ignore[index]
+                  f"latency of the chain through operand {p['operand']} with its companion minus "
+                  f"{ref}'s (the companion '{op}')",
+                  params={**p, "pair": pair["value"], "companion": {"variant": ref, "latency": rl["value"]}},  # type: ignore[index]
+                  flags=keep + [f"companion removed: {op} ({ref}, {rl['value']:.3g} cycles)"], **base)  # type: ignore[index]
+
+
 def unverified_results(w: VariantWork) -> list[Result]:
     r = w.record
     why = r.reason or r.status
@@ -770,6 +996,13 @@ class InstructionsSuite(SuiteBase):
             ref = companion_measured_by(op, w.variant.chain_operand.reg_class)
             res = companion_removed(w, ref, companion_sass(op), lat, peak, pairs[name], set(pairs))
             ctx.store.save(ctx.run_id, f"derived/{name}", res)
+        operand_pairs = {(v, m): r for v, ms in pairs.items() for m, r in ms.items() if m.startswith(OPERAND)}
+        if operand_pairs:
+            cat = {v.name: v for v in select_variants(None, ctx.options.get("catalog"))}
+            for (name, _m), pr in sorted(operand_pairs.items()):
+                if name in cat:
+                    # stored with the variant's own item (done already): an item's results stay its own
+                    ctx.store.save(ctx.run_id, name, [operand_companion_removed(cat[name], pr, lat)])
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         v: Variant = item.data

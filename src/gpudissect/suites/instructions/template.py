@@ -27,6 +27,7 @@ import tomllib
 from functools import cache
 
 from gpudissect.catalog.model import (
+    ADDRESS_KINDS,
     CATALOG_DIR,
     LD_TYPE,
     REG_DECL,
@@ -42,6 +43,8 @@ from gpudissect.suites.instructions.strategies import Strategy
 from gpudissect.target import Target
 
 SMEM_BYTES_PER_THREAD = 8
+# the register an address operand of each kind reads (set up before the timed region)
+ADDRESS_REG = {"smem": "%smem", "gmem": "%gmem"}
 
 
 class GenerationError(ValueError):
@@ -120,9 +123,12 @@ def generate(
     reps: int = 2,
     name: str = "bench",
     measure: str = "",
+    guard: bool | None = None,
 ) -> Kernel:
     """Generate the benchmark kernel for one variant and strategy: ``chains`` dependence
-    chains of ``length`` instances, the timed region repeated ``reps`` times."""
+    chains of ``length`` instances, the timed region repeated ``reps`` times. ``guard``: every
+    instance of the instruction (not its glue or companion) under a predicate loaded at run
+    time, true or false (an instruction configuration, issue 22); None: unguarded."""
     if chains < 1 or length < 1 or reps < 1:
         raise GenerationError("chains, length and reps must be >= 1")
     regs = _Regs()
@@ -135,6 +141,9 @@ def generate(
     if strategy.chain == "fib" and fib_op is None:
         raise GenerationError(f"{variant.name}: no second operand of the chain's class for a two-register chain")
     uses_smem = any(o.ptype == "smem" for o in variant.operands)
+    uses_gmem = any(o.ptype == "gmem" for o in variant.operands)
+    if set(ADDRESS_REG) != set(ADDRESS_KINDS):
+        raise GenerationError("an address kind of the catalog has no register in the template")
 
     def load(cls: str, spec_bits: int, vary: bool = False) -> str:
         """Load a slot; ``vary`` adds the lane id to the bits, so that the compiler cannot
@@ -161,7 +170,16 @@ def generate(
     cur: list[str] = []
     other: list[str] = []
     for k in range(K):
-        if chain_op is not None:
+        if chain_op is not None and chain_op.is_address:
+            # a chain through an address: a pointer chase. Chain k starts at the thread's
+            # output slot k, which holds its own address (each chain its own slot)
+            if chain_op.ptype != "gmem":
+                raise GenerationError(f"{variant.name}: a chain through a {chain_op.ptype} address is not supported")
+            reg = regs.new(chain_op.reg_class)
+            lines.append(f"  add.u64 {reg}, %gmem, {8 * k};")
+            lines.append(f"  st.global.u64 [{reg}], {reg};")
+            cur.append(reg)
+        elif chain_op is not None:
             cur.append(load(chain_op.reg_class, bits_for(chain_op.ptype, chain_init_spec(chain_op, k, variant)), vary=True))
         if fib_op is not None:
             other.append(load(fib_op.reg_class, bits_for(fib_op.ptype, chain_init_spec(fib_op, k + K, variant)), vary=True))
@@ -171,8 +189,8 @@ def generate(
     for op in variant.sources:
         if op is chain_op or op is fib_op:
             continue
-        if op.ptype == "smem":
-            fixed[op.name] = "%smem"
+        if op.is_address:
+            fixed[op.name] = ADDRESS_REG[op.ptype]
             continue
         spec = operand_spec(op, variant)
         vary = spec.startswith("lane:")  # value + %laneid: differs across the warp
@@ -184,17 +202,29 @@ def generate(
             fixed[op.name] = lit
         else:
             fixed[op.name] = load(op.reg_class, bits_for(op.ptype, spec), vary=vary)
+    for op in variant.operands:  # scratch registers of a multi-instruction template
+        if op.scratch:
+            fixed[op.name] = regs.new(op.reg_class)
     if strategy.operands == "imm" and not any(o is not chain_op and o is not fib_op for o in variant.sources):
         raise GenerationError(f"{variant.name}: no operand to make immediate")
+    pre = "  "
+    if guard is not None:
+        if template.count(";") != 1 or dest is None or chain_op is None:
+            raise GenerationError(f"{variant.name}: a guard needs one chained instruction in the template")
+        pre = f"  @{load('p', 1 if guard else 0)} "
 
     glue = None
-    if chain_op is not None and dest.reg_class != chain_op.reg_class:
+    if chain_op is not None and dest is not None and dest.reg_class != chain_op.reg_class:
         glue = glue_ptx(dest.reg_class, chain_op.reg_class)
+    if guard is not None and glue:
+        raise GenerationError(f"{variant.name}: a guarded chain through glue would skip the glue's input")
     companion = None
     comp_key = ""
     if strategy.chain == "companion":
         if chain_op is None:
             raise GenerationError(f"{variant.name}: no chain to put a companion in")
+        if chain_op.is_address:
+            raise GenerationError(f"{variant.name}: a companion would corrupt the address the chain follows")
         companion = companion_ptx(strategy.companion, chain_op.reg_class)
         kcls = chain_op.reg_class if chain_op.reg_class != "p" else "r"
         comp_key = load(kcls, 0x5A5A5A5A5A5A5A5A & ((1 << {"h": 16, "r": 32, "rd": 64}[kcls]) - 1))
@@ -202,16 +232,19 @@ def generate(
             pk = regs.new("p")
             lines.append(f"  setp.ne.b32 {pk}, {comp_key}, 0;")
             comp_key = pk
-    dtmp = [regs.new(dest.reg_class) for _ in range(K)] if glue else []
+    dtmp = [regs.new(dest.reg_class) for _ in range(K)] if glue and dest is not None else []
     # without a chain operand (e.g. reads of special registers) each instance writes a fresh
-    # register; all are folded into the sinks by XOR after the timed region (none is dead)
-    sinks_plain = [regs.new(dest.reg_class) for _ in range(K)] if chain_op is None else []
+    # register; all are folded into the sinks by XOR after the timed region (none is dead).
+    # An instruction without a result (a fence, a reduction) is its own effect: nothing to sink.
+    sinks_plain = [regs.new(dest.reg_class) for _ in range(K)] if chain_op is None and dest is not None else []
     fresh: list[tuple[int, str]] = []
-    if chain_op is None and dest.reg_class == "p":
+    if chain_op is None and dest is not None and dest.reg_class == "p":
         raise GenerationError(f"{variant.name}: a predicate result needs a chain operand")
 
     def instance(k: int, step: int) -> list[str]:
         m = dict(fixed)
+        if dest is None:
+            return ["  " + fill(template, m)]
         if chain_op is None:
             r = regs.new(dest.reg_class)
             fresh.append((k, r))
@@ -226,11 +259,11 @@ def generate(
         out = []
         if glue:
             m[dest.name] = dtmp[k]
-            out.append("  " + fill(template, m))
+            out.append(pre + fill(template, m))
             out.append("  " + fill(glue, {"o": a, "i": dtmp[k]}))
         else:
             m[dest.name] = a
-            out.append("  " + fill(template, m))
+            out.append(pre + fill(template, m))
         if companion:
             out.append("  " + fill(companion, {"o": a, "k": comp_key}))
         return out
@@ -242,7 +275,7 @@ def generate(
 
     # --- sink: every chain's final value is stored, so nothing is dead
     fold: list[str] = []
-    if chain_op is None:
+    if chain_op is None and dest is not None:
         first = set()
         for k, r in fresh:
             if k not in first:
@@ -275,6 +308,9 @@ def generate(
         if uses_smem
         else []
     )
+    # global memory: the thread's first output slot (its own address; the sinks are stored
+    # over it after the timed region), zeroed and so in L2 before the region starts
+    gmem_setup = ["  mov.b64 %gmem, %outp;", "  st.global.u64 [%gmem], 0;"] if uses_gmem else []
     entry = "\n".join(
         [
             f"// gpudissect: {variant.name}  strategy={strategy.name}  chains={K} length={length} reps={reps}",
@@ -282,6 +318,7 @@ def generate(
             "{",
             *regs.decls(),
             "  .reg .b64 %in, %outp, %tp, %t0, %t1, %toff, %sync;",
+            *(["  .reg .b64 %gmem;"] if uses_gmem else []),
             "  .reg .b32 %ti, %nt, %ct, %gt, %gw, %rep, %sm, %smem, %lane;",
             "  .reg .b16 %lane16;",
             "  .reg .b64 %lane64;",
@@ -306,6 +343,7 @@ def generate(
             f"  mul.wide.u32 %toff, %gt, {8 * max(len(sink_regs), 1)};",
             "  add.u64 %outp, %outp, %toff;",
             *smem_setup,
+            *gmem_setup,
             *lines,
             f"  add.u64 %sync, %in, {8 * max(len(inputs), 1)};",  # the SM counters follow the inputs
             *repeated(body, str(reps), REPEAT, keep=reps, after=fold, sync=SmSync("%sync")),
@@ -327,5 +365,6 @@ def generate(
         reps=reps,
         inputs=inputs,
         n_sink=max(len(sink_regs), 1),
-        meta={"strategy": strategy.name, "glue": glue, "companion": companion, "uses_smem": uses_smem},
+        meta={"strategy": strategy.name, "glue": glue, "companion": companion, "uses_smem": uses_smem,
+              "uses_gmem": uses_gmem, **({"guard": guard} if guard is not None else {})},
     )

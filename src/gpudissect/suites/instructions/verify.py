@@ -66,7 +66,7 @@ def check_built(variant: Variant, strategy: Strategy, builts: list[Built],
     samples = [Sample(units=b.kernel.units, length=b.kernel.length, region=b.region) for b in builts]
     min_real = 2 if strategy.chain == "companion" else 1
     res = check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
-                       min_real=min_real, paired=paired)
+                       min_real=min_real, paired=paired, expect=variant.expect)
     if res.ok:
         stalled = compiler_stalls(builts[-1])
         if stalled:

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.metrics import lookup
+from gpudissect.suites.instructions.operands import GUARDS, MEASURE
+
+OPERAND_PREFIX = MEASURE.split("{")[0]  # latency_operand_<i>
+GUARDED = GUARDS  # measure -> the guard's value
 
 
 @dataclass
@@ -30,6 +34,9 @@ class InstrRow:
     strategy: str | None = None
     ptx_hash: str | None = None
     sass_hash: str | None = None
+    # latency from each PTX source operand (1-based) and under a true / false guard, with flags
+    operands: dict[int, tuple[float | None, list[str]]] = field(default_factory=dict)
+    guarded: dict[bool, tuple[float | None, list[str]]] = field(default_factory=dict)
 
     @property
     def flags(self) -> list[str]:
@@ -82,6 +89,10 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
             row.throughput = r.get("value")
             row.throughput_flags = flags
             row.throughput_config = (r.get("params") or {}).get("smallest_within_2pct")
+        elif m and m.startswith(OPERAND_PREFIX) and m.removeprefix(OPERAND_PREFIX).isdigit():
+            row.operands[int(m.removeprefix(OPERAND_PREFIX))] = (r.get("value"), flags)
+        elif m in GUARDED:
+            row.guarded[GUARDED[m]] = (r.get("value"), flags)
         elif m == "distance":
             d = (r.get("params") or {}).get("distance")
             if d is not None:
