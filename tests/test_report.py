@@ -377,3 +377,19 @@ def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
     assert head in md and "(suite `extra`)" in md
     assert "- Cluster of 16: refused (the driver's reason)." in md
     assert md.index("(suite `extra`)") < md.index("## Instruction timings by class")
+
+
+def test_timing_reference_lists_operand_and_guarded_latencies():
+    from gpudissect.report.markdown import _operand_section
+    from gpudissect.suites.instructions.view import instruction_rows
+
+    def rec(m, v, flags=()):
+        return {"variant": "fma.rn.f32", "measure": m, "value": v, "flags": list(flags), "sass": ["FFMA"]}
+
+    rows = instruction_rows([rec("latency", 4.0), rec("latency_operand_1", 4.0), rec("latency_operand_3", 4.5),
+                             rec("latency_operand_2", None, ["unverified: two slots"]),
+                             rec("latency_guarded_true", 4.0), rec("latency_guarded_false", 2.0)])
+    md = "\n".join(_operand_section(rows))
+    assert "| op 1 | op 2 | op 3 | guard true | guard false |" in md
+    assert "| `fma.rn.f32` | FFMA | 4 | 4 | - (unverified) | 4.5 | 4 | 2 |" in md
+    assert _operand_section(instruction_rows([rec("latency", 4.0)])) == []

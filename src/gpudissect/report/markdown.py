@@ -80,6 +80,35 @@ def _conclusions(rs: ResultSet, suite: str, words: tuple[str, ...] = ()) -> list
     return [f"- {c}" for c in cs]
 
 
+def _operand_section(rows) -> list[str]:
+    """Latency from each source operand (the chain through that operand alone, the others
+    independent) and under a run-time guard that is true or false."""
+    rs = [r for r in rows if r.operands or r.guarded]
+    if not rs:
+        return []
+    n = max((i for r in rs for i in r.operands), default=0)
+
+    def cell(v: tuple[float | None, list[str]] | None) -> str:
+        if v is None:
+            return ""
+        val, flags = v
+        bad = sorted({f.split(":")[0] for f in flags})
+        return fmt_num(val, 3) + (f" ({', '.join(bad)})" if bad else "")
+
+    L = ["## Latency per source operand and under a guard", "",
+         "Cycles from each PTX source operand to the result (the chain runs through that operand "
+         "alone; the others are independent run-time values; the SASS data flow shows which slot "
+         "it enters), and the plain chain under a predicate that is true or false at run time. "
+         "Empty: not applicable or refused by verification (the suite stores why).", "",
+         "| PTX | SASS | latency | " + "".join(f"op {i} | " for i in range(1, n + 1))
+         + "guard true | guard false |", "|---|---|---:|" + "---:|" * (n + 2)]
+    for r in rs:
+        L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | "
+                 + "".join(f"{cell(r.operands.get(i))} | " for i in range(1, n + 1))
+                 + f"{cell(r.guarded.get(True))} | {cell(r.guarded.get(False))} |")
+    return L + [""]
+
+
 COVERED = ("instructions", "memory", "tensor", "behaviour")  # the sections above
 
 
@@ -244,6 +273,7 @@ def timing_reference(rs: ResultSet) -> str:
     else:
         L += [f"Tensor-core latency and throughput: {NOT_MEASURED} (tensor suite).", ""]
 
+    L += _operand_section(rows)
     L += _other_suites(rs)
 
     L += ["## Instruction timings by class", ""]
