@@ -33,8 +33,12 @@ PATTERNS = ("chain", "parallel", "random")
 
 
 def usable(v: Variant) -> bool:
-    """A variant the generator can place: register operands only, result and chain in one class."""
-    if v.warp_collective or any(o.ptype in ("smem", "pred") for o in v.operands):
+    """A variant the generator can place: one instruction of register operands only (no
+    address, no scratch register of a multi-instruction template), result and chain in one
+    class."""
+    if v.warp_collective or any(o.ptype in ("smem", "pred") or o.is_address or o.scratch for o in v.operands):
+        return False
+    if v.dest is None:
         return False
     if any(o.reg_class not in CLASSES for o in v.operands):
         return False

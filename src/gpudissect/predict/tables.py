@@ -98,11 +98,13 @@ class Tables:
                      unit, tuple(missing))
 
 
-def _add(table: dict[str, list[tuple[float, str]]], rec: dict) -> None:
+def _add(table: dict[str, list[tuple[float, str]]], rec: dict, skip: tuple[str, ...] = ()) -> None:
+    """Add a single-SASS record's value under its opcode (not for opcodes whose base is in
+    ``skip``)."""
     if rec.get("value") is None or any(str(f).startswith(UNTRUSTED) for f in rec.get("flags") or []):
         return
     ops = parse_sass(rec.get("sass") or [])
-    if len(ops) != 1 or ops[0][1] != 1.0:
+    if len(ops) != 1 or ops[0][1] != 1.0 or ops[0][0].split(".")[0] in skip:
         return
     table.setdefault(ops[0][0], []).append((float(rec["value"]), rec["variant"]))
 
@@ -117,16 +119,20 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
     except LimitsError as e:
         raise PredictError(str(e)) from None
     t = Tables(arch, rs.gpu, str(rs.source), limits)
+    if memory_map is None:
+        memory_map = tomllib.loads((DATA_DIR / "predict.toml").read_text()).get("memory_latency", {})
+    # the instruction suite times memory loads as pointer chases (each load waits for the one
+    # before): their "throughput" is their latency, not the unit's rate; a memory opcode's rate
+    # is the pipe's or the issue limit
+    skip = tuple(memory_map)
     for suite in ("instructions", "tensor"):
         for rec in rs.records(suite):
             if rec.get("measure") == "latency":
                 _add(t.latency, rec)
             elif rec.get("measure") == "throughput_peak":
-                _add(t.rate, rec)
+                _add(t.rate, rec, skip if suite == "instructions" else ())
     mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
            and r.get("value") is not None}
-    if memory_map is None:
-        memory_map = tomllib.loads((DATA_DIR / "predict.toml").read_text()).get("memory_latency", {})
     for op, spec in memory_map.items():
         r = mem.get(spec["variant"])
         if r is not None:
