@@ -44,6 +44,23 @@ class Kernel:
         return self.chains * self.length
 
 
+# The opening of a kernel of ``Device.run``'s ABI ``(.param .u64 p_in, .param .u64 p_out,
+# .param .u64 p_times)``: the three buffers as global addresses (%in, %outp, %tp) and the thread's
+# ids (%ti thread in block, %nt block size, %ct block, %gt global thread); the kernel declares them.
+RUN_PROLOGUE = (
+    "  ld.param.u64 %in, [p_in];",
+    "  ld.param.u64 %outp, [p_out];",
+    "  ld.param.u64 %tp, [p_times];",
+    "  cvta.to.global.u64 %in, %in;",
+    "  cvta.to.global.u64 %outp, %outp;",
+    "  cvta.to.global.u64 %tp, %tp;",
+    "  mov.u32 %ti, %tid.x;",
+    "  mov.u32 %nt, %ntid.x;",
+    "  mov.u32 %ct, %ctaid.x;",
+    "  mad.lo.u32 %gt, %ct, %nt, %ti;",
+)
+
+
 def module_ptx(kernels: list[Kernel]) -> str:
     """Kernels of one header as one module."""
     names = [k.name for k in kernels]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.ptx import RUN_PROLOGUE, Kernel
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.kernel.timing import Repeat, SmSync, repeated, row_words
 from gpudissect.predict.loops import Loop, branch_target, innermost_loops
@@ -66,16 +66,7 @@ def kernel_of(spec: LoopSpec, header: str) -> Kernel:
         "  .reg .b32 %ti, %nt, %ct, %gt, %gw, %rep, %sm, %lane, %smb, %pv_it;",
         "  .reg .pred %loop, %pv_p;",
         *spec.decls,
-        "  ld.param.u64 %in, [p_in];",
-        "  ld.param.u64 %outp, [p_out];",
-        "  ld.param.u64 %tp, [p_times];",
-        "  cvta.to.global.u64 %in, %in;",
-        "  cvta.to.global.u64 %outp, %outp;",
-        "  cvta.to.global.u64 %tp, %tp;",
-        "  mov.u32 %ti, %tid.x;",
-        "  mov.u32 %nt, %ntid.x;",
-        "  mov.u32 %ct, %ctaid.x;",
-        "  mad.lo.u32 %gt, %ct, %nt, %ti;",
+        *RUN_PROLOGUE,
         "  shr.u32 %gw, %gt, 5;",
         "  mov.u32 %lane, %laneid;",
         f"  mul.wide.u32 %toff, %gw, {8 * row_words(REPS)};",

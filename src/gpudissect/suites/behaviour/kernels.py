@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from gpudissect.catalog.model import LD_TYPE, REG_DECL, REG_PREFIX, Variant, fill
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
-from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.ptx import RUN_PROLOGUE, Kernel
 from gpudissect.kernel.timing import Repeat, clock_read, repeated, row_words, timed
 
 REC_WORDS = 8  # u64 per block in resid kernels
@@ -327,16 +327,7 @@ def pipe_kernel(header: str, tag: str, parts: list[Variant], chains: int, length
         "  .reg .b32 %ti, %nt, %ct, %gt, %gw, %rep, %sm, %lane;",
         "  .reg .b16 %lane16;",
         "  .reg .pred %loop;",
-        "  ld.param.u64 %in, [p_in];",
-        "  ld.param.u64 %outp, [p_out];",
-        "  ld.param.u64 %tp, [p_times];",
-        "  cvta.to.global.u64 %in, %in;",
-        "  cvta.to.global.u64 %outp, %outp;",
-        "  cvta.to.global.u64 %tp, %tp;",
-        "  mov.u32 %ti, %tid.x;",
-        "  mov.u32 %nt, %ntid.x;",
-        "  mov.u32 %ct, %ctaid.x;",
-        "  mad.lo.u32 %gt, %ct, %nt, %ti;",
+        *RUN_PROLOGUE,
         "  shr.u32 %gw, %gt, 5;",
         "  mov.u32 %lane, %laneid;",
         "  cvt.u16.u32 %lane16, %lane;",

@@ -37,7 +37,7 @@ from gpudissect.catalog.model import (
     fill,
 )
 from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
-from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.kernel.ptx import RUN_PROLOGUE, Kernel, ptx_header
 from gpudissect.kernel.timing import Repeat, SmSync, repeated, row_words
 from gpudissect.suites.instructions.strategies import Strategy
 from gpudissect.target import Target
@@ -324,16 +324,7 @@ def generate(
             "  .reg .b64 %lane64;",
             "  .reg .pred %loop;",
             smem_decl,
-            "  ld.param.u64 %in, [p_in];",
-            "  ld.param.u64 %outp, [p_out];",
-            "  ld.param.u64 %tp, [p_times];",
-            "  cvta.to.global.u64 %in, %in;",
-            "  cvta.to.global.u64 %outp, %outp;",
-            "  cvta.to.global.u64 %tp, %tp;",
-            "  mov.u32 %ti, %tid.x;",
-            "  mov.u32 %nt, %ntid.x;",
-            "  mov.u32 %ct, %ctaid.x;",
-            "  mad.lo.u32 %gt, %ct, %nt, %ti;",
+            *RUN_PROLOGUE,
             "  mov.u32 %lane, %laneid;",
             "  cvt.u16.u32 %lane16, %lane;",
             "  cvt.u64.u32 %lane64, %lane;",
