@@ -393,3 +393,19 @@ def test_timing_reference_lists_operand_and_guarded_latencies():
     assert "| op 1 | op 2 | op 3 | guard true | guard false |" in md
     assert "| `fma.rn.f32` | FFMA | 4 | 4 | - (unverified) | 4.5 | 4 | 2 |" in md
     assert _operand_section(instruction_rows([rec("latency", 4.0)])) == []
+
+
+def test_timing_reference_shows_the_predictor_validation_beside_the_data(full):
+    import gzip
+
+    from gpudissect.predict.validate import METHODS
+
+    one = {"n": 4, "mape": 0.05, "within5": 0.5, "within10": 1.0, "tau": 0.9}
+    doc = {"schema": "gpudissect.predict-validation/1", "gpu": {"name": "FakeGPU", "uuid": "GPU-x"},
+           "loops": [{}, {}], "analysis": {"stats": {"generated": dict.fromkeys(METHODS, one)}}}
+    (full / "predict-validation.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    rs = load_result_set(full)
+    assert rs.validation is not None and "predict-validation.json.gz" not in rs.extras
+    md = timing_reference(rs)
+    assert "## How well the tables predict real code" in md and "2 loops measured on FakeGPU `GPU-x`" in md
+    assert re.search(r"generated\s+4\s+5\.0%\s+50\.0%\s+100\.0%\s+0\.90", md)

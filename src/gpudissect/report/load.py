@@ -28,6 +28,7 @@ from gpudissect.store.pack import unpack
 from gpudissect.suites import SUITES
 
 SUITE_ORDER = ("instructions", "memory", "tensor", "behaviour")
+VALIDATION_SCHEMA = "gpudissect.predict-validation/"  # predict/measure.py SCHEMA
 REFERENCES = {"a100": "reference_a100.json"}
 
 
@@ -42,6 +43,7 @@ class ResultSet:
     docs: dict[str, dict] = field(default_factory=dict)  # suite -> suite document
     reference: dict | None = None  # a shipped published reference instead of measurements
     extras: dict[str, object] = field(default_factory=dict)  # selfcheck.json, nvidia-smi, ...
+    validation: dict | None = None  # predict --validate's measured set and error table, if beside
 
     def suites(self) -> list[str]:
         known = [s for s in SUITE_ORDER if s in self.docs]
@@ -205,6 +207,8 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
                                 f"(empty or damaged?)")
             if doc is not None:
                 rs.docs[doc.get("suite") or _json_stem(f)] = doc
+            elif isinstance(obj, dict) and str(obj.get("schema", "")).startswith(VALIDATION_SCHEMA):
+                rs.validation = obj
             elif not (isinstance(obj, dict) and str(obj.get("schema", "")).startswith("gpudissect.")):
                 rs.extras[f.name] = obj  # e.g. selfcheck.json; our own outputs (simexport, ...) are skipped
         if not rs.docs:

@@ -109,6 +109,25 @@ def _operand_section(rows) -> list[str]:
     return L + [""]
 
 
+def _validation_section(rs: ResultSet) -> list[str]:
+    """How well these tables predict real code: the error table of ``gpudissect predict
+    --validate`` whose measurements lie beside the data (``predict-validation.json.gz``)."""
+    v = rs.validation or {}
+    stats = (v.get("analysis") or {}).get("stats")
+    if not stats:
+        return []
+    from gpudissect.predict.validate import table_lines
+
+    gpu = v.get("gpu") or {}
+    return ["## How well the tables predict real code", "",
+            f"`gpudissect predict` (cycles per loop iteration from these tables and ptxas's control "
+            f"codes) against {len(v.get('loops') or [])} loops measured on {gpu.get('name', '?')} "
+            f"`{gpu.get('uuid', '?')}` (`gpudissect predict --validate`): mean absolute percentage "
+            "error, the share within 5% and 10%, Kendall's tau, per group, beside the v0 bounds, the "
+            "sum-of-latencies and the max-pipe-pressure baselines.", "", "```",
+            *table_lines(stats), "```", ""]
+
+
 COVERED = ("instructions", "memory", "tensor", "behaviour")  # the sections above
 
 
@@ -274,6 +293,7 @@ def timing_reference(rs: ResultSet) -> str:
         L += [f"Tensor-core latency and throughput: {NOT_MEASURED} (tensor suite).", ""]
 
     L += _operand_section(rows)
+    L += _validation_section(rs)
     L += _other_suites(rs)
 
     L += ["## Instruction timings by class", ""]
