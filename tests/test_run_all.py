@@ -97,7 +97,8 @@ def test_without_a_gpu_maps_and_reports_the_shipped_data(here, no_gpu):
     assert lines[0] == (f"no NVIDIA GPU here: mapping the catalog for sm_90 and writing the report from the "
                         f"shipped H100 data ({write.shipped_results()})"), res.output
     assert "2 variants on sm_90: verified 2" in res.output
-    assert f"report of NVIDIA H100 80GB HBM3 (instructions, memory, tensor, behaviour) -> {out}" in res.output
+    assert (f"report of NVIDIA H100 80GB HBM3 (instructions, memory, tensor, behaviour, async, cluster, sync) "
+            f"-> {out}") in res.output
     assert "error" not in res.output.lower()
     assert "NVIDIA H100" in out.read_text()
     assert files(here) == {"tiny.toml", "out", "out/r.html"}  # no results.db, no timing reference
