@@ -25,7 +25,7 @@ def corpus() -> dict[str, str]:
 
 
 def hashes(c: dict[str, str]) -> dict[str, str]:
-    return {k: hashlib.sha256(v.encode()).hexdigest()[:20] for k, v in sorted(c.items())}
+    return {k: hashlib.sha256(v.encode()).hexdigest()[:10] for k, v in sorted(c.items())}
 
 
 def golden() -> dict[str, str]:

@@ -48,6 +48,11 @@ def test_map_writes_json_and_csv(runner, tmp_path):
     f32 = data[1]
     assert f32["sass"] == ["FADD"] and f32["strategy"] == "reg"
     assert f32["attempts"] == [{"strategy": "reg", "ok": True, "reason": ""}]
+    gz = tmp_path / "map.json.gz"  # gzipped for a .gz name, the same records
+    assert runner.invoke(app, ["map", "add.u32", "add.f32", "--json", str(gz)]).exit_code == 0
+    import gzip
+
+    assert json.loads(gzip.decompress(gz.read_bytes())) == data
     assert "add.f32" in f32["ptx_example"] and ".entry" in f32["ptx_example"]
     rows = list(csv.DictReader(cp.open()))
     assert [r["variant"] for r in rows] == ["add.u32", "add.f32"]

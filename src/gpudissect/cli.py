@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -147,7 +148,7 @@ def catalog_cmd(
 def map_cmd(
     arch: str = typer.Option("sm_90", help="target architecture (sm_XX)"),
     pattern: list[str] = typer.Argument(None, help="variant names or globs; all when omitted"),
-    json_path: Path = typer.Option(None, "--json", help="write the map as JSON"),
+    json_path: Path = typer.Option(None, "--json", help="write the map as JSON (gzipped for a .gz name)"),
     csv_path: Path = typer.Option(None, "--csv", help="write the map as CSV"),
     jobs: int = typer.Option(0, help="parallel compile jobs (0: 2 x cores)"),
     catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
@@ -166,7 +167,9 @@ def map_cmd(
     target = _target(arch)
     _cache_ok()
     recs, s = _map_variants(vs, target, jobs, quiet)
-    outs = [(p, w) for p, w in ((json_path, write_json), (csv_path, write_csv)) if p]
+    gz = json_path is not None and json_path.suffix == ".gz"
+    outs = [(p, w) for p, w in ((json_path, functools.partial(write_json, compress=gz)), (csv_path, write_csv))
+            if p]
     with writing(*(p for p, _ in outs)) as tmps:
         for tmp, (_, write) in zip(tmps, outs, strict=True):
             write(recs, tmp)

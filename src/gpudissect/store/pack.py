@@ -20,7 +20,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-PRESET = 6  # 8 MiB dictionary: a variant's kernels lie together in the store
+PRESET = 9 | lzma.PRESET_EXTREME  # 64 MiB dictionary: kernels of similar variants far apart in the store still share it
 
 
 def pack(db: Path | str, out: Path | str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import os
 from collections.abc import Callable
@@ -48,9 +49,11 @@ def summary(records: list[MapRecord]) -> dict[str, int]:
     return s
 
 
-def write_json(records: list[MapRecord], path: Path) -> None:
+def write_json(records: list[MapRecord], path: Path, compress: bool = False) -> None:
+    """The map as JSON (gzipped when ``compress``: the shipped map, ``data/sm_90/map.json.gz``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
+    text = (json.dumps([r.to_json() for r in records], indent=1) + "\n").encode()
+    path.write_bytes(gzip.compress(text, mtime=0) if compress else text)
 
 
 def write_csv(records: list[MapRecord], path: Path) -> None:
