@@ -253,10 +253,10 @@ _GSYNC_AFTER = ["  add.u32 %gtarget, %rep, 2;", "  mul.lo.u32 %gtarget, %gtarget
                 *grid_sync("%gtarget", "r")]
 
 
-def atom_kernel(header: str, space: str, opname: str, mode: str, length: int) -> Kernel:
-    op = OPS[opname]
-    name = atom_name(space, opname, mode, length)
-    lines = [
+def _prologue(op: AtomOp, space: str, mode: str) -> list[str]:
+    """An atomic kernel's opening: its registers, the buffers (atomics, inputs, times), the
+    zeroed word, this thread's address for ``mode`` and the operands."""
+    return [
         *_REGS, *_decls(op),
         "  ld.param.u64 %bp, [p_buf];",
         "  ld.param.u64 %ip, [p_in];",
@@ -268,6 +268,14 @@ def atom_kernel(header: str, space: str, opname: str, mode: str, length: int) ->
         *_setup(space), *_offset(space, mode, op.size), *_addr(space), *_operands(op),
         "  mov.u32 %acc, 0;",
         "  mov.u64 %acc64, 0;",
+    ]
+
+
+def atom_kernel(header: str, space: str, opname: str, mode: str, length: int) -> Kernel:
+    op = OPS[opname]
+    name = atom_name(space, opname, mode, length)
+    lines = [
+        *_prologue(op, space, mode),
         *_GSYNC_SETUP, *grid_sync("%gnb", "0"),
         *repeated(atom_body(op, space, length), str(REPS), REPEAT, REPS, after=_GSYNC_AFTER),
         *_sink(op),
@@ -294,17 +302,7 @@ def lat_kernel(header: str, space: str, opname: str, length: int) -> Kernel:
     op = OPS[opname]
     name = lat_name(space, opname, length)
     lines = [
-        *_REGS, *_decls(op),
-        "  ld.param.u64 %bp, [p_buf];",
-        "  ld.param.u64 %ip, [p_in];",
-        "  ld.param.u64 %tp, [p_times];",
-        "  cvta.to.global.u64 %bp, %bp;",
-        "  cvta.to.global.u64 %ip, %ip;",
-        "  cvta.to.global.u64 %tp, %tp;",
-        "  add.u64 %zp, %ip, 16;",
-        *_setup(space), *_offset(space, "distinct", op.size), *_addr(space), *_operands(op),
-        "  mov.u32 %acc, 0;",
-        "  mov.u64 %acc64, 0;",
+        *_prologue(op, space, "distinct"),
         *repeated(lat_body(op, space, length), str(REPS), REPEAT, REPS),
         "  mov.b64 %acc64, %a;",
         *_sink(op),
