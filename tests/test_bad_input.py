@@ -238,3 +238,21 @@ def test_a_newer_schema_version_is_refused(tmp_path, good_db):
     con.close()
     code, out = invoke("show", "--db", str(p))
     assert code == 2 and "schema version 99" in out
+
+
+def test_select_named_picks_by_name_glob_prefix_and_group():
+    import pytest
+
+    from gpudissect.bench.contract import SuiteInputError, select_named
+
+    things = [("op:mbarrier.try_wait(timeout*)", "mbarrier"), ("bw:tma:4096", "bw"), ("bw:ld:16", "bw")]
+
+    def pick(pats):
+        return [t[0] for t in select_named(things, pats, lambda t: t[0], lambda t, p: t[1] == p, "none")]
+
+    assert pick(None) == [t[0] for t in things]
+    assert pick(["op:mbarrier.try_wait(timeout*)"]) == ["op:mbarrier.try_wait(timeout*)"]  # exact, despite '('
+    assert pick(["bw:tma:*"]) == ["bw:tma:4096"] and pick(["bw:ld"]) == ["bw:ld:16"]  # glob; leading part
+    assert pick(["bw", "op:*"]) == [t[0] for t in things]  # a group; the things' own order
+    with pytest.raises(SuiteInputError, match="^none$"):
+        pick(["nothing"])

@@ -23,8 +23,10 @@ A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an objec
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpudissect.store.db import Result
 
@@ -36,6 +38,24 @@ if TYPE_CHECKING:
 
 class SuiteInputError(ValueError):
     """Bad input for a suite (unknown pattern, bad option): one line, before any work."""
+
+
+T = TypeVar("T")
+
+
+def select_named(things: list[T], patterns: list[str] | None, name: Callable[[T], str],
+                 in_group: Callable[[T, str], bool], nothing: str) -> list[T]:
+    """The things (probes, items) a suite's patterns pick, in their order: a pattern picks by
+    exact name, by glob over the name, by a name's leading part (``pat:...``) or by a group
+    (``in_group``); all of them without patterns. :class:`SuiteInputError` ``nothing`` when no
+    pattern picks any."""
+    if not patterns:
+        return list(things)
+    out = [t for t in things if any(name(t) == pat or fnmatch.fnmatchcase(name(t), pat)
+                                    or name(t).startswith(pat + ":") or in_group(t, pat) for pat in patterns)]
+    if not out:
+        raise SuiteInputError(nothing)
+    return out
 
 
 @dataclass

@@ -28,13 +28,20 @@ repetitions of the whole grid's walk (globaltimer), LAUNCHES launches per config
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpudissect.bench.clock import measure_sm_clock
-from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.contract import (
+    Context,
+    Item,
+    Outcome,
+    Plan,
+    Redo,
+    SuiteBase,
+    select_named,
+)
 from gpudissect.bench.stats import noise_flag
 from gpudissect.device.device import Buf
 from gpudissect.device.tensormap import TensorMap
@@ -249,14 +256,9 @@ def wgmma_probes() -> list[Probe]:
 
 
 def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
-    if not patterns:
-        return probes
-    out = [p for p in probes if any(fnmatch.fnmatchcase(p.name, pat) or p.group == pat or p.name == pat
-                                    or p.name.startswith(pat + ":") for pat in patterns)]
-    if not out:
-        raise SuiteInputError(f"no async probe matches {patterns} (groups: mbarrier, fence, cpasync, tma, tensor, bw, wgmma; "
-                              "or names like 'bw:tma.bulk:*')")
-    return out
+    return select_named(probes, patterns, lambda p: p.name, lambda p, pat: p.group == pat,
+                        f"no async probe matches {patterns} (groups: mbarrier, fence, cpasync, tma, tensor, bw, "
+                        "wgmma; or names like 'bw:tma.bulk:*')")
 
 
 # ------------------------------------------------------------------------- measuring

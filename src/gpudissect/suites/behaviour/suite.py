@@ -24,14 +24,21 @@ numbers behind them (``summary.summarize``): ``store.get_meta(f"summary:{run_id}
 
 from __future__ import annotations
 
-import fnmatch
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
 
-from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.contract import (
+    Context,
+    Item,
+    Outcome,
+    Plan,
+    Redo,
+    SuiteBase,
+    select_named,
+)
 from gpudissect.bench.stats import per_sm
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import Buf, Device
@@ -142,20 +149,10 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
 
 
 def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
-    if not patterns:
-        return probes
-    out = []
-    for p in probes:
-        for pat in patterns:
-            if (fnmatch.fnmatchcase(p.name, pat) or p.name.startswith(pat + ":") or p.kind == pat
-                    or p.name == pat):
-                out.append(p)
-                break
-    if not out:
-        kinds = sorted({p.kind for p in probes})
-        raise SuiteInputError(f"no behaviour probe matches {patterns} (kinds: {', '.join(kinds)}; "
-                              "or names like 'occupancy:smem=*')")
-    return out
+    kinds = sorted({p.kind for p in probes})
+    return select_named(probes, patterns, lambda p: p.name, lambda p, pat: p.kind == pat,
+                        f"no behaviour probe matches {patterns} (kinds: {', '.join(kinds)}; "
+                        "or names like 'occupancy:smem=*')")
 
 
 def with_pipe_solos(probes: list[Probe]) -> list[Probe]:

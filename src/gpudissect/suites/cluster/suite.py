@@ -19,14 +19,22 @@ Items (patterns are globs on the names, or a kind: ``map``, ``launch``, ``dsm``,
 
 from __future__ import annotations
 
-import fnmatch
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.contract import (
+    Context,
+    Item,
+    Outcome,
+    Plan,
+    Redo,
+    SuiteBase,
+    SuiteInputError,
+    select_named,
+)
 from gpudissect.bench.stats import noise_flag
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module, take
@@ -104,14 +112,9 @@ KINDS = {"map": ("map",), "launch": ("launch",), "dsm": ("latency", "local", "bw
 
 
 def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
-    if not patterns:
-        return probes
-    out = [p for p in probes if any(fnmatch.fnmatchcase(p.name, pat) or p.name.startswith(pat + ":")
-                                    or p.kind in KINDS.get(pat, ()) for pat in patterns)]
-    if not out:
-        raise SuiteInputError(f"no cluster probe matches {patterns} (kinds: {', '.join(KINDS)}; "
-                              "or names like 'dsm:bw:ld:*')")
-    return out
+    return select_named(probes, patterns, lambda p: p.name, lambda p, pat: p.kind in KINDS.get(pat, ()),
+                        f"no cluster probe matches {patterns} (kinds: {', '.join(KINDS)}; "
+                        "or names like 'dsm:bw:ld:*')")
 
 
 def refused(e: BaseException) -> str | None:

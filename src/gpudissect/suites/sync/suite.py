@@ -24,12 +24,19 @@ Every point is the median of ``LAUNCHES`` launches, flagged ``noisy`` when they 
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase, SuiteInputError
+from gpudissect.bench.contract import (
+    Context,
+    Item,
+    Outcome,
+    Plan,
+    Redo,
+    SuiteBase,
+    select_named,
+)
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
@@ -92,14 +99,9 @@ KINDS = ("atomic", "latency", "barrier", "fence", "launch")
 
 
 def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
-    if not patterns:
-        return probes
-    out = [p for p in probes if any(fnmatch.fnmatchcase(p.name, pat) or p.kind == pat or p.name == pat
-                                    or p.name.startswith(pat + ":") for pat in patterns)]
-    if not out:
-        raise SuiteInputError(f"no sync item matches {patterns} (kinds: {', '.join(KINDS)}; or names like "
-                              "'atomic:global:*:one')")
-    return out
+    return select_named(probes, patterns, lambda p: p.name, lambda p, pat: p.kind == pat,
+                        f"no sync item matches {patterns} (kinds: {', '.join(KINDS)}; or names like "
+                        "'atomic:global:*:one')")
 
 
 def probe_kernels(p: Probe, header: str) -> list[Kernel]:
