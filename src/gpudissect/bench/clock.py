@@ -8,9 +8,9 @@ before and after. Cycles per nanosecond x 1000 is the SM clock in MHz on each SM
 The globaltimer is the GPU's own; the host's timer checks it: the same kernel at two lengths,
 each launch timed on the host around its synchronous completion, gives cycles per host
 second from the difference (the launch overhead, the same in both, cancels). Right after a
-sustained tensor-core load, both read the SM clock above the maximum NVML reports (on an H100,
-measured: ~2095 MHz against 1980 for tens of milliseconds); a reading is suspect only when
-the two disagree, or when it is above NVML's maximum with no host reading to confirm it.
+sustained tensor-core load, both can read the SM clock above the maximum NVML reports, for tens
+of milliseconds (``scripts/clock_check.py`` shows it on the GPU in hand); a reading is suspect
+only when the two disagree, or when it is above NVML's maximum with no host reading to confirm it.
 """
 
 from __future__ import annotations
