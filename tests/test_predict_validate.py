@@ -131,7 +131,10 @@ FADD R4, R4, R5
     # stall counts only: 2 + 3 + 1 + 5 cycles per iteration
     ctl = [_ctl(2), _ctl(3), _ctl(1), _ctl(5)]
     assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1) == 11
-    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1, branch=4.0) == 15
+    # a taken-branch redirect of 9 cycles waits beyond the branch's stall count of 5; one of 4
+    # hides under it
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1, branch=9.0) == 15
+    assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1, branch=4.0) == 11
     # the FADD waits on the MUFU's scoreboard: issued at 0, ready at MUFU_LAT
     ctl = [_ctl(1, wb=0), _ctl(1, waits=1), _ctl(1), _ctl(1)]
     assert simulate_controls(p.entries, edges, ctl, tables.schedulers, 1) == MUFU_LAT + 3
@@ -219,8 +222,9 @@ def _loop_rec(name: str, category: str, stalls: list[int], points: list[tuple[st
 
 
 def _measured() -> dict:
-    # calibration: stalls 1 + 1 + 5 = 7, measured 10 -> the branch costs 3; the two other
-    # calibration loops say 2 and 4: the median is 3
+    # calibration: stalls 1 + 1 + 5 = 7, measured 10 -> the warp loses 3 beyond the stall counts:
+    # the redirect is the branch's stall 5 + 3 = 8; the two other calibration loops say 7 and
+    # 9: the median is 8 (a branch stall count under 8 waits 8)
     loops = [_loop_rec("cal_a", "calibration", [1, 1, 5], [("1", 1, 10.0)]),
              _loop_rec("cal_b", "calibration", [1, 1, 5], [("1", 1, 9.0)]),
              _loop_rec("cal_c", "calibration", [1, 1, 5], [("1", 1, 11.0)]),
@@ -234,7 +238,7 @@ def _measured() -> dict:
 
 def test_analyse_synthetic_measurements(tables):
     res = analyse(_measured(), tables)
-    assert res["calibration"]["branch_cycles"] == 3.0
+    assert res["calibration"]["branch_cycles"] == 8.0
     rows = {r["loop"]: r for r in res["rows"]}
     assert set(rows) == {"gen_a", "gen_b", "hash"}  # calibration loops are not in the set
     assert rows["gen_a"]["model"] == 12.0 and rows["gen_b"]["model"] == 10.0 and rows["hash"]["model"] == 16.0
@@ -257,9 +261,9 @@ def test_cli_measured_path(tmp_path: Path):
     r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(m), "--data", str(d),
                                  "-o", str(out), "--figure", str(fig)])
     assert r.exit_code == 0, r.output
-    assert "generated" in r.output and "taken branch" in r.output and "+3.00 cycles" in r.output
+    assert "generated" in r.output and "taken branch" in r.output and "8.00 cycles from its issue" in r.output
     doc = json.loads(out.read_text())
-    assert doc["analysis"]["calibration"]["branch_cycles"] == 3.0 and fig.stat().st_size > 0
+    assert doc["analysis"]["calibration"]["branch_cycles"] == 8.0 and fig.stat().st_size > 0
     assert read_measured(out)["loops"]  # the output is itself a measured file
     gz = tmp_path / "out.json.gz"  # gzipped when its name says so, and read back the same
     r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(out), "--data", str(d), "-o", str(gz)])

@@ -42,6 +42,9 @@ class LoopSpec:
     inputs: tuple[int, ...] = ()  # u64 words of the 'in' buffer
     smem: int = 0  # static shared memory bytes per block
     meta: tuple[tuple[str, str], ...] = ()  # what generated it (mix, pattern, seed)
+    smem_align: int = 16  # alignment of the shared buffer (1024: wgmma operand tiles)
+    post: tuple[str, ...] = ()  # after the timed region, before the sinks are stored
+    arch_specific: bool = False  # built for the architecture-specific target (wgmma)
 
 
 def kernel_of(spec: LoopSpec, header: str) -> Kernel:
@@ -55,7 +58,7 @@ def kernel_of(spec: LoopSpec, header: str) -> Kernel:
         f"  setp.lt.u32 %pv_p, %pv_it, {ITERS};",
         f"  @%pv_p bra {LOOP_LABEL};",
     ]
-    smem = [f"  .shared .align 16 .b8 pv_smem[{spec.smem}];", "  mov.u32 %smb, pv_smem;"] if spec.smem else []
+    smem = [f"  .shared .align {spec.smem_align} .b8 pv_smem[{spec.smem}];", "  mov.u32 %smb, pv_smem;"] if spec.smem else []
     store = [f"  st.global.{t} [%outp+{8 * i}], {r};" for i, (r, t) in enumerate(spec.sinks)]
     n_in = max(len(spec.inputs), 1)
     entry = "\n".join([
@@ -77,6 +80,7 @@ def kernel_of(spec: LoopSpec, header: str) -> Kernel:
         *spec.setup,
         f"  add.u64 %sync, %in, {8 * n_in};",  # the per-SM counters follow the inputs
         *repeated(loop, str(REPS), REPEAT, keep=REPS, sync=SmSync("%sync")),
+        *spec.post,
         *store,
         "  ret;",
         "}",

@@ -6,7 +6,8 @@ tile fed from shared memory), a sum reduction and an online-softmax row loop ove
 a 1D 3-point and a 2D 5-point stencil, an FMA-heavy n-body interaction step (bodies in shared
 memory), an integer hash and a warp's shared-memory transpose. Global data is a 16 KiB array at
 the start of ``in`` (L1-resident after the first repetition), shared data a per-block buffer
-(its contents do not matter to the timing of these instructions).
+(its contents do not matter to the timing of these instructions); and a wgmma GEMM mainloop
+(``tensor_loops.wgmma_gemm``).
 """
 
 from __future__ import annotations
@@ -160,7 +161,10 @@ def transpose() -> LoopSpec:
 
 
 def real_loops() -> list[LoopSpec]:
-    return [sgemm(), reduction(), softmax(), stencil1d(), stencil2d(), nbody(), hash_loop(), transpose()]
+    from gpudissect.predict.tensor_loops import wgmma_gemm
+
+    return [sgemm(), reduction(), softmax(), stencil1d(), stencil2d(), nbody(), hash_loop(), transpose(),
+            wgmma_gemm()]
 
 
 def branch_calibration() -> list[LoopSpec]:

@@ -2,7 +2,9 @@
 cubin is the one predicted, time it at each occupancy point and write the raw measurements.
 
 Generated loops run at 1 warp per SM and at the fullest occupancy their registers and shared
-memory allow; real loops at 1, 4 and full; the branch-calibration loops at 1. One launch per
+memory allow; real loops and the tensor model's mma.sync loops at 1, 4 and full; wgmma loops
+(a warpgroup at least; built for the architecture-specific target) at 4, 8 and full; the
+branch-calibration loops at 1. One launch per
 (loop, occupancy point) after a discarded warm-up launch; the region's first repetition (cold
 instruction cache) is dropped. A point's value is the median over the SMs that got the
 intended warps and the kept repetitions of the SM's span / ``ITERS`` (see
@@ -26,7 +28,8 @@ from gpudissect.predict.source import labels_of
 
 SCHEMA = "gpudissect.predict-validation/1"
 PER_MODULE = 48
-POINTS = {"generated": ("1", "full"), "calibration": ("1",)}  # every other category:
+POINTS = {"generated": ("1", "full"), "calibration": ("1",),  # every other category: REAL_WARPS
+          "tensor_wgmma": ("4", "8", "full"), "wgmma_gemm": ("4", "8", "full")}  # a warpgroup at least
 REAL_WARPS = ("1", "4", "full")
 
 
@@ -103,10 +106,23 @@ def summarize_times(times: np.ndarray, want: int) -> dict:
             "sms": int(good.sum()), "warps_timed": int(keep.sum()), "flags": flags}
 
 
-def build_all(specs: list[LoopSpec], arch: str, ptx_isa: str) -> dict[str, tuple[Built, dict] | str]:
-    """Each loop's build and loop record, or why it has none (one line)."""
-    header = ptx_header(ptx_isa, arch)
+def spec_arch(spec: LoopSpec, arch: str, specific: str | None) -> str:
+    """The target a loop is built for: the architecture-specific one for wgmma loops."""
+    return (specific or arch) if spec.arch_specific else arch
+
+
+def build_all(specs: list[LoopSpec], arch: str, ptx_isa: str,
+              specific: str | None = None) -> dict[str, tuple[Built, dict] | str]:
+    """Each loop's build and loop record, or why it has none (one line); loops that need the
+    architecture-specific target (``specific``) are built in modules of their own."""
     out: dict[str, tuple[Built, dict] | str] = {}
+    for a in dict.fromkeys(spec_arch(s, arch, specific) for s in specs):
+        _build_some([s for s in specs if spec_arch(s, arch, specific) == a], a, ptx_isa, out)
+    return out
+
+
+def _build_some(specs: list[LoopSpec], arch: str, ptx_isa: str, out: dict) -> None:
+    header = ptx_header(ptx_isa, arch)
     for i in range(0, len(specs), PER_MODULE):
         chunk = specs[i:i + PER_MODULE]
         try:
@@ -129,21 +145,20 @@ def build_all(specs: list[LoopSpec], arch: str, ptx_isa: str) -> dict[str, tuple
                 out[s.name] = (b, loop_record(s, b, labels.get(s.name, {})))
             except LoopNotFound as e:
                 out[s.name] = f"loop: {e}"
-    return out
 
 
 def measure(dev, specs: list[LoopSpec], arch: str, ptx_isa: str, rules: dict,
-            log=print) -> dict:
+            log=print, specific: str | None = None) -> dict:
     """Build, verify and time ``specs`` on ``dev``; the raw measurement document."""
     t_start = time.perf_counter()
-    built = build_all(specs, arch, ptx_isa)
+    built = build_all(specs, arch, ptx_isa, specific)
     log(f"built {len(specs)} loops in {time.perf_counter() - t_start:.1f} s "
         f"({sum(isinstance(v, str) for v in built.values())} refused)")
     nsm = dev.info.sm_count
     loops = []
     for s in specs:
         rec: dict = {"name": s.name, "category": s.category, "meta": dict(s.meta),
-                     "ptx_hash": sha256(kernel_of(s, ptx_header(ptx_isa, arch)).ptx)}
+                     "ptx_hash": sha256(kernel_of(s, ptx_header(ptx_isa, spec_arch(s, arch, specific))).ptx)}
         got = built[s.name]
         if isinstance(got, str):
             rec["error"] = got

@@ -66,7 +66,7 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
 
 
 def validate_lines(dev, data: Path | None, output: Path | None, fig: Path | None, measured: Path | None,
-                   count: int, seed: int) -> tuple[int, list[str], list[str]]:
+                   count: int, seed: int, only: tuple[str, ...] = ()) -> tuple[int, list[str], list[str]]:
     """``predict --validate``: (exit code, lines, errors) as :func:`predict_lines`."""
     from gpudissect.predict.validate import run_validation
 
@@ -75,7 +75,7 @@ def validate_lines(dev, data: Path | None, output: Path | None, fig: Path | None
             raise PredictError(f"--count must be at least 0 (got {count})")
         spec = data or default_data()
         tables = load_tables(spec)
-        _doc, lines = run_validation(dev, Path(spec), tables, output, fig, measured, count, seed)
+        _doc, lines = run_validation(dev, Path(spec), tables, output, fig, measured, count, seed, only=only)
     except PredictError as e:
         return 2, [], [str(e)]
     return 0, lines, []

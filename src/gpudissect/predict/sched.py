@@ -15,10 +15,12 @@ one instruction every ``schedulers / rate`` cycles). A read barrier is released 
 has taken the instruction (its issue interval, at least one cycle). Without control codes (a
 SASS listing) the dependence graph with the tables' latencies stands in for both.
 
-A taken branch costs the warp more than its stall count (the fetch is redirected): the tables
-hold no such number, so ``predict --validate`` measures it with loops of their own (independent
-FADDs and the branch; :func:`branch_cost`) and the model adds it after the body's last
-instruction.
+A taken branch costs the warp more than a short stall count (the fetch is redirected): the
+tables hold no such number, so ``predict --validate`` measures it with loops of their own
+(independent FADDs and the branch; :func:`branch_cost`): the cycles from the branch's issue to
+the loop's first instruction. The model waits that long after the body's last instruction, or
+its stall count where that is longer (it hides the redirect: measured on the tensor loops,
+whose branches carry stall counts of 12 to 15).
 
 Time is not rounded to whole cycles: a table latency is a mean over a chain (17.04 cycles is
 mostly 17), and rounding each wait up would add the fraction's remainder to every step.
@@ -33,20 +35,41 @@ from gpudissect.kernel.control import N_BARRIERS, Control
 from gpudissect.predict.graph import Edge
 from gpudissect.predict.model import latency
 from gpudissect.predict.tables import Entry
+from gpudissect.predict.tensor import TensorPlan
 
 
 def issue_intervals(entries: list[Entry], schedulers: int) -> list[float]:
     return [schedulers / e.rate if e.rate and e.unit != "issue" else 0.0 for e in entries]
 
 
+def _taken(stall: int, branch: float) -> float:
+    """Cycles from the taken backward branch to the loop's first instruction: the fetch is
+    redirected ``branch`` cycles after the branch issues, hidden by a longer stall count."""
+    return max(1.0, stall, branch)
+
+
 def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None, schedulers: int,
-         w: int, iterations: int, branch: float) -> tuple[list[float], float]:
+         w: int, iterations: int, branch: float, plan: TensorPlan | None = None) -> tuple[list[float], float]:
     """Every warp runs ``iterations`` trips; (warp 0's start of each trip, the cycle the last
-    warp is done)."""
+    warp is done). ``plan``: the tensor SASS's timings (:mod:`tensor`)."""
     n = len(entries)
     lat = [latency(e) for e in entries]
     interval = issue_intervals(entries, schedulers)
     units = [e.unit for e in entries]
+    plan = plan or TensorPlan()
+    for j, v in plan.latency.items():
+        lat[j] = v
+    for j, v in plan.unit_interval.items():
+        interval[j] = v
+        units[j] = "tensor (SM)" if j in plan.asynchronous else "tensor"
+    # an mma.sync waits for its accumulator's previous writer (tensor latency), beside the stall counts
+    chain: dict[int, list[Edge]] = {}
+    for e in edges:
+        if e.dst in plan.latency and e.src in plan.latency and e.dst not in plan.asynchronous \
+                and e.src not in plan.asynchronous:
+            chain.setdefault(e.dst, []).append(e)
+    issued: list[dict[tuple[int, int], float]] = [{} for _ in range(w)]
+    groups: list[list[float]] = [[] for _ in range(w)]  # completion of each warp's outstanding wgmma groups
     waits = [c.waits for c in controls] if controls is not None else None
     deps: dict[int, list[Edge]] = {}
     for e in edges:
@@ -71,7 +94,13 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
                 k = it[wp] - e.distance
                 if k >= 0:
                     t = max(t, done[wp][(k, e.src)])
-        if interval[j]:
+        for e in chain.get(j, ()):
+            k = it[wp] - e.distance
+            if k >= 0 and (k, e.src) in issued[wp]:
+                t = max(t, issued[wp][(k, e.src)] + lat[e.src])
+        if j in plan.depbar and len(groups[wp]) > plan.depbar[j]:
+            t = max(t, sorted(groups[wp])[len(groups[wp]) - plan.depbar[j] - 1])
+        if interval[j] and j not in plan.asynchronous:  # a wgmma waits in the unit's queue, not the warp
             t = max(t, unit_free.get(units[j], 0.0))
         return t
 
@@ -87,18 +116,25 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         j = pos[pick]
         if pick == 0 and j == 0:
             starts.append(cycle)
+        start = max(unit_free.get(units[j], 0.0), cycle)
         if interval[j]:
-            unit_free[units[j]] = max(unit_free.get(units[j], 0.0), cycle) + interval[j]
-        tail = branch if j + 1 == n else 0.0
+            unit_free[units[j]] = start + interval[j]
+        if chain or plan.latency:
+            issued[pick][(it[pick], j)] = cycle
+        if j in plan.closes_group:
+            groups[pick].append(start + lat[j])
+        if j in plan.depbar:
+            groups[pick] = [g for g in groups[pick] if g > cycle]
+        last = j + 1 == n
         if controls is not None:
             c = controls[j]
-            nxt[pick] = cycle + max(1, c.stall) + tail
+            nxt[pick] = cycle + (_taken(c.stall, branch) if last else max(1, c.stall))
             if c.write_barrier is not None:
                 sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], cycle + lat[j])
             if c.read_barrier is not None:
                 sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], cycle + max(1.0, interval[j]))
         else:
-            nxt[pick] = cycle + 1 + tail
+            nxt[pick] = cycle + (_taken(0, branch) if last else 1)
             done[pick][(it[pick], j)] = cycle + lat[j]
         cur = pick
         if j + 1 == n:
@@ -116,8 +152,9 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
 def simulate_controls(entries: list[Entry], edges: list[Edge], controls: list[Control] | None,
                       schedulers: int, w: int, iterations: int = 16, branch: float = 0.0) -> float:
     """Steady cycles per iteration of warp 0 of ``w`` sharing a scheduler (the second half of
-    ``iterations`` trips); ``branch``: cycles the warp loses, beyond the branch's stall count,
-    after the taken backward branch that ends the body (measured: :func:`branch_cost`)."""
+    ``iterations`` trips); ``branch``: cycles from the taken backward branch that ends the body
+    to the loop's first instruction, where longer than the branch's stall count (measured:
+    :func:`branch_cost`)."""
     starts, _ = _run(entries, edges, controls, schedulers, w, iterations, branch)
     a, b = len(starts) // 2, len(starts) - 1
     return (starts[b] - starts[a]) / (b - a) if b > a else float("nan")
@@ -127,22 +164,23 @@ SHORT = 64  # trips of the two simulated runs a region's cycles are drawn from
 
 
 def region_cycles(entries: list[Entry], edges: list[Edge], controls: list[Control] | None,
-                  schedulers: int, w: int, trips: int, branch: float = 0.0) -> float:
+                  schedulers: int, w: int, trips: int, branch: float = 0.0,
+                  plan: TensorPlan | None = None) -> float:
     """Cycles per trip of a region in which each of ``w`` warps runs ``trips`` trips, start to
     the last warp's end (what the validation measures). Under the greedy policy the warps end
     apart, and the last ones run with fewer beside them: the region is longer than ``w``
     warps' steady state. Simulated for ``SHORT`` and ``2 * SHORT`` trips (runs of thousands
     of trips cost seconds each); the region grows by the same cycles per trip after that."""
     if trips <= 2 * SHORT:
-        return _run(entries, edges, controls, schedulers, w, trips, branch)[1] / trips
-    e1 = _run(entries, edges, controls, schedulers, w, SHORT, branch)[1]
-    e2 = _run(entries, edges, controls, schedulers, w, 2 * SHORT, branch)[1]
+        return _run(entries, edges, controls, schedulers, w, trips, branch, plan)[1] / trips
+    e1 = _run(entries, edges, controls, schedulers, w, SHORT, branch, plan)[1]
+    e2 = _run(entries, edges, controls, schedulers, w, 2 * SHORT, branch, plan)[1]
     return (e1 + (trips - SHORT) * (e2 - e1) / SHORT) / trips
 
 
 def branch_cost(extras: list[float]) -> float | None:
-    """The taken-branch cost from the calibration loops: the median of (measured - simulated
-    without it) over them; None without any."""
+    """The taken-branch redirect from the calibration loops: the median over them of (the
+    branch's stall count + measured - simulated without a redirect); None without any."""
     if not extras:
         return None
     xs = sorted(extras)

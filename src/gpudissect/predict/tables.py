@@ -22,6 +22,7 @@ from gpudissect import DATA_DIR
 from gpudissect.bench.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
 from gpudissect.kernel.sass import NO_DEST
 from gpudissect.predict import PredictError
+from gpudissect.predict.tensor import tensor_timings
 
 # flags of a record whose value is not a clean measurement of the instruction
 UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no clean configuration",
@@ -52,6 +53,7 @@ class Tables:
     latency: dict[str, list[tuple[float, str]]] = field(default_factory=dict)  # full SASS -> (value, variant)
     rate: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     memory: dict[str, tuple[float, str]] = field(default_factory=dict)  # base opcode -> (latency, what)
+    tensor: dict = field(default_factory=dict)  # (SASS, A source) -> tensor.TensorTiming
 
     @property
     def schedulers(self) -> int:
@@ -98,15 +100,33 @@ class Tables:
                      unit, tuple(missing))
 
 
+def trusted(rec: dict) -> bool:
+    """The record's value is a clean measurement of the instruction (none of UNTRUSTED's flags)."""
+    return not any(str(f).startswith(UNTRUSTED) for f in rec.get("flags") or [])
+
+
 def _add(table: dict[str, list[tuple[float, str]]], rec: dict, skip: tuple[str, ...] = ()) -> None:
     """Add a single-SASS record's value under its opcode (not for opcodes whose base is in
     ``skip``)."""
-    if rec.get("value") is None or any(str(f).startswith(UNTRUSTED) for f in rec.get("flags") or []):
+    if rec.get("value") is None or not trusted(rec):
         return
     ops = parse_sass(rec.get("sass") or [])
     if len(ops) != 1 or ops[0][1] != 1.0 or ops[0][0].split(".")[0] in skip:
         return
     table.setdefault(ops[0][0], []).append((float(rec["value"]), rec["variant"]))
+
+
+WRAPPER = "wmma."  # the tensor suite's wmma fragment loads and stores: their own layouts and strides
+
+
+def _prefer_own_instruction(table: dict[str, list[tuple[float, str]]]) -> None:
+    """Where a SASS opcode has values from the PTX instruction that is that SASS (ldmatrix ->
+    LDSM) and from wmma fragment operations that compile to it (whose addresses follow the
+    fragment's stride and layout, e.g. bank conflicts), keep the instruction's own."""
+    for op, vals in table.items():
+        own = [v for v in vals if not v[1].startswith(WRAPPER)]
+        if own and len(own) < len(vals):
+            table[op] = own
 
 
 def tables_from(rs, memory_map: dict | None = None) -> Tables:
@@ -131,6 +151,9 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
                 _add(t.latency, rec)
             elif rec.get("measure") == "throughput_peak":
                 _add(t.rate, rec, skip if suite == "instructions" else ())
+    _prefer_own_instruction(t.latency)
+    _prefer_own_instruction(t.rate)
+    t.tensor = tensor_timings(rs.records("tensor"), trusted)
     mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
            and r.get("value") is not None}
     for op, spec in memory_map.items():

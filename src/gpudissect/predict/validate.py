@@ -4,9 +4,10 @@
 measurements (``measure.py`` writes them) and predicts every occupancy point from the tables.
 Methods compared, all from the same tables: ``model`` (v1: the control codes' schedule with
 scoreboards and shared pipes under the greedy scheduler, the whole timed region of
-``iters`` trips, :mod:`sched`), ``bounds`` (v0: the largest of the recurrence,
-issue and pipe bounds), ``sum_latency`` and ``max_pipe`` (the two baselines). Nothing is
-fitted to the measurements.
+``iters`` trips, :mod:`sched`; tensor SASS from the per-SASS tensor timings, :mod:`tensor`:
+seed 001's tensor-core model, with a set of loops of its own, ``tensor_*``), ``bounds`` (v0:
+the largest of the recurrence, issue and pipe bounds), ``sum_latency`` and ``max_pipe`` (the
+two baselines). Nothing is fitted to the measurements.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gpudissect.predict.model import predict
 from gpudissect.predict.sched import branch_cost, region_cycles
 from gpudissect.predict.source import base_arch
 from gpudissect.predict.tables import Tables
+from gpudissect.predict.tensor import plan_of
 
 METHODS = ("model", "bounds", "sum_latency", "max_pipe")
 SCHEMA_OUT = "gpudissect.predict-validation-analysis/1"
@@ -81,10 +83,15 @@ def loop_body(rec: dict):
 def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
                   branch: float = 0.0) -> dict:
     p = predict(name, body, tables, warps)
-    model = region_cycles(p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler, trips, branch)
-    return {"model": model, "bounds": p.cycles_per_iter, "sum_latency": p.sum_latency,
-            "max_pipe": p.max_pipe_pressure, "bound": p.bound, "lower_bound": p.lower_bound,
-            "unknown": sorted(p.unknown)}
+    plan = plan_of(list(body), tables.tensor, tables.schedulers)
+    model = region_cycles(p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler, trips, branch,
+                          plan)
+    out = {"model": model, "bounds": p.cycles_per_iter, "sum_latency": p.sum_latency,
+           "max_pipe": p.max_pipe_pressure, "bound": p.bound, "lower_bound": p.lower_bound,
+           "unknown": sorted(p.unknown)}
+    if plan is not None:  # the tensor-core model took the tensor SASS from the per-SASS timings
+        out["tensor_missing"] = {k: list(v) for k, v in plan.missing.items()}
+    return out
 
 
 def calibrate(loops: list[dict], tables: Tables, trips: int) -> dict:
@@ -98,11 +105,14 @@ def calibrate(loops: list[dict], tables: Tables, trips: int) -> dict:
         if pt is None:
             continue
         body, controls = loop_body(rec)
-        per[rec["name"]] = pt["cycles_per_iter"] - predict_point(rec["name"], body, controls, tables, 1, trips)["model"]
+        extra = pt["cycles_per_iter"] - predict_point(rec["name"], body, controls, tables, 1, trips)["model"]
+        # the redirect: the branch's own stall count plus what the warp lost beyond it
+        per[rec["name"]] = extra + max(1, controls[-1].stall)
     cost = branch_cost(list(per.values()))
     return {"branch_cycles": cost, "per_loop": per,
-            "what": "taken backward branch: cycles per iteration beyond the stall counts (1 warp), "
-                    "median over the calibration loops"}
+            "what": "taken backward branch: cycles from its issue to the loop's first instruction "
+                    "(its stall count + what one warp loses beyond the stall counts), median over "
+                    "the calibration loops"}
 
 
 def analyse(measured: dict, tables: Tables) -> dict:
@@ -135,12 +145,18 @@ def analyse(measured: dict, tables: Tables) -> dict:
             "stats": table_of(rows), "errors": errors}
 
 
+def set_of(category: str) -> str:
+    """The set a category belongs to: generated, tensor (the tensor model's loops) or real."""
+    return "generated" if category == "generated" else "tensor" if category.startswith("tensor_") else "real"
+
+
 def groups(rows: list[dict]) -> dict[str, list[dict]]:
-    """Rows by group: generated, real (all real loops), each real category, each point."""
+    """Rows by group: generated, real (all real loops), tensor (the tensor model's loops), each
+    real and tensor category, each point."""
     out: dict[str, list[dict]] = {}
     for r in rows:
-        real = r["category"] != "generated"
-        keys = ["real", r["category"], f"real @ {r['point']}"] if real else ["generated", f"generated @ {r['point']}"]
+        st = set_of(r["category"])
+        keys = [st, f"{st} @ {r['point']}"] + ([r["category"]] if st != "generated" else [])
         for k in keys:
             out.setdefault(k, []).append(r)
     return out
@@ -159,7 +175,8 @@ def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
     head = f"{'group':<20}{'n':>5}  {'model MAPE':>10} {'<=5%':>6} {'<=10%':>6} {'tau':>5}  " \
            f"{'bounds':>7} {'sum-lat':>8} {'max-pipe':>8}  (MAPE; tau of the baselines: bounds/sum/pipe)"
     lines = [head]
-    order = sorted(stats, key=lambda g: (g not in ("generated", "real"), not g.startswith("generated"), g))
+    order = sorted(stats, key=lambda g: (g not in ("generated", "real", "tensor"),
+                                         not g.startswith("generated"), not g.startswith("real"), g))
     for g in order:
         s = stats[g]
         m = s["model"]
@@ -169,6 +186,21 @@ def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
                      f"{_pct(m['within10']):>6} {tau:>5}  {_pct(s['bounds']['mape']):>7} "
                      f"{_pct(s['sum_latency']['mape']):>8} {_pct(s['max_pipe']['mape']):>8}  ({btau})")
     return lines
+
+
+def tensor_lines(rows: list[dict]) -> list[str]:
+    """The tensor-core model per loop and point: predicted beside measured (the tensor model's
+    loops and the real loops with tensor SASS)."""
+    rs = [r for r in rows if "tensor_missing" in r]
+    if not rs:
+        return []
+    out = ["tensor-core model (per-SASS tensor timings), cycles per trip:",
+           f"  {'loop':<34}{'point':>6}{'warps':>6}{'measured':>10}{'model':>9}{'error':>8}"]
+    for r in rs:
+        miss = f"  (tables lack: {', '.join(sorted(r['tensor_missing']))})" if r["tensor_missing"] else ""
+        out.append(f"  {r['loop']:<34}{r['point']:>6}{r['warps']:>6}{r['measured']:>10.1f}{r['model']:>9.1f}"
+                   f"{100 * (r['model'] - r['measured']) / r['measured']:>+7.1f}%{miss}")
+    return out
 
 
 def figure(rows: list[dict], path: Path, title: str) -> None:
@@ -224,15 +256,28 @@ def pool_records(tables_spec: Path) -> list[dict]:
         raise PredictError(f"tables {tables_spec}: {e}") from None
 
 
-def validation_specs(tables_spec: Path, count: int, seed: int):
+def validation_specs(tables_spec: Path, count: int, seed: int, only: tuple[str, ...] = ()):
+    """Every loop of the validation (``only``: those of these categories, ``real`` for the
+    real-kernel loops, ``tensor`` for the tensor model's; the branch calibration always)."""
     from gpudissect.predict.generate import generate, verified_pool
     from gpudissect.predict.kernels import branch_calibration, real_loops
+    from gpudissect.predict.tensor_loops import tensor_loops
 
-    return generate(verified_pool(pool_records(tables_spec)), count, seed) + real_loops() + branch_calibration()
+    def wanted(cat: str) -> bool:
+        return not only or cat in only or (set_of(cat) in only and cat != "calibration")
+
+    fixed = real_loops() + tensor_loops()
+    known = {"generated", "real", "tensor", *(s.category for s in fixed)}
+    if set(only) - known:
+        raise PredictError(f"--only: unknown {', '.join(sorted(set(only) - known))} "
+                           f"(known: {', '.join(sorted(known))})")
+    gen = generate(verified_pool(pool_records(tables_spec)), count, seed) if wanted("generated") else []
+    return gen + [s for s in fixed if wanted(s.category)] + branch_calibration()
 
 
 def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, fig: Path | None,
-                   measured: Path | None, count: int, seed: int, log=print) -> tuple[dict, list[str]]:
+                   measured: Path | None, count: int, seed: int, log=print,
+                   only: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
     """Measure on ``dev`` (or read ``measured``), analyse, write ``output`` (the raw
     measurements with the analysis) and ``fig``; the document and the lines to print."""
     if measured is not None:
@@ -246,9 +291,12 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
         target = target_of_device(dev.info, tool_version("ptxas"))
         if target.base != base_arch(tables.arch):
             raise PredictError(f"the GPU is {target.arch}, the tables ({tables.gpu}) are for {tables.arch}")
-        specs = validation_specs(tables_spec, count, seed)
-        doc = measure(dev, specs, target.arch, target.ptx_isa, occupancy_rules(target), log=log)
+        specs = validation_specs(tables_spec, count, seed, only)
+        doc = measure(dev, specs, target.arch, target.ptx_isa, occupancy_rules(target), log=log,
+                      specific=target.for_features(specific=True))
         doc["generator"] = {"count": count, "seed": seed}
+        if only:
+            doc["only"] = list(only)
     doc = {k: v for k, v in doc.items() if k != "analysis"}
     res = analyse(doc, tables)
     doc["analysis"] = res
@@ -257,8 +305,9 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
     lines = [f"validation: {len(doc.get('loops', []))} loops, {len(res['rows'])} points on "
              f"{gpu.get('name', '?')} ({gpu.get('uuid', '?')}); tables {tables.gpu} from {tables.source}",
              "taken branch (calibration loops, not in the set): "
-             + ("none measured" if bc is None else f"{bc:+.2f} cycles beyond its stall count"),
-             *table_lines(res["stats"])]
+             + ("none measured" if bc is None else f"{bc:.2f} cycles from its issue to the loop's head "
+                "(a longer stall count hides it)"),
+             *table_lines(res["stats"]), *tensor_lines(res["rows"])]
     if res["errors"]:
         lines.append(f"{len(res['errors'])} loops/points without a value (first: {res['errors'][0]})")
     if output is not None:

@@ -11,6 +11,7 @@ comparison folded away.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import tempfile
@@ -238,6 +239,75 @@ def comparison_context(rs: ResultSet, others: list[ResultSet], threshold: float)
     }
 
 
+def _pct(x: float | None) -> Cell:
+    return Cell("-" if x is None else f"{100 * x:.1f}%", x)
+
+
+def validation_tables(analysis: dict) -> list[ReportTable]:
+    """``predict --validate``'s error table per group (the model beside the baselines) and the
+    tensor-core model's loops, predicted beside measured."""
+    from gpudissect.predict.validate import METHODS
+
+    stats, rows = analysis.get("stats") or {}, analysis.get("rows") or []
+    t = ReportTable("validation-errors", "Error per group (cycles per loop trip)",
+                    ["group", "n", "model MAPE", "within 5%", "within 10%", "Kendall's tau", "bounds MAPE",
+                     "sum-of-latencies MAPE", "max-pipe MAPE"], numeric=tuple(range(1, 9)), sortable=False,
+                    note="model: the scheduler simulation from ptxas's control codes and the tables (tensor SASS "
+                         "from the per-SASS tensor timings); bounds: the largest of the recurrence, issue and pipe "
+                         "bounds; the two baselines as llvm-mca's and a latency sum would answer.")
+    order = sorted(stats, key=lambda g: (g not in ("generated", "real", "tensor"), " @ " in g, g))
+    for g in order:
+        m = stats[g]["model"]
+        tau = m.get("tau")
+        t.add(Cell(g, cls="subject"), Cell(str(m["n"]), m["n"]), _pct(m["mape"]), _pct(m["within5"]),
+              _pct(m["within10"]), Cell("-" if tau is None else f"{tau:.2f}", tau),
+              *[_pct(stats[g][k]["mape"]) for k in METHODS[1:]])
+    out = [t]
+    tensor = [r for r in rows if "tensor_missing" in r]
+    if tensor:
+        tt = ReportTable("validation-tensor", "Tensor-core model: predicted against measured",
+                         ["loop", "category", "point", "warps per SM", "measured", "model", "error", "tables lack"],
+                         numeric=(3, 4, 5, 6), code=(0,), wrap=(7,),
+                         note="cycles per trip of the whole SM (its first warp's start to its last warp's end / "
+                              "trips); the model takes each tensor SASS's latency, issue interval and the SM's "
+                              "rate from the tensor suite (seed 001's per-SASS timings).")
+        for r in tensor:
+            err = (r["model"] - r["measured"]) / r["measured"]
+            tt.add(r["loop"], r["category"], r["point"], Cell(str(r["warps"]), r["warps"]),
+                   Cell(fmt_num(r["measured"]), r["measured"]), Cell(fmt_num(r["model"]), r["model"]),
+                   Cell(f"{100 * err:+.1f}%", err), ", ".join(sorted(r["tensor_missing"])))
+        out.append(tt)
+    return out
+
+
+def validation_context(rs: ResultSet, workdir: Path, warnings: list[str]) -> dict | None:
+    """The section "How well the tables predict real code": ``predict --validate``'s
+    measurements beside the data, their error tables and the predicted-vs-measured figure (the
+    one beside the data, else drawn here)."""
+    v = rs.validation or {}
+    analysis = v.get("analysis") or {}
+    if not analysis.get("stats"):
+        return None
+    from gpudissect.predict.validate import figure as draw
+
+    gpu = v.get("gpu") or {}
+    png = Path(rs.source) / "predict-validation.png"
+    if not png.is_file() and analysis.get("rows"):
+        png = workdir / "predict-validation.png"
+        try:
+            draw(analysis["rows"], png, f"gpudissect predict --validate: {gpu.get('name', '?')}")
+        except Exception as e:  # a figure that cannot be drawn never takes the report down
+            warnings.append(f"validation figure: {type(e).__name__}: {e}")
+    figs = []
+    if png.is_file():
+        uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+        figs.append(Figure("predict", png.name, "image/png", uri))
+    bc = (analysis.get("calibration") or {}).get("branch_cycles")
+    return {"gpu": gpu.get("name", "?"), "uuid": gpu.get("uuid", "?"), "loops": len(v.get("loops") or []),
+            "points": len(analysis.get("rows") or []), "tables": validation_tables(analysis), "figures": figs,
+            "branch": "none measured" if bc is None else f"{bc:.2f} cycles", "errors": analysis.get("errors") or []}
+
+
 def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
                   compare_with: list[ResultSet] | None = None, threshold: float = 0.10) -> dict:
     warnings: list[str] = []
@@ -246,6 +316,7 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
     return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
             "comparison": comparison_context(rs, compare_with or [], threshold),
             "fleet": fleet_section(rs),  # a fleet's results database: its fleet page
+            "validation": validation_context(rs, workdir, warnings),
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "summary_line": _summary_line(rs, prov), "clocks_before": clocks_text(prov.get("clocks_before")),
             "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
