@@ -102,8 +102,11 @@ def test_three_way_rows_differences_and_highlighting(vmaps):
     assert l1.diffs == [False, True, False] and l1.differs and l1.partial
     l2 = by["quantity/l2_latency"]
     assert l2.diffs == [False, True, True] and not l2.partial  # H200 +20%, A100 200 vs 283 cycles
-    fma = by["instr/fma.rn.f32/latency"]
-    assert fma.rels[1] == 0 and fma.diffs == [False, False, True]  # A100: 2 cycles (Table V)
+    add = by["instr/add.u32/latency"]  # A100: Table II's dependent CPI, 4 cycles
+    assert add.rels[1] == 0 and add.diffs == [False, False, True] and "same method" in add.notes
+    fma = by["instr/fma.rn.f32/independent"]  # A100: Table V, 3 independent instructions / 3
+    assert fma.values[2].value == 2 and "method 'table_v'" in fma.notes
+    assert "instr/fma.rn.f32/latency" not in by  # no dependent-chain figure for it in the seed
     # the two-way fields are the first two sets
     assert (l1.a, l1.b, l1.rel) == (l1.values[0], l1.values[1], l1.rels[1])
     # --all: also quantities some sets lack (the reference has no bandwidths)
@@ -143,7 +146,7 @@ def test_key_view(vmaps):
     assert f16.values[2].text == "311-312" and "Table III" in f16.values[2].note and f16.diffs[2]
     assert by["tensor peak fp8 (dense)"].values[2] is None  # the A100 reference has no fp8
     assert by["DRAM bandwidth (read)"].diffs == [False, True, False]
-    assert by["FFMA latency (fma.rn.f32)"].values[2].value == 2
+    assert by["FFMA latency (fma.rn.f32)"].values[2] is None  # Table V's 2 cycles: independent issue
 
 
 def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
@@ -185,7 +188,7 @@ def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
     rows = json.loads(js.read_text())["rows"]
     full = cmp.compare_sets(sets)
     assert len(rows) == sum(r.differs for r in full) < len(full) and all(r["differs"] for r in rows)
-    assert {r["key"] for r in rows} >= {"quantity/l1_latency", "instr/fma.rn.f32/latency"}
+    assert {r["key"] for r in rows} >= {"quantity/l1_latency", "instr/add.u32/latency"}
     res = runner.invoke(app, [*base, "--all", "--only-diff", "--filter", "quantity/*", "--json", str(js)])
     assert res.exit_code == 0, res.output
     keys = {r["key"]: r for r in json.loads(js.read_text())["rows"]}
@@ -226,7 +229,7 @@ def test_report_comparison_section(h200_dir, tmp_path, monkeypatch):
     assert "tensor peak f16 (dense)" in key and "FFMA latency (fma.rn.f32)" in key
     full = sec[sec.index('<table id="compare-all"'):]
     assert '<details class="table"><summary>Every quantity in common' in sec  # folded
-    assert "<code>instr/fma.rn.f32/latency</code>" in full
+    assert "<code>instr/add.u32/latency</code>" in full
     # without --compare: no comparison
     res = runner.invoke(app, ["report", "--data", str(H100), "--out", str(plain)])
     assert res.exit_code == 0, res.output

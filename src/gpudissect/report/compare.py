@@ -9,6 +9,10 @@ Every set is flattened to ``{key: Value}``:
 * ``<suite>/<variant>/<measure>[/<params>]`` for the records of the other suites;
 * for a reference (``a100``): its tables mapped onto the same keys, each value citing its
   table and row, and the quantities of ``data/metrics.toml`` that name their place in it.
+  Every reference figure carries its method (the reference's ``methods``, or a Table IV row's
+  own): the H100 keys measured the same way, then the closest ones, each with why the methods
+  agree or differ (``compare_with``). :func:`align_methods` puts each figure under the first of
+  those keys that a measured set has, so a row always compares like with like or says why not.
 
 A comparison is one row per key and one column per set (A, B, C, ...); each later column has its
 relative difference to A. Two sets are the N = 2 case of the same code (headed 'A' and 'B').
@@ -21,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
@@ -37,6 +41,10 @@ class Value:
     unit: str
     note: str = ""  # provenance of the value (reference table/row, flags, ...)
     text: str | None = None  # the value as published where it is not one number ("190-235")
+    # a reference figure's places in a measured set, in order of preference: (key, note on the
+    # method: same or why it differs); and measured keys to cite beside it
+    candidates: tuple[tuple[str, str], ...] = ()
+    also: tuple[str, ...] = ()
 
 
 def _ref_value(row: dict, key: str = "cycles") -> tuple[float | None, str | None]:
@@ -49,33 +57,62 @@ def _ref_value(row: dict, key: str = "cycles") -> tuple[float | None, str | None
     return None, text
 
 
+def _candidates(compare_with: list[dict], **fields) -> tuple[tuple[str, str], ...]:
+    """(key, method note) for each entry of a method's ``compare_with``, its key template
+    filled with ``fields``."""
+    out = []
+    for c in compare_with:
+        verdict = "same method" if c["same_method"] else "METHODS DIFFER"
+        out.append((c["key"].format(**fields),
+                    f"H100: {c['h100']}; {verdict}" + (f": {c['why']}" if c.get("why") else "")))
+    return tuple(out)
+
+
+def _method_value(ref: dict, method: str, v: float | None, note: str, text: str | None = None,
+                  **fields) -> Value:
+    """A reference figure measured by the reference's method ``method``, placed (before
+    :func:`align_methods`) under that method's first key."""
+    cands = _candidates(ref["methods"][method]["compare_with"], **fields)
+    return Value(v, "cycles", f"{note}, method '{method}'", text, cands)
+
+
+def _place(out: dict[str, Value], v: Value, dup_note: str) -> None:
+    key = v.candidates[0][0] if v.candidates else ""
+    if key in out:  # a figure for a place already taken (Table II before Table V): cite it there
+        out[key].note += f"; also {dup_note}"
+    else:
+        out[key] = v
+
+
 def reference_values(ref: dict) -> dict[str, Value]:
     out: dict[str, Value] = {}
     t = ref["tables"]
+    name = ref["name"]
+    cols = t["II"]["methods"]  # Table II column -> method
+    for row in t["II"]["rows"]:
+        for var in row.get("variants") or []:
+            for col, method in cols.items():
+                _place(out, _method_value(ref, method, float(row[col]), f"{name} Table II row {row['row']} "
+                                          f"({t['II']['columns'][col]})", variant=var),
+                       f"Table II row {row['row']}: {row[col]}")
     for row in t["V"]["rows"]:
         v, text = _ref_value(row)
         for var in row.get("variants") or []:
-            key = f"instr/{var}/latency"
-            if key in out:  # a PTX listed twice in Table V: keep the first, cite both
-                out[key].note += f"; also row {row['row']}: {row['cycles_text']} ({row['sass']})"
-                continue
-            out[key] = Value(v, "cycles", f"{ref['name']} Table V row {row['row']} ({row['sass']}; "
-                             "cycles per instruction, paper's method)", text)
-    for row in t["II"]["rows"]:
-        for var in row.get("variants") or []:
-            out[f"instr/{var}/latency"] = Value(float(row["dependent_cpi"]), "cycles",
-                                                f"{ref['name']} Table II row {row['row']} (CPI, dependent)")
-            out[f"instr/{var}/cpi_independent"] = Value(float(row["independent_cpi"]), "cycles",
-                                                        f"{ref['name']} Table II row {row['row']} (CPI, independent)")
+            _place(out, _method_value(ref, t["V"]["method"], v, f"{name} Table V row {row['row']} "
+                                      f"({row['sass']})", text, variant=var),
+                   f"Table V row {row['row']}: {row['cycles_text']} ({row['sass']})")
     for row in t["IV"]["rows"]:
-        out[f"quantity/{row['metric']}"] = Value(float(row["cycles"]), "cycles",
-                                                 f"{ref['name']} Table IV row {row['row']} ({row['memory']})")
+        cands = _candidates(row["compare_with"])
+        out[cands[0][0]] = Value(float(row["cycles"]), "cycles",
+                                 f"{name} Table IV row {row['row']} ({row['memory']}; method: {row['method']})",
+                                 None, cands, tuple(row.get("also") or ()))
     unit = t["III"].get("throughput_unit", "")
     for row in t["III"]["rows"]:
+        method = f"method '{t['III']['method']}'"
         out[f"tensor/{row['ptx']}/latency"] = Value(float(row["cycles"]), "cycles",
-                                                    f"{ref['name']} Table III row {row['row']} ({row['sass_count']}x {row['sass']})")
+                                                    f"{ref['name']} Table III row {row['row']} ({row['sass_count']}x {row['sass']}), {method}")
         v, text = _ref_value(row, "throughput")
-        out[f"tensor/{row['ptx']}/tflops"] = Value(v, unit, f"{ref['name']} Table III row {row['row']}", text)
+        out[f"tensor/{row['ptx']}/tflops"] = Value(v, unit, f"{ref['name']} Table III row {row['row']}, {method}", text)
     _spec_quantities(out)
     return out
 
@@ -108,6 +145,32 @@ def _spec_quantities(out: dict[str, Value]) -> None:
             if v is not None:
                 out[f"quantity/{name}"] = v
                 break
+
+
+def align_methods(vmaps: list[dict[str, Value]]) -> list[dict[str, Value]]:
+    """Each reference figure (a Value with ``candidates``) moved to the first of its keys that a
+    measured set has (the same method first, then the closest), its note saying which and why;
+    a figure none of whose keys is measured stays at its first. Figures whose first key is
+    measured are placed before those that fall back, so a fallback never displaces them.
+    Values already aligned (no candidates) pass unchanged."""
+    measured = [m for m in vmaps if not any(v.candidates for v in m.values())]
+    have = set().union(*(m.keys() for m in measured)) if measured else set()
+    out = []
+    for m in vmaps:
+        if not any(v.candidates for v in m.values()):
+            out.append(m)
+            continue
+        new = {k: v for k, v in m.items() if not v.candidates}
+        pending = [v for v in m.values() if v.candidates]
+        pending.sort(key=lambda v: v.candidates[0][0] not in have)  # stable: same-method first
+        for v in pending:
+            free = [c for c in v.candidates if c[0] not in new]
+            key, why = next((c for c in free if c[0] in have), free[0] if free else v.candidates[0])
+            also = [f"{k} {show_value(x[k])}" for k in v.also for x in measured[:1] if x.get(k)]
+            note = f"{v.note}; {why}" + (f"; measured beside it: {', '.join(also)}" if also else "")
+            new[key] = replace(v, note=note, candidates=(), also=())
+        out.append(new)
+    return out
 
 
 def _flags(flags) -> str:
@@ -199,6 +262,7 @@ def make_row(key: str, vals: list[Value | None], threshold: float, label: str = 
 def compare_maps(vmaps: list[dict[str, Value]], threshold: float = 0.10,
                  include_one_sided: bool = False) -> list[Row]:
     """One row per key in every set (``include_one_sided``: in any set), sorted by key."""
+    vmaps = align_methods(vmaps)
     keysets = [set(m) for m in vmaps]
     keys = set().union(*keysets) if include_one_sided else set.intersection(*keysets)
     return [make_row(k, [m.get(k) for m in vmaps], threshold) for k in sorted(keys)]
@@ -207,6 +271,7 @@ def compare_maps(vmaps: list[dict[str, Value]], threshold: float = 0.10,
 def key_rows(vmaps: list[dict[str, Value]], threshold: float = 0.10) -> list[Row]:
     """The key view: a row for each quantity of data/metrics.toml with a ``group``, in the
     groups' order, wherever at least one set has it."""
+    vmaps = align_methods(vmaps)
     rows = []
     for name, spec in key_quantities().items():
         vals = [m.get(f"quantity/{name}") for m in vmaps]
@@ -334,6 +399,10 @@ def comparison_markdown(sets: list[ResultSet], rows: list[Row], threshold: float
     for ref in references(sets):
         L += [f"Reference: {ref['source']['citation']}.", ""]
         L += [f"* {c}" for c in ref["source"].get("caveats", [])] + [""]
+        if ref.get("methods"):
+            L += ["The reference's methods (each row's note names its method, the H100 measurement it is "
+                  "set against, and whether the two are measured the same way):", ""]
+            L += [f"* `{n}`: {m['seed']}" for n, m in ref["methods"].items()] + [""]
     n = len(sets)
     L += ["| quantity | " + " | ".join(heads) + " | unit | " + " | ".join(rel_heads) + " | notes |",
           "|---|" + "---:|" * n + "---|" + "---:|" * (n - 1) + "---|"]

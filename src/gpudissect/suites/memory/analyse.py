@@ -29,20 +29,24 @@ def human(n: float | None) -> str:
 
 # --- bank conflicts
 
-def bank_degrees(stride: int, width: int, lanes: int = 32, smem: int = 32 * KiB) -> dict:
+def bank_degrees(stride: int, width: int, lanes: int = 32, smem: int = 32 * KiB,
+                 banks: int = BANKS, bank_bytes: int = BANK_BYTES) -> dict:
     """Conflict degrees of a warp access where lane l reads ``width`` bytes at
-    ``(l * stride) mod smem``: the most distinct 4-byte words any bank must deliver over the
-    whole warp (``degree_warp``), and the sum over phases of 128 bytes of requests
-    (``32 * 4 / width`` lanes each) of the per-phase maximum (``wavefronts_phase``)."""
+    ``(l * stride) mod smem`` from ``banks`` banks of ``bank_bytes`` (a hypothesis: the
+    defaults are the model the probes' parameters are labelled with; :func:`bank_geometry`
+    tests every geometry against the measured cycles): the most distinct bank words any bank
+    must deliver over the whole warp (``degree_warp``), and the sum over phases of one
+    bank row of requests (``banks * bank_bytes / width`` lanes each) of the per-phase maximum
+    (``wavefronts_phase``)."""
     def degree(ls: range) -> int:
         per_bank: dict[int, set[int]] = {}
         for lane in ls:
             a = (lane * stride) % smem // width * width
-            for w in range(a // BANK_BYTES, (a + width) // BANK_BYTES):
-                per_bank.setdefault(w % BANKS, set()).add(w)
+            for w in range(a // bank_bytes, (a + width - 1) // bank_bytes + 1):
+                per_bank.setdefault(w % banks, set()).add(w)
         return max(len(v) for v in per_bank.values())
 
-    per_phase = max(1, BANKS * BANK_BYTES // width)
+    per_phase = max(1, banks * bank_bytes // width)
     phases = [range(s, min(lanes, s + per_phase)) for s in range(0, lanes, per_phase)]
     return {"degree_warp": degree(range(lanes)),
             "wavefronts_phase": sum(degree(ph) for ph in phases)}
@@ -67,6 +71,185 @@ def bank_rule(rows: list[dict]) -> dict:
         return {"rule": None, "why": "no variation of the conflict degree", **out}
     best = max(fits, key=lambda m: fits[m]["r2"])
     return {"rule": best, **out}
+
+
+GEOMETRY_BANKS = range(2, 129)  # bank counts tried by the conflict-sweep fit ...
+GEOMETRY_BANK_BYTES = (4, 8, 16)  # ... and bank widths
+GEOMETRY_RESID = 4.0  # every other geometry's worst residual must be this many times the best's ...
+GEOMETRY_MIN_RESID = 0.5  # ... and at least half a cycle (a smaller miss is rounding)
+REPEAT_TOL = 0.02  # two strides "cost the same" within this relative difference
+
+
+def _geometry_score(tables: dict[str, list[dict]], banks: int, bank_bytes: int) -> dict | None:
+    """Per access width the line cycles = a + b x degree_warp under one geometry; the score
+    is the mean r2 over the widths (None when a width has no variation or a slope <= 0)."""
+    fits, worst = {}, 0.0
+    for w, rows in tables.items():
+        xs = [bank_degrees(r["stride_bytes"], r["width_bytes"], banks=banks,
+                           bank_bytes=bank_bytes)["degree_warp"] for r in rows]
+        if len(set(xs)) < 2:
+            return None
+        f = fit_line(xs, [r["cycles"] for r in rows])
+        if f.slope <= 0:
+            return None
+        miss = max(abs(r["cycles"] - f.intercept - f.slope * x) for r, x in zip(rows, xs, strict=True))
+        fits[w] = {"intercept": f.intercept, "cycles_per_degree": f.slope, "r2": f.r2,
+                   "max_residual": miss}
+        worst = max(worst, miss)
+    return {"banks": banks, "bank_bytes": bank_bytes, "fits": fits, "max_residual": worst,
+            "score": float(np.mean([f["r2"] for f in fits.values()]))}
+
+
+def _repeats(tables: dict[str, list[dict]], period: int) -> list[dict]:
+    """Pairs of measured strides of one width ``period`` bytes (a multiple) apart that cost
+    the same cycles: the conflict pattern repeating at banks x bank bytes."""
+    out = []
+    for w, rows in tables.items():
+        by = {r["stride_bytes"]: r["cycles"] for r in rows}
+        for s, c in sorted(by.items()):
+            for k in (1, 2):
+                t = s + k * period
+                if t in by and abs(by[t] - c) <= REPEAT_TOL * c:
+                    out.append({"width": w, "stride_bytes": s, "repeat_stride_bytes": t,
+                                "cycles": c, "repeat_cycles": by[t]})
+    return out
+
+
+def bank_geometry(records: list[dict]) -> dict:
+    """The bank count and bank width from the conflict sweep (``bank/w<bits>`` records:
+    stride_bytes, width_bytes, cycles per warp access): every geometry of GEOMETRY_BANKS x
+    GEOMETRY_BANK_BYTES predicts each probe's conflict degree; the one whose degrees explain
+    the cycles best (mean r2 of a line per access width) is the answer when every other
+    geometry misses some probe of some width by GEOMETRY_RESID x the best's worst residual at
+    that width and at least GEOMETRY_MIN_RESID cycles (each is ruled out by a probe it
+    mispredicts). ``repeats``: measured strides one period (banks x bank
+    bytes) apart that cost the same (the pattern repeating). ``limit_bytes_per_cycle``: banks x
+    bank bytes, what the banks deliver per cycle at one word each."""
+    tables: dict[str, list[dict]] = {}
+    for r in records:
+        p = r.get("params") or {}
+        if (r["variant"].startswith("bank/") and r.get("value") is not None
+                and p.get("stride_bytes") is not None and p.get("width_bytes")):
+            tables.setdefault(r["variant"].split("/")[1], []).append(
+                {"stride_bytes": int(p["stride_bytes"]), "width_bytes": int(p["width_bytes"]),
+                 "cycles": float(r["value"])})
+    tables = {w: rows for w, rows in tables.items() if len(rows) >= 3}
+    if not tables:
+        return {"banks": None, "why": "no access width with 3 or more measured strides"}
+    scored = [g for b in GEOMETRY_BANKS for bb in GEOMETRY_BANK_BYTES
+              if (g := _geometry_score(tables, b, bb)) is not None]
+    if not scored:
+        return {"banks": None, "why": "no geometry gives the cycles a rising conflict degree"}
+    scored.sort(key=lambda g: -g["score"])
+    best = scored[0]
+    floor = {w: max(GEOMETRY_RESID * f["max_residual"], GEOMETRY_MIN_RESID) for w, f in best["fits"].items()}
+    close = [g for g in scored[1:] if all(g["fits"][w]["max_residual"] < floor[w] for w in floor)]
+    rival = close[0] if close else max(scored[1:], key=lambda g: g["score"], default=None)
+    out = {"banks": best["banks"], "bank_bytes": best["bank_bytes"], "score": best["score"],
+           "fits": best["fits"], "widths": sorted(tables), "geometries_tried": len(scored),
+           "limit_bytes_per_cycle": best["banks"] * best["bank_bytes"],
+           "max_residual": best["max_residual"],
+           "runner_up": ({"banks": rival["banks"], "bank_bytes": rival["bank_bytes"],
+                          "score": rival["score"], "max_residual": rival["max_residual"]}
+                         if rival else None),
+           "repeats": _repeats(tables, best["banks"] * best["bank_bytes"])}
+    if close:
+        out.update(banks=None, ambiguous=[[g["banks"], g["bank_bytes"]] for g in [best, *close]],
+                   why=f"{best['banks']} banks of {best['bank_bytes']} B and {rival['banks']} of "
+                       f"{rival['bank_bytes']} B fit every probe equally well: "
+                       "add strides that tell them apart")
+    return out
+
+
+def bank_conclusion(g: dict) -> list[str]:
+    if not g.get("banks"):
+        return [f"Shared-memory banks: not determined ({g.get('why', 'not measured')})."] if g else []
+    fits = "; ".join(f"{w}: {f['intercept']:.1f} + {f['cycles_per_degree']:.2f} x degree (r2 {f['r2']:.3f})"
+                     for w, f in g["fits"].items())
+    rep = g.get("repeats") or []
+    period = g["banks"] * g["bank_bytes"]
+    rep_txt = (f"; the pattern repeats every {period} B of lane stride: "
+               + ", ".join(f"{r['width']} stride {r['stride_bytes']} B {r['cycles']:.1f} = stride "
+                           f"{r['repeat_stride_bytes']} B {r['repeat_cycles']:.1f}" for r in rep[:4])
+               if rep else f"; no measured stride pair {period} B apart to show the repeat")
+    ru = g.get("runner_up")
+    return [f"Shared memory has {g['banks']} banks of {g['bank_bytes']} bytes ({period} B per bank row): "
+            f"of {g['geometries_tried']} bank count x bank width geometries, its conflict degrees explain "
+            f"the stride sweep best (cycles per warp access = {fits})"
+            + (f"; the next best, {ru['banks']} banks of {ru['bank_bytes']} B, misses a probe by "
+               f"{ru['max_residual']:.2f} cycles" if ru else "")
+            + rep_txt + "."]
+
+
+# --- stores and shared throughput per width
+
+# a store has no result register: its latency is (1) the store -> dependent load round trip
+# through one word minus the same load's own chase latency in the same run, and (2) seed 000's
+# method (its Fig. 3): one store alone between two clock reads (store_span/<path>)
+STORE_ROUND_TRIPS = {"st.shared": ("st.shared+ld.shared", "ld.shared"),
+                     "st.global": ("st.global+ld.global", "ld.global.cv")}
+
+
+def store_latencies(lat: dict, records: list[dict]) -> dict:
+    """Per store path: ``round_trip_extra`` (cycles a dependent load of the stored word waits
+    beyond its own latency) and ``span`` (seed 000's one-store region) with ``empty_span``
+    (the clock pair alone, same run) and ``span_over_empty``."""
+    out: dict[str, dict] = {}
+    for st, (rt, ld) in STORE_ROUND_TRIPS.items():
+        if lat.get(rt) is not None and lat.get(ld) is not None:
+            out.setdefault(st, {}).update(
+                round_trip=lat[rt], load=lat[ld], load_path=ld, round_trip_extra=lat[rt] - lat[ld],
+                round_trip_method=f"chain of {rt} through one word (the load's result is the next "
+                                  f"address) minus the {ld} chase of the same run")
+    for r in records:
+        if r["variant"].startswith("store_span/") and r.get("value") is not None:
+            e = (r.get("params") or {}).get("empty_span")
+            out.setdefault(r["variant"].split("/", 1)[1], {}).update(
+                span=r["value"], empty_span=e, span_over_empty=None if e is None else r["value"] - e,
+                span_method="seed 000 Fig. 3: one store alone between two clock reads")
+    return out
+
+
+def _store_conclusion(st: dict) -> list[str]:
+    c = []
+    for path, v in st.items():
+        parts = []
+        if "span" in v:
+            parts.append(f"seed 000's method (one {path} alone between two clock reads) {v['span']:.1f} "
+                         f"cycles, the clock pair alone {v['empty_span']:.1f}: the second clock read "
+                         f"comes {v['span_over_empty']:.1f} cycles later behind the store")
+        if "round_trip" in v:
+            x = v["round_trip_extra"]
+            parts.append(f"a dependent load of the stored word: {path} + load round trip "
+                         f"{v['round_trip']:.1f} cycles against the {v['load_path']} chase {v['load']:.1f}: "
+                         f"the load waits {x:+.1f} cycles for the store"
+                         + (" [below the load's own latency: the method is broken]" if x < 0 else ""))
+        if parts:
+            c.append(f"{path} store latency (a store has no result register): " + "; ".join(parts) + ".")
+    return c
+
+
+def _per_width_conclusion(bw: dict, geo: dict) -> list[str]:
+    c = []
+    limit = geo.get("limit_bytes_per_cycle") if geo.get("banks") else None
+    for level, widths in (bw.get("per_width") or {}).items():
+        cells = []
+        for bits, v in widths.items():
+            if v.get("bytes_per_cycle_per_sm") is None:
+                cells.append(f"{bits}-bit not measured ({v.get('flag')})")
+                continue
+            b = v["best"]
+            cells.append(f"{bits}-bit {v['bytes_per_cycle_per_sm']:.1f} (ILP {b['ilp']} x {b['warps']} warps/SM"
+                         + (f"; {v['flag']}" if v.get("flag") else "") + ")")
+        over = [bits for bits, v in widths.items() if limit and (v.get("bytes_per_cycle_per_sm") or 0)
+                > limit * (1 + bwm.PEAK_TOL)]
+        bound = ("" if not limit else
+                 f"; the banks' bound ({geo['banks']} banks x {geo['bank_bytes']} B per cycle) is {limit} B/clk/SM"
+                 + (f": {', '.join(over)}-bit ABOVE it (a method error)" if over else
+                    f"; every width reaches at least {min(v['bytes_per_cycle_per_sm'] / limit for v in widths.values() if v.get('bytes_per_cycle_per_sm')):.1%} of it"))
+        c.append(f"Shared {level.split('/')[1]} throughput per access width, saturated over ILP x warps "
+                 f"(B/clk/SM): " + ", ".join(cells) + bound + ".")
+    return c
 
 
 # --- near/far
@@ -603,8 +786,15 @@ def summarize(records: list[dict]) -> dict:
     lines = cache_lines(records, sizes, l2)
     bw = bwm.summarize(records)
     texture = tex.summarize(records)
+    geo = bank_geometry(records)
+    stores = store_latencies(lat, records)
     banks = {}
     for variant, rows in _by(records, "bank/").items():
+        if geo.get("banks"):  # the conflict degrees of the measured geometry, not the labels'
+            rows = [{**r, "params": {**r["params"], **bank_degrees(
+                r["params"]["stride_bytes"], r["params"]["width_bytes"], banks=geo["banks"],
+                bank_bytes=geo["bank_bytes"])}} for r in rows
+                if (r.get("params") or {}).get("width_bytes")]
         banks[variant.split("/")[1]] = {
             "table": [{"stride_bytes": r["params"].get("stride_bytes"),
                        "degree_warp": r["params"].get("degree_warp"),
@@ -621,7 +811,10 @@ def summarize(records: list[dict]) -> dict:
                    "max": pmap.get("max"), "why": pmap.get("why")}
     noisy = _noisy(records)
     return {"conclusions": conclusions(lat, sizes, fills, lines, tlb, bw, banks, l2, pmap, noisy)
+            + _store_conclusion(stores) + _per_width_conclusion(bw, geo) + bank_conclusion(geo)
             + tex.conclusions(texture),
+            "store_latency": stores, "bank_geometry": geo, "banks": geo.get("banks"),
+            "bank_bytes": geo.get("bank_bytes"),
             "latency": lat, "staircase": stair, "sizes": sizes, "l2": l2, "texture": texture,
             "line_sizes": fills, "fill_granularity": fills, "cache_lines": lines, "tlb": tlb,
             "l2map": pmap, "nearfar": nearfar, "noisy_points": noisy,

@@ -701,6 +701,29 @@ def dram_write_vs_read(records: list[dict]) -> dict:
     return {"points": rows}
 
 
+PER_WIDTH_LEVELS = ("shared/read", "shared/write")  # levels whose rate is stated per access width
+
+
+def per_width(records: list[dict], level: str) -> dict[str, dict]:
+    """The saturated rate of one level at each access width, in B/clk/SM: :func:`saturation`
+    over that width's ILP x warps configurations (``bwconfig/<level>`` records), each point's
+    rate its B/clk/SM (the SM clock measured in the same warps)."""
+    pts: dict[int, list[dict]] = {}
+    for r in records:
+        p = r.get("params") or {}
+        if r["variant"] == f"bwconfig/{level}" and p.get("bits"):
+            pts.setdefault(int(p["bits"]), []).append({**r, "value": p.get("bytes_per_cycle_per_sm")})
+    out = {}
+    for bits, points in sorted(pts.items()):
+        sat = saturation(points)
+        out[str(bits)] = {"bytes_per_cycle_per_sm": sat.get("value"), "best": sat.get("best"),
+                          "smallest_within_2pct": sat.get("smallest_within_2pct"),
+                          "evidence": sat.get("evidence"), "flag": sat.get("flag"),
+                          "curve_warps": sat.get("curve_warps"), "curve_ilp": sat.get("curve_ilp"),
+                          "configurations": len(points)}
+    return out
+
+
 def summarize(records: list[dict]) -> dict:
     """The bandwidth part of the memory summary: per level/direction the saturated figure (the
     shape the report's tables read: GB/s, B/clk/SM, footprint, flags) with its best and
@@ -720,6 +743,7 @@ def summarize(records: list[dict]) -> dict:
     if read and copy:
         bw["DRAM/read_over_copy"] = read / copy
     bw["write_vs_read"] = dram_write_vs_read(records)
+    bw["per_width"] = {lv: w for lv in PER_WIDTH_LEVELS if (w := per_width(records, lv))}
     bw["footprint_check"] = footprint_series(records)
     return bw
 

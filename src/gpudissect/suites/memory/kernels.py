@@ -614,3 +614,79 @@ def bank_kernel(bits: int, header: str) -> Kernel:
 {_TAIL_E}"""
     return _kernel(f"bank_w{bits}", header, e, "bank", {"path": f"ld.shared.{bits}", "expect": "shared",
                                                         "width": width})
+
+
+# --- stores: a store has no result register, so its latency is defined by a method (below)
+
+STORE_SPANS = {  # kernel -> (PTX of the one access timed alone, path of its SASS check)
+    "span_none": ("", "span.none"),
+    "span_sts": ("    st.volatile.shared.u32 [%sb], %v;", "span.st.shared"),
+    "span_stg": ("    st.volatile.global.u32 [%g], %v;", "span.st.global"),
+}
+
+
+def store_span_kernel(name: str, header: str) -> Kernel:
+    """Seed 000's store-latency method (its Fig. 3): ONE store between two ``%clock64`` reads,
+    issued alone. ``span_none`` holds nothing between the reads (the clock pair's own span,
+    measured in the same run). ``iters`` regions in a loop, each timed on its own; the spans
+    are summed outside the regions and written as the cycles (divide by ``iters``). ABI of a
+    chase: ``(chain u64, out u64, warm u32, iters u32)``; the global store writes the first
+    word of ``chain`` plus 4 x the thread index (a buffer of at least 8 bytes, one thread; the
+    address is computed, so ptxas cannot reload it from the parameter bank inside the region)."""
+    access, path = STORE_SPANS[name]
+    region = "\n".join(timed([access] if access else [], "%t0", "%t1", "    "))
+    e = f"""
+.visible .entry {name}(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
+{{
+    .reg .u64 %g, %t0, %t1, %o, %oo, %x, %acc, %d;
+    .reg .u32 %n, %c, %v, %sb;
+    .reg .pred %q;
+    .shared .align 16 .b8 spbuf[64];
+    mov.u32 %sb, spbuf;
+    ld.param.u64 %g, [chain];
+    mov.u32 %c, %tid.x;
+    mul.wide.u32 %x, %c, 4;
+    add.u64 %g, %g, %x;
+    ld.param.u32 %n, [iters];
+    mov.u64 %acc, 0;
+    mov.u32 %v, 50;
+T:
+{region}
+    sub.u64 %d, %t1, %t0;
+    add.u64 %acc, %acc, %d;
+    add.u32 %v, %v, 1;
+    sub.u32 %n, %n, 1;
+    setp.ne.u32 %q, %n, 0;
+    @%q bra T;
+    cvt.u64.u32 %x, %v;
+    mov.u64 %t0, 0;
+    mov.u64 %t1, %acc;
+{_tail('%x')}"""
+    return _kernel(name, header, e, "store_span", {"path": path, "expect": "store", "span": True})
+
+
+def chase_stg_kernel(header: str) -> Kernel:
+    """Store -> dependent load round trip through one global word (``chain``'s first word):
+    ``st.volatile.global [p], p; ld.volatile.global p, [p]`` (volatile: ptxas may neither
+    forward the stored value nor drop the load); the load cannot return before the store's
+    value is visible to it. Compared with the ``ld.global.cv`` chase (the same strong
+    system-scope load) of the same run."""
+    pair = "    st.volatile.global.u64 [%p], %p;\n    ld.volatile.global.u64 %p, [%p];"
+    body = "\n".join(pair for _ in range(UNROLL))
+    e = f"""
+.visible .entry chase_stg(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
+{{
+    .reg .u64 %p, %t0, %t1, %o, %oo;
+    .reg .u32 %n, %c;
+    .reg .pred %q;
+    ld.param.u64 %p, [chain];
+    ld.param.u32 %n, [warm];
+W:
+    setp.eq.u32 %q, %n, 0;
+    @%q bra WD;
+{pair}
+    sub.u32 %n, %n, 1;
+    bra W;
+WD:
+{_timed(body, '%p')}"""
+    return _kernel("chase_stg", header, e, "chase", {"path": "st.global+ld.global", "expect": "global"})

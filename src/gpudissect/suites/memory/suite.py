@@ -80,7 +80,9 @@ class Plan:
     stride_nodes: int = 1024
     stride_reps: int = 3  # cold passes per stride (fresh chain each); median
     const_footprints: tuple[int, ...] = (512, 2048, 8192, 32768)
-    bank_strides: tuple[int, ...] = (0, 1, 2, 3, 4, 8, 16, 32, 64)  # in access widths
+    # in access widths; past 32 words (33, 48, 65) the conflict pattern repeats at the bank count
+    bank_strides: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8, 16, 24, 32, 33, 48, 64, 65)
+    store_span_iters: int = 256  # seed 000's method: regions of one store, each timed alone
     bw_block: int = 256  # the L2 flush's store stream (stride/L2)
     bw_blocks_per_sm: int = 8
     # bandwidth (suites/memory/bandwidth.py): access width x ILP x warps per SM per level
@@ -114,6 +116,8 @@ QUICK_PLAN = Plan(sweep_max=512 << 20, tlb_max=1 << 30, stride_reps=1, per_octav
 
 GLOBAL_PATHS = {f"ld.global.{op}": f"chase_{op}" for op in gm.GLOBAL_OPS}
 LOCAL_PATHS = {"ld.shared": "chase_lds", "st.shared+ld.shared": "chase_sts", "ld.local": "chase_ldl"}
+STORE_ROUND_TRIP = {"st.global+ld.global": "chase_stg"}  # one-word self-loop in a global buffer
+STORE_SPANS = {"st.shared": "span_sts", "st.global": "span_stg"}  # store_span/<path>; span_none
 TEX_KERNEL = "chase_tex"  # latency/tex and sweep/tex-*: a 1D u32 texture object over the chain
 
 
@@ -124,7 +128,8 @@ def module_kernels(header: str, plan: Plan) -> list[Kernel]:
     ks += [gm.link_kernel(header), gm.l2probe_kernel(header)]
     ks += [gm.chase_global_kernel(op, header) for op in gm.GLOBAL_OPS]
     ks += [gm.chase_shared_kernel(header), gm.chase_shared_kernel(header, store=True),
-           gm.chase_local_kernel(header), gm.chase_tex_kernel(header)]
+           gm.chase_local_kernel(header), gm.chase_tex_kernel(header), gm.chase_stg_kernel(header)]
+    ks += [gm.store_span_kernel(n, header) for n in gm.STORE_SPANS]
     for f in plan.const_footprints:
         ch = gm.build_chain(f, plan.const_spacing(f), "random", seed=plan.seed)
         ks.append(gm.chase_const_kernel(ch, header, f"{f}"))
@@ -269,7 +274,11 @@ def bench_latency(r: Launcher, path: str) -> tuple[list[Result], dict]:
     else:
         ch = gm.build_chain(p.hot_footprint, p.hot_spacing, "random", seed=p.seed,
                             limit=r.limit())
-        if path in GLOBAL_PATHS or path == "tex":
+        if path in STORE_ROUND_TRIP:
+            name = STORE_ROUND_TRIP[path]
+            vals, _ = r.chase(name, 64, 4 * UNROLL_WARM, p.lat_iters, launches=p.lat_launches,
+                              chain_buf=Buf("word", nbytes=64))
+        elif path in GLOBAL_PATHS or path == "tex":
             name = GLOBAL_PATHS.get(path, TEX_KERNEL)
             vals, _ = r.chase(name, ch.footprint, 4 * ch.nodes, p.lat_iters, launches=p.lat_launches,
                               chain_buf=r.chain_arg(name, ch))
@@ -280,11 +289,43 @@ def bench_latency(r: Launcher, path: str) -> tuple[list[Result], dict]:
                               chain_buf=Buf("offs", data=words))
         params = {"footprint": ch.footprint, "spacing": ch.spacing, "order": ch.order,
                   "loads": p.lat_iters * gm.UNROLL, "path": path}
+        if path in STORE_ROUND_TRIP:
+            params = {"footprint": 8, "order": "one-word self-loop: a store, then a load of the "
+                      "same word (its result the next address)", "loads": p.lat_iters * gm.UNROLL,
+                      "path": path}
     samples = [float(v) for v in vals[:, 0]]
     res = r.k.result(name, variant=variant, measure="latency", value=float(np.median(samples)),
                      unit="cycles", statistic="median over launches of (clock64 span / dependent loads)",
                      params=params, samples=samples)
     return [res], r.k.texts(name)
+
+
+UNROLL_WARM = 16  # untimed round trips before the timed ones (x 4)
+
+
+def bench_store_span(r: Launcher, path: str) -> tuple[list[Result], dict]:
+    """Seed 000's store method: one store alone between two clock reads, ``store_span_iters``
+    regions per launch (mean span per region; median over launches); the empty region (the
+    clock pair alone) measured beside it in the same launches' order."""
+    p = r.plan
+    spans: dict[str, list[float]] = {}
+    for name in (STORE_SPANS[path], "span_none"):
+        vals, _ = r.chase(name, 64, 0, p.store_span_iters, launches=p.lat_launches,
+                          chain_buf=Buf("word", nbytes=64))
+        spans[name] = [float(v) * gm.UNROLL for v in vals[:, 0]]  # chase() divides by UNROLL
+    name = STORE_SPANS[path]
+    samples, empty = spans[name], spans["span_none"]
+    res = r.k.result(name, variant=f"store_span/{path}", measure="span", value=float(np.median(samples)),
+                     unit="cycles",
+                     statistic="median over launches of (sum of clock64 spans of regions holding one "
+                               "store) / regions",
+                     params={"path": path, "regions": p.store_span_iters,
+                             "method": "seed 000 Fig. 3: one store between two clock reads",
+                             "empty_span": float(np.median(empty)),
+                             "empty_kernel_ok": r.k.checks.get("span_none") is not None
+                             and r.k.checks["span_none"].ok},
+                     samples={"store": samples, "empty": empty})
+    return [res], {**r.k.texts(name), **r.k.texts("span_none")}
 
 
 def _sweep_points(p: Plan, top: int, start: int) -> list[int]:
@@ -579,9 +620,10 @@ def _select(names: list[str], patterns: list[str] | None) -> list[str]:
 
 def item_names(plan: Plan) -> list[str]:
     """The suite's items in run order (later ones use sizes the earlier ones measured)."""
-    lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *(f"ld.const@{f}" for f in plan.const_footprints),
-                 "tex"]
-    return ([f"latency/{pth}" for pth in lat_paths] + ["stride/L1", "stride/L2", "sweep/ca-random",
+    lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *STORE_ROUND_TRIP,
+                 *(f"ld.const@{f}" for f in plan.const_footprints), "tex"]
+    return ([f"latency/{pth}" for pth in lat_paths] + [f"store_span/{s}" for s in STORE_SPANS]
+            + ["stride/L1", "stride/L2", "sweep/ca-random",
             "sweep/ca-strided", "sweep/cg-random", "sweep/tex-random", "tlb",
             "line/L1", "line/L2", "l2map", *bwm.ITEMS, tex.ITEM]
             + [f"bank/w{b}" for b in gm.BANK_WIDTHS])
@@ -663,6 +705,8 @@ class MemorySuite(SuiteBase):
         name = item.name
         if name.startswith("latency/"):
             return Outcome(*bench_latency(r, name.split("/", 1)[1]))
+        if name.startswith("store_span/"):
+            return Outcome(*bench_store_span(r, name.split("/", 1)[1]))
         if name.startswith("stride/"):
             level = name.split("/")[1]
             flush, flags = (_flush_bytes(ctx, r) if level == "L2" else (None, []))

@@ -151,6 +151,37 @@ def bank_table(summary: dict) -> ReportTable | None:
     return t
 
 
+def stated_table(summary: dict) -> ReportTable | None:
+    """The shared-memory geometry, store latencies (both methods) and shared throughput per
+    access width, as the suite states them (summary bank_geometry, store_latency,
+    bandwidth.per_width)."""
+    geo = summary.get("bank_geometry") or {}
+    st = summary.get("store_latency") or {}
+    pw = (summary.get("bandwidth") or {}).get("per_width") or {}
+    if not (geo or st or pw):
+        return None
+    t = ReportTable("memory-stated", "Shared memory and stores: banks, store latency, throughput per width",
+                    ["quantity", "value", "unit", "method"], numeric=(1,), wrap=(3,), sortable=False)
+    if geo.get("banks"):
+        t.add("banks", Cell(str(geo["banks"]), geo["banks"]), "banks",
+              Cell(f"best of {geo['geometries_tried']} bank count x width geometries for the conflict sweep",
+                   cls="note"))
+        t.add("bank width", Cell(str(geo["bank_bytes"]), geo["bank_bytes"]), "bytes", Cell("the same fit", cls="note"))
+    for path, v in st.items():
+        if v.get("span") is not None:
+            t.add(f"{path} (one store alone)", Cell(fmt_num(v["span"], 3), v["span"]), "cycles",
+                  Cell(f"{v['span_method']}; clock pair alone {fmt_num(v.get('empty_span'), 3)}", cls="note"))
+        if v.get("round_trip_extra") is not None:
+            t.add(f"{path} -> dependent load", Cell(fmt_num(v["round_trip_extra"], 3), v["round_trip_extra"]),
+                  "cycles", Cell(v["round_trip_method"], cls="note"))
+    for level, widths in pw.items():
+        for bits, v in widths.items():
+            x = v.get("bytes_per_cycle_per_sm")
+            t.add(f"{level} {bits}-bit", Cell(fmt_num(x, 4), x), "B/clk/SM",
+                  Cell(v.get("flag") or v.get("evidence") or "", cls="note"))
+    return t
+
+
 def tlb_table(summary: dict) -> ReportTable | None:
     """The TLB study per page stride: pages reached, the step threshold from the launches'
     spread, the largest change seen and the steps (reach, miss cost)."""
@@ -173,5 +204,6 @@ def tlb_table(summary: dict) -> ReportTable | None:
 
 def report_section(doc: dict, rs) -> dict:
     summary = doc.get("summary") or {}
-    tables = [t for t in (paths_table(summary), tlb_table(summary), bank_table(summary)) if t is not None]
+    tables = [t for t in (paths_table(summary), tlb_table(summary), bank_table(summary),
+                          stated_table(summary)) if t is not None]
     return {"key_tables": [levels_table(summary)], "tables": tables}
