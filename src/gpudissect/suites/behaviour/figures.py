@@ -1,5 +1,6 @@
 """Figures of the behaviour suite, drawn from its per-suite JSON document (PNG and SVG):
-block -> SM timelines (one row per SM, the first launch), the occupancy table (measured vs rules),
+block -> SM timelines (one row per SM, the first launch), the block -> SM histograms of the
+fairness probes (per configuration, over launches), the occupancy table (measured vs rules),
 the warp-pair slowdown matrix (scheduler sharing), the pipe-pair matrix (add vs compete) and the
 per-warp windows of each warp issue-order workload (one SM, per scheduler)."""
 
@@ -121,6 +122,41 @@ def occupancy(doc: dict, outdir: Path) -> list[Path]:
     return _save(fig, outdir, "behaviour_occupancy")
 
 
+def fairness(doc: dict, outdir: Path) -> list[Path]:
+    """Block -> SM histograms: one row per fairness configuration, one column per number of
+    blocks an SM got (0: idle), the cell the SMs that got it (mean over launches); the rows of
+    configurations unfair in some launch labelled in red."""
+    conf = ((doc.get("summary") or {}).get("fairness") or {}).get("configurations") or {}
+    if not conf:
+        return []
+    names = list(conf)
+    top = max(int(k) for c in conf.values() for k in c["mean_histogram"])
+    m = np.full((len(names), top + 1), np.nan)
+    for i, n in enumerate(names):
+        for k, v in conf[n]["mean_histogram"].items():
+            m[i, int(k)] = v
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * (top + 1) + 4), 0.26 * len(names) + 1.6), layout="constrained")
+    im = ax.imshow(m, cmap="Blues", aspect="auto", vmin=0)
+    fig.colorbar(im, ax=ax, label="SMs (mean over launches)", fraction=0.04, pad=0.01)
+    for (i, j), v in np.ndenumerate(m):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:g}", ha="center", va="center", fontsize=5,
+                    color="white" if v > 0.5 * np.nanmax(m) else "black")
+    labels = [f"{n.split(':', 1)[1]} (grid {conf[n]['grid']}, {conf[n]['regs']} regs, "
+              f"{conf[n]['smem'] // 1024} KiB; fair {conf[n]['fair_share']:.0%}, maps {conf[n]['distinct_maps']}"
+              f"{'; unequal work' if conf[n].get('equal_work') is False else ''})"
+              for n in names]
+    ax.set_yticks(range(len(names)), labels, fontsize=5)
+    for lab, n in zip(ax.get_yticklabels(), names, strict=True):
+        if not conf[n]["fair"]:
+            lab.set_color("C3")
+    ax.set_xticks(range(top + 1))
+    ax.set_xlabel("blocks on an SM (0: idle)")
+    ax.set_title(f"Block -> SM histograms over repeated launches; red: unfair in some launch ({_gpu(doc)})",
+                 fontsize=9)
+    return _save(fig, outdir, "behaviour_fairness")
+
+
 def scheduler(doc: dict, outdir: Path) -> list[Path]:
     r = _rec(doc, "scheduler:pairs")
     if r is None:
@@ -201,6 +237,7 @@ def figures(doc: dict, outdir: Path) -> list[Path]:
         out += timeline(doc, outdir, v)
     out += first_wave(doc, outdir)
     out += occupancy(doc, outdir)
+    out += fairness(doc, outdir)
     out += scheduler(doc, outdir)
     out += pipes(doc, outdir)
     out += issue_order(doc, outdir)

@@ -11,9 +11,16 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
   able to issue every cycle alone);
 * ``scheduler:order:<workload>``: the order a scheduler's warps issue in (each warp's first
   and last clock of the timed region, per scheduler), for a few workloads;
+* ``fairness:<grid>:<limit>``: block -> SM placement over ``FAIR_LAUNCHES`` identical
+  launches of grids of k x the SM count (and a few non-multiples), blocks per SM limited by
+  registers or shared memory: per-SM histograms, fairness, waves, how often a placement
+  repeats (``fairness.py``);
 * ``pipes:<a>[+<b>]``: catalog variants alone (swept over chains and warps until the rate
   stops rising) and in pairs: combined rates that add vs compete give the pipe groups, the
-  highest rate the issue limit.
+  highest rate the issue limit;
+* ``efficacy:<variant>``: compiler efficacy: the verified PTX kernel of a variant's chains and a
+  CUDA C++ kernel of the same work built by nvcc, timed by the same harness at a few (warps,
+  chains) points: nvcc's rate over the verified one (``efficacy.py``).
 
 Every probe is launched ``LAUNCHES`` times; each launch gives its own verdict and a verdict is
 stated only when they agree (``analyse.agree``). The probes that time work run one block per SM
@@ -46,6 +53,8 @@ from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
+from gpudissect.suites.behaviour import efficacy as ef
+from gpudissect.suites.behaviour import fairness as fa
 from gpudissect.suites.behaviour.kernels import (
     REC_WORDS,
     REPS,
@@ -78,14 +87,31 @@ SMEM_KIB = (1, 8, 16, 24, 32, 48, 64, 76, 100, 113, 150, 227)
 THREADS = (32, 64, 96, 256, 512, 1024)
 SPIN_OCC = (100_000, 150_000)  # SM cycles each block spins (uniform range)
 SPIN_DISPATCH = (20_000, 60_000)
+# fairness: grids as (multiple of the SM count, blocks added); what limits blocks per SM at
+# FAIR_THREADS threads: (extra live values: registers, dynamic shared memory in KiB); every
+# configuration launched FAIR_LAUNCHES times with the same input, every block spinning FAIR_SPIN
+# SM cycles (equal work per block: a fair placement gives equal makespans). The spin is to outlast
+# the resid kernel's loads of its live values: on H100 at a 20,000-cycle spin, one-wave launches of
+# blocks with 63..254 registers took 1.6-5.6x the spin (every thread loading the same buffer);
+# fairness.equal_work checks the premise in every launch
+
+FAIR_GRIDS = {"1x": (1, 0), "1x+1": (1, 1), "1.5x": (1.5, 0), "2x": (2, 0), "3x": (3, 0), "4x": (4, 0),
+              "8x": (8, 0)}
+FAIR_LIMITS = {"free": (0, 0), "live54": (54, 0), "live106": (106, 0), "live180": (180, 0),
+               "smem48KiB": (0, 48), "smem100KiB": (0, 100), "smem200KiB": (0, 200)}
+QUICK_FAIR = (("1x", "1x+1", "2x"), ("free", "live180", "smem200KiB"))
+FAIR_THREADS = 256
+FAIR_LAUNCHES = 10
+FAIR_SPIN = 400_000
 # the kernels of a probe kind compile as one module; the resid kernels have no timed region
-MODULE = {"dispatch": "resid", "occupancy": "resid", "scheduler": "sched", "pipes": "pipes"}
+MODULE = {"dispatch": "resid", "occupancy": "resid", "fairness": "resid", "scheduler": "sched", "pipes": "pipes",
+          "efficacy": "efficacy"}
 
 
 @dataclass
 class Probe:
     name: str
-    kind: str  # dispatch | occupancy | scheduler | pipes
+    kind: str  # dispatch | occupancy | fairness | scheduler | pipes
     params: dict = field(default_factory=dict)
     kernels: list[str] = field(default_factory=list)  # the kernels it launches
 
@@ -136,6 +162,13 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
         ps.append(_resid(f"occupancy:smem={k}KiB", "occupancy", {"threads": 128, "smem": k * 1024, "live": 0}))
     for t in thr:
         ps.append(_resid(f"occupancy:threads={t}", "occupancy", {"threads": t, "smem": 0, "live": 0}))
+    grids, limits = QUICK_FAIR if quick else (tuple(FAIR_GRIDS), tuple(FAIR_LIMITS))
+    for g in grids:
+        k, add = FAIR_GRIDS[g]
+        for lim in limits:
+            live, kib = FAIR_LIMITS[lim]
+            ps.append(_resid(f"fairness:{g}:{lim}", "fairness", {"grid": int(k * nsm) + add, "threads": FAIR_THREADS,
+                                                                  "smem": kib * 1024, "live": live}))
     ps.append(Probe("scheduler:pairs", "scheduler", {"warps": SCHED_WARPS}, ["sched_pair"]))
     for wl, (c, n, w) in ORDER_WORKLOADS.items():
         ps.append(Probe(f"scheduler:order:{wl}", "scheduler", {"chains": c, "length": n, "warps": w},
@@ -145,6 +178,7 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
         ps.append(pipe_probe([v]))
     for a, b in combinations(vs, 2):
         ps.append(pipe_probe([a, b]))
+    ps += [Probe(n, "efficacy", q, ks) for n, q, ks in ef.probe_specs()]
     return ps
 
 
@@ -165,10 +199,12 @@ def with_pipe_solos(probes: list[Probe]) -> list[Probe]:
 
 def probe_kernels(p: Probe, header: str, cat) -> list[Kernel]:
     """The kernels ``p`` launches, under the module ``header``."""
-    if p.kind in ("dispatch", "occupancy"):
+    if p.kind in ("dispatch", "occupancy", "fairness"):
         return [resid_kernel(header, p.params["live"])]
     if p.name == "scheduler:pairs":
         return [sched_pair_kernel(header)]
+    if p.kind == "efficacy":  # the verified twins; build_nvcc builds the CUDA ones
+        return ef.ptx_kernels(cat.get(p.params["variant"]), header)
     if p.kind == "scheduler":
         return [order_kernel(header, p.params["chains"], p.params["length"])]
     parts = [cat.get(v) for v in p.params["parts"]]
@@ -288,6 +324,49 @@ def run_occupancy(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) ->
                   "launches", params=params, fit=fit, samples={"launches": per}, flags=flags, cls="behaviour")
 
 
+def run_fairness(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
+    """FAIR_LAUNCHES identical launches of one configuration: each launch's block -> SM map,
+    loads, waves and refill order (fairness.launch_stats), then how often the placement
+    repeats and the verdict. Samples: the distinct maps, which one each launch gave, and
+    each launch's waves per block (fairness.encode_ids)."""
+    q = p.params
+    regs = built.regs
+    pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
+    params = {**q, "regs": regs, "launches": FAIR_LAUNCHES, "spin_cycles": FAIR_SPIN, "sms_reported": nsm,
+              "grid_per_sm": round(q["grid"] / nsm, 4)}
+    per, maps, wave_strs, unequal = [], [], [], []
+    for i in range(FAIR_LAUNCHES):
+        t = _resid_launch(dev, built, [q["grid"], 1], q["threads"], q["smem"], (FAIR_SPIN, FAIR_SPIN + 1), seed=0)
+        bad = _trace_ok(t)
+        if bad:
+            return Result(p.name, "fairness", None, "share", "-", params=params,
+                          flags=[f"error: launch {i}: {bad}"], cls="behaviour")
+        smid = t["smid"].astype(np.int64)
+        d, _load, w = fa.launch_stats(smid, t["g0"], t["g1"], t["c0"], t["c1"], nsm, FAIR_SPIN)
+        per.append({**d, "gpu_ms": t["gpu_ms"], "nsmid": int(np.max(t["nsmid"]))})
+        if not d["work"]["equal"]:
+            unequal.append(f"launch {i}: {d['work'].get('why')}")
+        maps.append(smid)
+        wave_strs.append(fa.encode_ids(w))
+    rpt = fa.repeats(maps, nsm)
+    v = fa.verdict(per, rpt)
+    distinct = list(dict.fromkeys(fa.encode_ids(m) for m in maps))
+    flags = [f"unequal-work: in {len(unequal)} of {FAIR_LAUNCHES} launches the blocks did not do equal work, "
+             f"so their loads may follow the blocks' lengths rather than the dispatcher ({unequal[0]})"] if unequal else []
+    if per[0]["sms"] > nsm:
+        flags.append(f"note: %smid up to {per[0]['sms'] - 1} beyond the {nsm} SMs reported; the histogram "
+                     "counts every id up to it")
+    fit = {"verdict": v, "repeats": rpt, "predicted": pred, "mean_histogram": fa.mean_histogram(per),
+           "equal_work": not unequal, "per_launch": per}
+    return Result(p.name, "fairness", v["fair_share"], "share",
+                  f"share of {FAIR_LAUNCHES} identical launches in which every SM (idle ones included) got "
+                  "floor or ceil of grid / SMs blocks",
+                  params=params, fit=fit,
+                  samples={"maps": distinct, "launch_map": [distinct.index(fa.encode_ids(m)) for m in maps],
+                           "waves": wave_strs},
+                  flags=flags, cls="behaviour")
+
+
 # ----------------------------------------------------------------- running: timed probes
 def _launch(dev: Device, b: Built, grid: int, warps: int, bufs: list[Buf], smem: int) -> dict[str, np.ndarray]:
     """One launch of a kernel whose last parameter is the times buffer of its repeated timed
@@ -315,17 +394,23 @@ def _count(b: Built, ops: set[str]) -> int:
     return sum(1 for i in b.region if i.opcode in ops)
 
 
-def _rates(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int, ops: set[str]) -> dict:
-    """One launch of each of two region lengths: the rate of ``ops`` and the issue rate (every
-    SASS of the region) per clock per SM, from the difference of the two lengths (the region's
-    constant costs, its clock reads and the barrier's release, cancel)."""
+def pair_spans(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int) -> list[dict]:
+    """One launch of each of two region lengths of a pipe-ABI kernel (in, out, times): the SM
+    spans of each (``_spans``)."""
     spans = []
     for b in pair:
         k = b.kernel
         bufs = [Buf("pin", data=np.array(k.inputs or [0], dtype=np.uint64)),
                 Buf("pout", nbytes=nsm * warps * 32 * 8 * max(k.n_sink, 1))]
         spans.append(_spans(_launch(dev, b, nsm, warps, bufs, smem)["times"], warps))
-    s1, s2 = spans
+    return spans
+
+
+def _rates(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int, ops: set[str]) -> dict:
+    """One launch of each of two region lengths: the rate of ``ops`` and the issue rate (every
+    SASS of the region) per clock per SM, from the difference of the two lengths (the region's
+    constant costs, its clock reads and the barrier's release, cancel)."""
+    s1, s2 = pair_spans(dev, pair, nsm, warps, smem)
     d_ops = warps * (_count(pair[1], ops) - _count(pair[0], ops))
     d_all = warps * (len(pair[1].region) - len(pair[0].region))
     r = an.rate_stats(an.slope_rates(s1, s2, d_ops))
@@ -501,6 +586,9 @@ class BehaviourSuite(SuiteBase):
         built: dict[str, Built | Exception] = {}
         for mod, ks in modules.items():
             built.update(build_module(list(ks.values()), ctx.target.arch, region=mod != "resid"))
+        nv = [p.params["variant"] for p in probes if p.kind == "efficacy"]
+        if nv:
+            built.update(ef.build_nvcc(nv, built, ctx.target.arch))
         ctx.state["built"] = built
         ops, spi = {}, {}
         for v, s in zip(variants, solos, strict=True):
@@ -529,10 +617,15 @@ class BehaviourSuite(SuiteBase):
         bs, texts = take(ctx.state["built"], p.kernels)
         built = dict(zip(p.kernels, bs, strict=True))
         smem = ctx.state["smem_one"]
+        if p.kind == "efficacy":
+            return Outcome(ef.run_efficacy(ctx.dev, p.name, built, ctx.sm_count, smem),  # type: ignore[arg-type]
+                           ef.efficacy_texts(built, p.kernels))  # type: ignore[arg-type]
         if p.kind == "dispatch":
             r = run_dispatch(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
         elif p.kind == "occupancy":
             r = run_occupancy(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
+        elif p.kind == "fairness":
+            r = run_fairness(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
         elif p.name == "scheduler:pairs":
             r = run_sched_pairs(ctx.dev, p, bs[0], smem, self._flags(ctx, p, bs))
         elif p.kind == "scheduler":

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpudissect.suites.behaviour import analyse as an
+from gpudissect.suites.behaviour import fairness as fa
 
 if TYPE_CHECKING:
     from gpudissect.store.db import Store, StoredResult
@@ -80,6 +81,88 @@ def _occupancy(rs: list[StoredResult], out: dict) -> None:
         f"occupancy: {ok}/{det} configurations measured alike in every launch match the CUDA occupancy rules"
         + ("" if not dis else "; disagreements: " + "; ".join(dis))
         + ("" if not open_ else f"; undetermined (launches disagree, blocks/SM per launch): {'; '.join(open_)}"))
+
+
+def _hist_text(h: dict) -> str:
+    """A histogram as 'blocks: SMs' pairs (SMs as a mean over launches)."""
+    return "{" + ", ".join(f"{k}: {float(v):g}" for k, v in h.items()) + "}"
+
+
+def _fairness(rs: list[StoredResult], out: dict) -> None:
+    """Per configuration: the per-SM histogram (mean over launches), fairness, repeats, waves
+    and the loss of the busiest SM against a fair one; then the configurations grouped by what
+    may explain their fairness (``fairness.when_fair``)."""
+    fr = [r for r in rs if r["measure"] == "fairness" and r["fit"] and not any(f.startswith(BAD) for f in r["flags"])]
+    if not fr:
+        return
+    conf: dict[str, dict] = {}
+    for r in fr:
+        f, q = r["fit"], r["params"]
+        per, rep, v = f["per_launch"], f["repeats"], f["verdict"]
+        refill = [d["refill"]["first_freed_share"] for d in per if d["refill"]["first_freed_share"] is not None]
+        conf[r["variant"]] = {
+            "grid": q["grid"], "grid_per_sm": q.get("grid_per_sm"), "threads": q["threads"], "regs": q["regs"],
+            "smem": q["smem"], "live": q["live"], "sms": per[0]["sms"],
+            "rules_blocks_per_sm": (f.get("predicted") or {}).get("blocks"),
+            "resident_max": max(d["resident_max"] for d in per), "verdict": v["verdict"], "fair": v.get("fair"),
+            "deterministic": v.get("deterministic"), "fair_share": v.get("fair_share"), "launches": len(per),
+            "mean_histogram": f["mean_histogram"], "max": max(d["max"] for d in per), "min": min(d["min"] for d in per),
+            "idle_max": max(d["idle"] for d in per), "fair_max": per[0]["fair_max"],
+            "excess_max": max(d["excess"] or 0 for d in per), "loss_max": max(d["loss"] for d in per),
+            "waves": sorted({d["waves"] for d in per}), "fair_waves": per[0]["fair_waves"],
+            "later_wave_blocks": [d["later_wave_blocks"] for d in per],
+            "refill_first_freed_share": float(np.median(refill)) if refill else None,
+            "makespan_ns_median": float(np.median([d["makespan_ns"] for d in per])),
+            "distinct_maps": rep["distinct_maps"], "modal_share": rep["modal_share"],
+            "same_sm_share": rep["same_sm_share"], "distinct_loads": rep["distinct_loads"],
+            "equal_work": f.get("equal_work"),
+            "work_why": next((d["work"].get("why") for d in per if not d.get("work", {}).get("equal", True)), None),
+            "outlive_max": max((d.get("work", {}).get("makespan_over_waves_x_block") or 0) for d in per)}
+    # the verdicts whose premise held (every block did equal work) are grouped by what may explain them
+    groups = fa.when_fair([{"name": k, "grid": c["grid"], "sms": c["sms"], "waves": max(c["waves"]),
+                            "fair": c["fair"], "deterministic": c["deterministic"]} for k, c in conf.items()
+                           if c["equal_work"] is not False])
+    out["fairness"] = {"configurations": conf, "when_fair": groups}
+    n = len(conf)
+    fair = [k for k, c in conf.items() if c["fair"]]
+    det = [k for k, c in conf.items() if c["deterministic"]]
+    L = sorted({c["launches"] for c in conf.values()})
+    out["verdicts"]["block -> SM fairness"] = {
+        "verdict": f"fair in every launch in {len(fair)} of {n} configurations; the same placement in every launch "
+                   f"in {len(det)} of {n}", "agreed": True,
+        "per_configuration": {k: c["verdict"] for k, c in conf.items()}}
+    C = out["conclusions"]
+    confounded = {k: c for k, c in conf.items() if c["equal_work"] is False}
+    C.append(f"block -> SM fairness ({n} configurations x {L} identical launches; fair: every SM, idle ones "
+             f"included, gets floor or ceil of grid/SMs blocks): fair in every launch in {len(fair)} of {n}; "
+             f"the same block -> SM map in every launch in {len(det)} of {n}; by group (the {n - len(confounded)} "
+             "whose blocks did equal work): " + "; ".join(
+                 f"{g}: fair {d['fair']}/{d['configurations']}, deterministic {d['deterministic']}/{d['configurations']}"
+                 for g, d in groups.items() if ", " not in g)
+             + ("" if not confounded else f"; blocks did unequal work in {len(confounded)} (their loads may follow "
+                "the blocks' lengths, not the dispatcher): " + ", ".join(
+                    f"{k} (makespan up to {c['outlive_max']:g}x waves x block)" for k, c in confounded.items())))
+    unfair = [(k, c) for k, c in conf.items() if not c["fair"]]
+    if unfair:
+        C.append("block -> SM fairness, unfair placements (SMs with k blocks, mean over launches; the busiest SM "
+                 "against the fair ceil(grid/SMs); share of a work-bound makespan lost): " + "; ".join(
+                     f"{k} (grid {c['grid']}, {c['regs']} regs, {c['smem'] // 1024} KiB smem"
+                     f"{'; UNEQUAL WORK' if c['equal_work'] is False else ''}): {c['verdict']}, "
+                     f"{_hist_text(c['mean_histogram'])}, busiest {c['max']} vs {c['fair_max']} "
+                     f"(loss up to {c['loss_max']:.0%}), waves {c['waves']} vs fair {c['fair_waves']}"
+                     for k, c in unfair))
+    else:
+        C.append("block -> SM fairness: no unfair placement in any launch of any configuration")
+    var = [(k, c) for k, c in conf.items() if not c["deterministic"]]
+    C.append("block -> SM placement repeats: " + ("the same map in every launch of every configuration" if not var
+             else f"not the same map in every launch in {len(var)} of {n} (distinct maps / launches, the commonest "
+                  "map's share, blocks on their commonest SM, distinct per-SM loads): " + "; ".join(
+                      f"{k} {c['distinct_maps']}/{c['launches']}, {c['modal_share']:.0%}, {c['same_sm_share']:.0%}, "
+                      f"{c['distinct_loads']}" for k, c in var)))
+    rf = {k: c["refill_first_freed_share"] for k, c in conf.items() if c["refill_first_freed_share"] is not None}
+    if rf:
+        C.append("block -> SM waves: blocks of a later wave took the slot freed first (within the globaltimer "
+                 "resolution) in, median over launches: " + ", ".join(f"{k} {v:.0%}" for k, v in rf.items()))
 
 
 def _scheduler(rs: list[StoredResult], out: dict) -> int | None:
@@ -201,6 +284,7 @@ def summarize(store: Store, run_id: int) -> dict:
     out: dict = {"conclusions": [], "verdicts": {}, "dispatch": {}, "scheduler": {}, "pipes": {}, "occupancy": {}}
     _dispatch(rs, out)
     _occupancy(rs, out)
+    _fairness(rs, out)
     schedulers = _scheduler(rs, out)
     _pipes(rs, out, schedulers)
     return out

@@ -1,6 +1,8 @@
 """The behaviour suite's part of the HTML report, from its summary: one verdict per probe
-(dispatch, occupancy, schedulers, warp issue order, pipes) with the numbers behind it, then
-the tables of each probe. Values as the suite stored them; '-' where it stored none."""
+(dispatch, block -> SM fairness, occupancy, schedulers, warp issue order, pipes) with the
+numbers behind it, then the tables of each probe; and its block -> SM fairness section of the
+timing reference (:func:`markdown_section`). Values as the suite stored them; '-' where it
+stored none."""
 
 from __future__ import annotations
 
@@ -39,6 +41,12 @@ def verdicts_table(summary: dict) -> ReportTable:
         t.add(Cell("occupancy"), f"{ok} of {n} configurations match the CUDA occupancy rules",
               (("differ: " + ", ".join(off)) if off else "resident warps per SM measured = predicted in every one")
               + (f"; undetermined (launches disagree): {', '.join(open_)}" if open_ else ""))
+    fv = (summary.get("verdicts") or {}).get("block -> SM fairness")
+    if fv:
+        groups = (summary.get("fairness") or {}).get("when_fair") or {}
+        t.add(Cell("block -> SM fairness"), fv.get("verdict") or "-",
+              "; ".join(f"{g}: fair {d['fair']}/{d['configurations']}" for g, d in groups.items() if ", " not in g)
+              or "-")
     pairs = (summary.get("scheduler") or {}).get("pairs") or {}
     if pairs:
         n = pairs.get("schedulers")
@@ -132,7 +140,76 @@ def pipes_table(summary: dict) -> ReportTable | None:
     return t
 
 
+def _hist(h: dict | None) -> str:
+    """SMs per blocks-on-an-SM count (mean over launches), e.g. '0:2 1:130'."""
+    return " ".join(f"{k}:{fmt_num(v, 4)}" for k, v in (h or {}).items()) or "-"
+
+
+def fairness_rows(summary: dict) -> list[dict]:
+    """One row per fairness configuration: the per-SM histogram, fairness, repeats, waves."""
+    conf = (summary.get("fairness") or {}).get("configurations") or {}
+    rows = []
+    for name, c in conf.items():
+        rows.append({
+            "configuration": name, "grid": c.get("grid"), "regs": c.get("regs"),
+            "smem KiB": (c.get("smem") or 0) // 1024,
+            "blocks/SM (rules)": c.get("rules_blocks_per_sm"),
+            "SMs with k blocks (k:SMs, mean)": _hist(c.get("mean_histogram")),
+            "fair launches": _pct(c.get("fair_share")),
+            "busiest / fair": f"{fmt_num(c.get('max'))} / {fmt_num(c.get('fair_max'))}",
+            "loss (max)": _pct(c.get("loss_max")),
+            "waves (fair)": f"{c.get('waves')} ({fmt_num(c.get('fair_waves'))})",
+            "refill took first-freed": _pct(c.get("refill_first_freed_share")),
+            "distinct maps": f"{fmt_num(c.get('distinct_maps'))} of {fmt_num(c.get('launches'))}",
+            "same SM": _pct(c.get("same_sm_share")),
+            "equal work": "-" if c.get("equal_work") is None else (
+                "yes" if c["equal_work"] else f"NO ({fmt_num(c.get('outlive_max'), 3)}x)")})
+    return rows
+
+
+def fairness_table(summary: dict) -> ReportTable | None:
+    rows = fairness_rows(summary)
+    if not rows:
+        return None
+    t = ReportTable("behaviour-fairness", "Block -> SM fairness and determinism over repeated launches",
+                    list(rows[0]),
+                    note="Each configuration launched repeatedly with the same input; every block spins the same "
+                         "number of SM cycles. Fair: every SM (idle ones included) gets floor or ceil of grid/SMs "
+                         "blocks. Loss: 1 - fair/busiest, the makespan lost by blocks that each need the SM's "
+                         "throughput. Same SM: each block's share of launches on its commonest SM. Equal work: "
+                         "the premise of the verdict (every block's window alike, the launch no longer than its "
+                         "waves x a block; NO: the makespan over that, the loads may follow the blocks' lengths).",
+                    code=(0,), numeric=(1, 2, 3, 4), scroll=True)
+    for r in rows:
+        t.add(Cell(r["configuration"]), *[v for k, v in r.items() if k != "configuration"])
+    return t
+
+
+def markdown_section(summary: dict) -> list[str]:
+    """The timing reference's block -> SM fairness section (a table per configuration and the
+    groups of configurations by what may explain their fairness)."""
+    rows = fairness_rows(summary)
+    if not rows:
+        return []
+    cols = list(rows[0])
+    L = ["### Block -> SM fairness over repeated launches", "",
+         "Per configuration (grid, registers per thread, shared memory per block, 256 threads), launched "
+         "repeatedly with the same input: SMs with k blocks (mean over launches, idle SMs as k = 0), the share "
+         "of launches that were fair (every SM floor or ceil of grid/SMs), the busiest SM against the fair "
+         "number and the work-bound makespan lost, waves, and how often the exact placement repeated.", "",
+         "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    L += ["| " + " | ".join(str(r[c]).replace("|", "\\|") for c in cols) + " |" for r in rows]
+    groups = (summary.get("fairness") or {}).get("when_fair") or {}
+    if groups:
+        L += ["", "| group | configurations | fair in every launch | same map every launch |", "|---|---:|---:|---:|"]
+        L += [f"| {g} | {d['configurations']} | {d['fair']} | {d['deterministic']} |" for g, d in groups.items()]
+    return L + [""]
+
+
 def report_section(doc: dict, rs) -> dict:
     summary = doc.get("summary") or {}
-    tables = [t for t in (dispatch_table(summary), occupancy_table(summary), pipes_table(summary)) if t]
+    from gpudissect.advise.report import efficacy_report_table  # compiler efficacy (advise/)
+
+    tables = [t for t in (dispatch_table(summary), fairness_table(summary), occupancy_table(summary),
+                          pipes_table(summary), efficacy_report_table(rs)) if t]
     return {"key_tables": [verdicts_table(summary)], "tables": tables}
