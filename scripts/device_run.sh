@@ -1,11 +1,13 @@
 #!/bin/bash
 # Every suite on the device machine, one GPU, one run (data/h100/, data/h200/): run from the
-# repository root with OUT set (the device tool sets it). Phase 1: instructions, memory,
-# behaviour; phase 2 (the next call, on the same machine): tensor and the GPU tests; phase 3:
-# the Hopper suites (cluster, async, sync) and the predictor's validation.
-# Each suite has its own store in /tmp (kept between the two calls); what comes back under $OUT:
-# <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py), the run log,
-# nvidia-smi readings and the wall time of each phase.
+# repository root with OUT set (the device tool sets it). Phase 1: the instruction suite; phase 2
+# (the next call, on the same machine): memory, behaviour, the Hopper suites (cluster, async,
+# sync) and the GPU tests; phase 3: tensor and the predictor's validation (with this run's
+# tables); phase 4: fleet mode through a local Ray instance.
+# Each suite has its own store in /tmp (kept between the calls); what comes back under $OUT:
+# <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py; several packs
+# as one tar: at most 8 files come back per call), the run log, nvidia-smi readings and the
+# wall time of each phase.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
 Q="nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv"
@@ -22,23 +24,26 @@ pack() {  # the stores, packed after the timed suites (xz is slow; it runs besid
 }
 case "$1" in
   1) start=$(date +%s)
-     suite instructions 480; suite memory 150; suite behaviour 60
-     echo "phase 1 (instructions, memory, behaviour): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
-     pack instructions memory behaviour ;;
+     suite instructions 560
+     echo "phase 1 (instructions): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     pack instructions ;;
   2) start=$(date +%s)
-     suite tensor 480
-     echo "phase 2 (tensor): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
-     $G export $OUT/tensor-layouts.json.gz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
-     pack tensor
-     timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee $OUT/gpu-pytest.log ;;
+     suite memory 150; suite behaviour 90; suite cluster 90; suite async 90; suite sync 90
+     echo "phase 2 (memory, behaviour, cluster, async, sync): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     pack memory behaviour cluster async sync
+     (cd $OUT && tar cf stores.tar memory.db.xz behaviour.db.xz cluster.db.xz async.db.xz sync.db.xz \
+         && rm -f memory.db.xz behaviour.db.xz cluster.db.xz async.db.xz sync.db.xz)
+     echo "== GPU tests" >> $OUT/run.log  # in the log: at most 8 files come back per call
+     timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee -a $OUT/run.log ;;
   3) start=$(date +%s)
      TABLES=/tmp/gd-data; [ -f $TABLES/instructions.json.gz ] || TABLES=data/h100  # phases 1-2 of this run
-     suite cluster 150; suite async 150; suite sync 150
-     echo "phase 3 (cluster, async, sync): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     suite tensor 400
+     echo "phase 3 (tensor): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     $G export $OUT/tensor-layouts.json.gz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
+     cp $OUT/tensor.json.gz $TABLES/ 2>/dev/null
      /usr/bin/time -f "predict validation: wall %e s" timeout 150 $G predict --validate --data $TABLES \
          -o $OUT/predict-validation.json.gz --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
-     pack cluster async sync  # at most 8 files come back: the three packs as one tar
-     (cd $OUT && tar cf hopper-stores.tar cluster.db.xz async.db.xz sync.db.xz && rm -f cluster.db.xz async.db.xz sync.db.xz) ;;
+     pack tensor ;;
   4) # fleet mode end to end through a local Ray instance on this machine; the device image has no
      # Ray: a trimmed Ray (.fleetwheels/ray-min.tar.xz, scripts/fleet_wheels.sh) and the wheels of
      # what it needs beside it travel in the carried folder .fleetwheels

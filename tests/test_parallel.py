@@ -34,8 +34,10 @@ def test_compile_work_in_processes_returns_built_and_checked_families():
     for w in works:
         ms = [f.measure for f in w.families]
         assert ms[:3] == ["latency", "throughput", "distance"]
-        # the variants of the operand/guard tables (strategies.toml) add their own latency families
-        assert all(m.startswith(("latency_operand_", "latency_guarded_")) for m in ms[3:])
+        # the variants of the operand/guard/dependence-type tables (strategies.toml) add their own
+        # latency families
+        assert all(m.startswith(("latency_operand_", "latency_guarded_", "latency_read_read",
+                                 "latency_write_write")) for m in ms[3:])
         for f in w.families:
             if getattr(f, "alias", None):  # an operand whose chain is the plain latency's kernels
                 assert f.measure.startswith("latency_operand_") and not f.built

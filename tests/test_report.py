@@ -285,12 +285,19 @@ def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
     (b / "instructions.json").write_text(json.dumps(instructions_doc(scale=1.5, gpu="Second GPU")))
     sets = [load_result_set(full), load_result_set(b), load_result_set("a100")]
     rows = {r.key: r for r in compare_sets(sets, threshold=0.1)}
-    fma = rows["instr/fma.rn.f32/latency"]
-    assert [v.value for v in fma.values] == [4, 6, 2] and fma.rels[1:] == [0.5, -0.5] and not fma.partial
+    # A100 Table V (3 independent instructions / 3) meets the measured independent issue, not
+    # the dependent-chain latency; Table II's dependent CPI meets the latency
+    fma = rows["instr/fma.rn.f32/independent"]
+    assert [v.value for v in fma.values] == [1, 1, 2] and fma.rels[1:] == [0, 1.0] and fma.partial
+    assert "method 'table_v'" in fma.notes and "same method" in fma.notes
+    assert "instr/fma.rn.f32/latency" not in rows  # the A100 has no dependent figure for it
+    add = rows["instr/add.u32/latency"]
+    assert [v.value for v in add.values] == [4, 6, 4] and "Table II row II.2 (CPI for dependent)" in add.notes
     assert rows["quantity/l1_latency"].diffs == [False, False, True]  # 30 vs 30 vs 33 cycles: +10%
     md = comparison_markdown(sets, list(rows.values()), 0.1)
     assert "| quantity | A: Synthetic GPU | B: Second GPU | C: A100 (reference) | unit | B vs A | C vs A |" in md
-    assert "| `instr/fma.rn.f32/latency` | 4 | 6 | 2 | cycles | **+50%** | **-50%** |" in md
+    assert "| `instr/add.u32/latency` | 4 | 6 | 4 | cycles | **+50%** | +0% |" in md
+    assert "* `table_v`: Table V 'cycles'" in md
     # the key view: data/metrics.toml's grouped quantities, the tensor peaks the best dense rate
     f16 = lookup(sets[0], "tensor_f16_peak")
     assert (f16.value, f16.unit) == (500.0, "TFLOP/s") and "highest of 1" in f16.source
@@ -298,7 +305,7 @@ def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
     key = {r.label: r for r in key_rows([values(s) for s in sets], 0.1)}
     assert key["tensor peak f16 (dense)"].values[2].text == "311-312"  # A100 Table III, f16 inputs
     assert key["tensor peak int8 (dense)"].values[2].text == "594-624"
-    assert [v.value for v in key["FFMA latency (fma.rn.f32)"].values] == [4, 6, 2]
+    assert [v and v.value for v in key["FFMA latency (fma.rn.f32)"].values] == [4, 6, None]
     assert key["DRAM bandwidth (read)"].values[2] is None
     res = runner.invoke(app, ["compare", str(full), str(b), "a100", "--key", "--only-diff"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
@@ -315,12 +322,14 @@ def test_a100_reference_has_source_and_tables(full):
     t = ref["tables"]
     assert len(t["V"]["rows"]) == 110 and all(r["row"].startswith("V.") and r["cycles_text"] for r in t["V"]["rows"])
     assert {r["metric"]: r["cycles"] for r in t["IV"]["rows"]} == {
-        "dram_latency": 290, "l2_latency": 200, "l1_latency": 33, "smem_ld_latency": 23, "smem_st_latency": 19}
+        "cv_latency": 290, "l2_latency": 200, "l1_latency": 33, "smem_ld_latency": 23, "smem_st_latency": 19}
     assert len(t["III"]["rows"]) == 7 and len(t["II"]["rows"]) == 5
     vals = reference_values(ref)
-    assert vals["instr/add.u32/latency"].value == 4  # Table II dependent CPI wins over Table V
+    assert vals["instr/add.u32/latency"].value == 4  # Table II dependent CPI
+    assert vals["instr/add.u32/independent"].value == 2  # Table II independent; Table V cited there
     assert "Table II row II.2" in vals["instr/add.u32/latency"].note
-    assert vals["instr/sqrt.rn.f32/latency"].text == "190-235"
+    assert "also Table V row V.3" in vals["instr/add.u32/independent"].note
+    assert vals["instr/sqrt.rn.f32/independent"].text == "190-235"
     rows = {r.key: r for r in compare(load_result_set(full), load_result_set("a100"))}
     assert rows["quantity/l1_latency"].b.value == 33 and rows["quantity/l1_latency"].a.value == 30
     assert "Table IV" in rows["quantity/l1_latency"].b.note
@@ -362,7 +371,7 @@ def test_committed_h100_data_renders():
     cfg = accel_sim_config(simexport_data(rs))
     assert re.search(r"^-ptx_opcode_latency_fp \d+,\d+,\d+,\d+,\d+  # ", cfg, re.M)
     rows = compare(rs, load_result_set("a100"))
-    assert any(r.key == "instr/fma.rn.f32/latency" for r in rows)
+    assert any(r.key == "instr/fma.rn.f32/independent" for r in rows)
 
 
 def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
@@ -388,10 +397,11 @@ def test_timing_reference_lists_operand_and_guarded_latencies():
 
     rows = instruction_rows([rec("latency", 4.0), rec("latency_operand_1", 4.0), rec("latency_operand_3", 4.5),
                              rec("latency_operand_2", None, ["unverified: two slots"]),
-                             rec("latency_guarded_true", 4.0), rec("latency_guarded_false", 2.0)])
+                             rec("latency_guarded_true", 4.0), rec("latency_guarded_false", 2.0),
+                             rec("latency_read_read", 1.0), rec("latency_write_write", None, ["not timed: select"])])
     md = "\n".join(_operand_section(rows))
-    assert "| op 1 | op 2 | op 3 | guard true | guard false |" in md
-    assert "| `fma.rn.f32` | FFMA | 4 | 4 | - (unverified) | 4.5 | 4 | 2 |" in md
+    assert "| write-read | read-read | write-write | guard true | guard false | op 1 | op 2 | op 3 |" in md
+    assert "| `fma.rn.f32` | FFMA | 4 | 1 | - (not timed) | 4 | 2 | 4 | - (unverified) | 4.5 |" in md
     assert _operand_section(instruction_rows([rec("latency", 4.0)])) == []
 
 

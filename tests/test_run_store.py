@@ -230,7 +230,8 @@ def runs_alone(sweep, tmp_path, variant: str) -> int:
 
 def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     path = tmp_path / "r.db"
-    first = Dies(model, sm_count=4, die_after=kernel_runs() + 3)  # dies inside the second variant
+    # dies inside the second variant (all of the first's runs, the grid's included, then 3 more)
+    first = Dies(model, sm_count=4, die_after=runs_alone(sweep, tmp_path, "add.f32") + 3)
     with pytest.raises(KeyboardInterrupt):
         sweep(first, Store(path), VARIANTS)
     store = Store(path)

@@ -153,6 +153,8 @@ def map_cmd(
     jobs: int = typer.Option(0, help="parallel compile jobs (0: 2 x cores)"),
     catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
+    registers: bool = typer.Option(False, "--registers",
+                                   help="print each verified variant's PTX->SASS register correspondence"),
 ) -> None:
     """PTX->SASS map of the catalog, verified (needs no GPU)."""
     from gpudissect.suites.instructions.mapper import write_csv, write_json
@@ -167,6 +169,11 @@ def map_cmd(
     target = _target(arch)
     _cache_ok()
     recs, s = _map_variants(vs, target, jobs, quiet)
+    if registers:
+        from gpudissect.suites.instructions.registers import lines as register_lines
+
+        for line in register_lines([r.to_json() for r in recs]):
+            console.print(line, highlight=False, soft_wrap=True)
     gz = json_path is not None and json_path.suffix == ".gz"
     outs = [(p, w) for p, w in ((json_path, functools.partial(write_json, compress=gz)), (csv_path, write_csv))
             if p]
@@ -917,6 +924,9 @@ def predict_cmd(
     figure: Path = typer.Option(None, "--figure", help="with --validate: predicted-vs-measured PNG"),
     count: int = typer.Option(320, "--count", help="with --validate: generated loops"),
     seed: int = typer.Option(20, "--seed", help="with --validate: the generator's seed"),
+    only: str = typer.Option(None, "--only", help="with --validate: only these loop sets or categories, "
+                             "comma-separated (generated, real, tensor, or a category: tensor_mma, "
+                             "tensor_wgmma, wgmma_gemm, sgemm ...); the branch calibration always runs"),
     kernel: str = typer.Option(None, "--kernel", help="only this kernel"),
     loop: int = typer.Option(None, "--loop", help="only innermost loop N of the kernel (from 0)"),
     warps: int = typer.Option(4, "--warps", help="resident warps per SM"),
@@ -929,7 +939,8 @@ def predict_cmd(
 
     if validate:
         dev = None if measured is not None else _device(0)
-        code, lines, errors = validate_lines(dev, data, output, figure, measured, count, seed)
+        sel = tuple(x.strip() for x in (only or "").split(",") if x.strip())
+        code, lines, errors = validate_lines(dev, data, output, figure, measured, count, seed, sel)
     elif input is None:
         fail("give an input (a cubin, PTX file or SASS listing), or --validate")
     else:
@@ -1020,6 +1031,27 @@ def audit_cmd(path: Path = typer.Argument(..., help="a data directory, suite JSO
     code = audit_main(path)
     if code:
         raise typer.Exit(code)
+
+
+@app.command("advise")
+def advise_cmd(
+    target: str = typer.Argument(..., help="a variant measured in the data (e.g. fma.rn.f32), or a kernel: "
+                                 "a cubin, PTX file or SASS listing"),
+    data: Path = typer.Option(None, "--data", help="a data directory, suite JSON or results database "
+                              "(default: the shipped data/h100)"),
+) -> None:
+    """The launch configurations (warps per block, blocks per SM, independent work per thread)
+    that reach the maximum rate, and what is lost outside them, with the numbers behind each
+    statement (needs no GPU)."""
+    from gpudissect.advise import AdviseError
+    from gpudissect.advise.advise import advise_lines
+
+    try:
+        lines = advise_lines(target, data)
+    except AdviseError as e:
+        fail(str(e))
+    for ln in lines:
+        console.print(ln, markup=False, highlight=False, soft_wrap=True)
 
 
 from gpudissect.report.cli import register as _register_report  # noqa: E402  (report, simexport, compare)

@@ -80,6 +80,20 @@ class Buf:
             raise ValueError(f"buffer '{self.name}' has no size")
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """One entry of :meth:`Device.run_many`: the arguments of one :meth:`Device.run` call
+    (picklable, so a batch can be forwarded to a worker process)."""
+
+    kernel: str
+    inputs: tuple[int, ...]
+    n_sink: int
+    reps: int
+    grid: int
+    block: int
+    launches: int = 1
+
+
 # Element formats of texture objects: numpy dtype and CUarray_format member (one channel)
 TEX_FORMATS = {"u8": ("u1", "CU_AD_FORMAT_UNSIGNED_INT8"), "u16": ("u2", "CU_AD_FORMAT_UNSIGNED_INT16"),
                "u32": ("u4", "CU_AD_FORMAT_UNSIGNED_INT32")}
@@ -137,6 +151,8 @@ class Device(Protocol):
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]: ...
+
+    def run_many(self, cubin: bytes, specs: list[RunSpec]) -> list[list[LaunchResult]]: ...
 
     def launch(self, cubin: bytes, kernel: str, grid: int | tuple[int, ...], block: int | tuple[int, ...],
                args: list[Arg], smem: int = 0, launches: int = 1,
@@ -355,6 +371,54 @@ class CudaDevice:
             out = np.empty(min(threads, 32) * max(n_sink, 1), dtype=np.uint64)
             self._check(self._cu.cuMemcpyDtoH(out.ctypes.data, int(b_out.handle), out.nbytes))
             results.append(LaunchResult(times.reshape(warps, tpt), out, wall))
+        return results
+
+    def run_many(self, cubin: bytes, specs: list[RunSpec]) -> list[list[LaunchResult]]:
+        """Several :meth:`run` calls of kernels of one module in one go: every launch gets its
+        own inputs and zeroed SM counters and its own rows of timestamps, all are queued back to
+        back on the stream, and one synchronisation and one copy end the batch (per launch, the
+        host's synchronisation and copies cost more than a short kernel). ``wall_s`` of each
+        launch: the batch's wall time over its launches; ``out``: the sinks after the batch."""
+        from cuda.core import LaunchConfig, launch
+
+        cu = self._cu
+        queue = []  # per launch: (spec index, kernel, config, in offset, times offset, warps, tpt)
+        host_in: list[np.ndarray] = []
+        n_in = n_t = 0
+        out_bytes = 8
+        for i, s in enumerate(specs):
+            k = self._kernel(cubin, s.kernel)
+            warps, tpt = s.grid * -(-s.block // 32), 2 * s.reps + 1
+            out_bytes = max(out_bytes, s.grid * s.block * max(s.n_sink, 1) * 8)
+            words = np.concatenate([np.array(s.inputs or [0], dtype=np.uint64),
+                                    np.zeros(SM_COUNTER_WORDS, dtype=np.uint64)])
+            cfg = LaunchConfig(grid=(s.grid, 1, 1), block=(s.block, 1, 1))
+            for _ in range(s.launches):
+                queue.append((i, k, cfg, n_in, n_t, warps, tpt))
+                host_in.append(words)
+                n_in += words.size
+                n_t += warps * tpt
+        results: list[list[LaunchResult]] = [[] for _ in specs]
+        if not queue:
+            return results
+        all_in = np.concatenate(host_in)
+        b_in = self._buf("in_many", all_in.nbytes)
+        b_out = self._buf("out", out_bytes)
+        b_t = self._buf("times_many", n_t * 8)
+        p_in, p_t = int(b_in.handle), int(b_t.handle)
+        self.stream.sync()
+        self._check(cu.cuMemcpyHtoD(p_in, all_in.ctypes.data, all_in.nbytes))
+        t = time.perf_counter()
+        for _, k, cfg, o_in, o_t, _, _ in queue:
+            launch(self.stream, cfg, k, np.uint64(p_in + 8 * o_in), b_out, np.uint64(p_t + 8 * o_t))
+        self.stream.sync()
+        wall = (time.perf_counter() - t) / len(queue)
+        times = np.empty(n_t, dtype=np.uint64)
+        self._check(cu.cuMemcpyDtoH(times.ctypes.data, p_t, times.nbytes))
+        out = np.empty(32 * max(max(s.n_sink for s in specs), 1), dtype=np.uint64)
+        self._check(cu.cuMemcpyDtoH(out.ctypes.data, int(b_out.handle), min(out.nbytes, out_bytes)))
+        for i, _, _, _, o_t, warps, tpt in queue:
+            results[i].append(LaunchResult(times[o_t : o_t + warps * tpt].reshape(warps, tpt), out, wall))
         return results
 
     def _set_smem(self, k, smem: int) -> None:
@@ -581,6 +645,10 @@ class FakeDevice:
             times[:, -1] = np.repeat(np.arange(grid) % self.info.sm_count, warps_per_block)
             res.append(LaunchResult(times, np.zeros(32 * n_sink, dtype=np.uint64), 1e-5))
         return res
+
+    def run_many(self, cubin: bytes, specs: list[RunSpec]) -> list[list[LaunchResult]]:
+        return [self.run(cubin, s.kernel, list(s.inputs), s.n_sink, s.reps, s.grid, s.block, s.launches)
+                for s in specs]
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
                launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:

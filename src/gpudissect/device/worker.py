@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from gpudissect.device.device import CudaDevice, DeviceInfo, KernelRun, LaunchResult, NoGPU
+from gpudissect.device.device import CudaDevice, DeviceInfo, KernelRun, LaunchResult, NoGPU, RunSpec
 
 DEFAULT_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 120.0  # process start, imports and CUDA context creation
@@ -104,7 +104,7 @@ def _child(conn, factory: Callable[[], Any]) -> None:
                 shm = _attach(args[0])
                 res = None
             else:
-                if method in ("run", "launch", "launch_series"):
+                if method in ("run", "run_many", "launch", "launch_series"):
                     key, data = args[0]
                     if data is not None:
                         cubins[key] = data
@@ -198,8 +198,10 @@ class WorkerDevice:
             self._shm_ready = True
             self._call("_shm", self._shm.name)
         what = method
-        if method in ("run", "launch", "launch_series"):
+        if method in ("run", "run_many", "launch", "launch_series"):
             cubin, kernel = args[0], args[1]
+            if not isinstance(kernel, str):  # run_many: its specs
+                kernel = f"{kernel[0].kernel} and {len(kernel) - 1} more" if kernel else "nothing"
             key = self._key(cubin)
             args = ((key, None if key in self._sent else bytes(cubin)), *args[1:])
             self._sent.add(key)
@@ -277,6 +279,9 @@ class WorkerDevice:
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:
         return self._call("run", cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+    def run_many(self, cubin: bytes, specs: list[RunSpec]) -> list[list[LaunchResult]]:
+        return self._call("run_many", cubin, specs)
 
     def launch(self, cubin: bytes, kernel: str, grid, block, args: list, smem: int = 0,
                launches: int = 1, cluster: int | tuple[int, ...] | None = None) -> KernelRun:

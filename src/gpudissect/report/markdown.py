@@ -11,7 +11,14 @@ import statistics
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.load import ResultSet
 from gpudissect.report.metrics import lookup
-from gpudissect.suites.instructions.view import by_class, instruction_rows, stall_comparison
+from gpudissect.suites.behaviour.view import markdown_section as behaviour_markdown
+from gpudissect.suites.instructions.view import (
+    by_class,
+    grid_section,
+    instruction_rows,
+    stall_comparison,
+    steps_section,
+)
 from gpudissect.suites.tensor.view import tensor_rows
 
 NOT_MEASURED = "_not measured_"
@@ -81,32 +88,11 @@ def _conclusions(rs: ResultSet, suite: str, words: tuple[str, ...] = ()) -> list
 
 
 def _operand_section(rows) -> list[str]:
-    """Latency from each source operand (the chain through that operand alone, the others
-    independent) and under a run-time guard that is true or false."""
-    rs = [r for r in rows if r.operands or r.guarded]
-    if not rs:
-        return []
-    n = max((i for r in rs for i in r.operands), default=0)
+    """The instruction configurations: write-read, read-read, write-write, under a guard, and
+    per source operand (the suite's view builds the table)."""
+    from gpudissect.suites.instructions.view import configuration_lines
 
-    def cell(v: tuple[float | None, list[str]] | None) -> str:
-        if v is None:
-            return ""
-        val, flags = v
-        bad = sorted({f.split(":")[0] for f in flags})
-        return fmt_num(val, 3) + (f" ({', '.join(bad)})" if bad else "")
-
-    L = ["## Latency per source operand and under a guard", "",
-         "Cycles from each PTX source operand to the result (the chain runs through that operand "
-         "alone; the others are independent run-time values; the SASS data flow shows which slot "
-         "it enters), and the plain chain under a predicate that is true or false at run time. "
-         "Empty: not applicable or refused by verification (the suite stores why).", "",
-         "| PTX | SASS | latency | " + "".join(f"op {i} | " for i in range(1, n + 1))
-         + "guard true | guard false |", "|---|---|---:|" + "---:|" * (n + 2)]
-    for r in rs:
-        L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | "
-                 + "".join(f"{cell(r.operands.get(i))} | " for i in range(1, n + 1))
-                 + f"{cell(r.guarded.get(True))} | {cell(r.guarded.get(False))} |")
-    return L + [""]
+    return configuration_lines(rows)
 
 
 def _validation_section(rs: ResultSet) -> list[str]:
@@ -116,7 +102,7 @@ def _validation_section(rs: ResultSet) -> list[str]:
     stats = (v.get("analysis") or {}).get("stats")
     if not stats:
         return []
-    from gpudissect.predict.validate import table_lines
+    from gpudissect.predict.validate import table_lines, tensor_lines
 
     gpu = v.get("gpu") or {}
     return ["## How well the tables predict real code", "",
@@ -124,8 +110,9 @@ def _validation_section(rs: ResultSet) -> list[str]:
             f"codes) against {len(v.get('loops') or [])} loops measured on {gpu.get('name', '?')} "
             f"`{gpu.get('uuid', '?')}` (`gpudissect predict --validate`): mean absolute percentage "
             "error, the share within 5% and 10%, Kendall's tau, per group, beside the v0 bounds, the "
-            "sum-of-latencies and the max-pipe-pressure baselines.", "", "```",
-            *table_lines(stats), "```", ""]
+            "sum-of-latencies and the max-pipe-pressure baselines; tensor SASS from the per-SASS tensor "
+            "timings (the tensor-core model, validated on its own mma.sync and wgmma loops).", "", "```",
+            *table_lines(stats), *tensor_lines((v.get("analysis") or {}).get("rows") or []), "```", ""]
 
 
 COVERED = ("instructions", "memory", "tensor", "behaviour")  # the sections above
@@ -217,6 +204,9 @@ def timing_reference(rs: ResultSet) -> str:
         if v:
             L += [f"### {key.replace('_', ' ')}", ""] + _structured(v, key)
             found = True
+    fair = behaviour_markdown(beh)  # the suite's own section: block -> SM fairness
+    L += fair
+    found = found or bool(fair)
     bc = _conclusions(rs, "behaviour")
     if bc:
         L += bc + [""]
@@ -259,7 +249,13 @@ def timing_reference(rs: ResultSet) -> str:
     L += _quantity_rows(rs, [("l1_latency", "L1 hit latency"), ("l2_latency", "L2 hit latency"),
                              ("dram_latency", "device memory latency"),
                              ("smem_ld_latency", "shared memory load latency"),
-                             ("smem_st_latency", "shared memory store latency"),
+                             ("smem_st_latency", "shared memory store latency (seed 000's one-store span)"),
+                             ("smem_st_roundtrip", "shared store -> dependent load, beyond the load"),
+                             ("gmem_st_latency", "global store latency (seed 000's one-store span)"),
+                             ("gmem_st_roundtrip", "global store -> dependent load, beyond the load"),
+                             ("smem_banks", "shared memory banks"), ("smem_bank_bytes", "shared memory bank width"),
+                             *((f"smem_{rw}_{b}", f"shared {rw} throughput, {b}-bit accesses")
+                               for rw in ("read", "write") for b in (32, 64, 128)),
                              ("const_latency", "constant cache latency"),
                              ("tex_latency", "texture fetch latency"),
                              ("l1_size", "L1 capacity"), ("l2_size", "L2 capacity"),
@@ -293,6 +289,13 @@ def timing_reference(rs: ResultSet) -> str:
         L += [f"Tensor-core latency and throughput: {NOT_MEASURED} (tensor suite).", ""]
 
     L += _operand_section(rows)
+    L += grid_section(rs.records("instructions"))
+    L += steps_section(rs.records("instructions"))
+    ic = _conclusions(rs, "instructions")  # value classes, signed vs unsigned (conclusions.py)
+    L += ["## Instruction conclusions", "", *ic, ""] if ic else []
+    from gpudissect.advise.report import efficiency_section  # efficiency losses, compiler efficacy
+
+    L += efficiency_section(rs)
     L += _validation_section(rs)
     L += _other_suites(rs)
 

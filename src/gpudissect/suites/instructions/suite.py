@@ -10,7 +10,7 @@ them (one variant per stored transaction; interrupted sweeps resume from the sto
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -38,7 +38,12 @@ from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
+from gpudissect.suites.instructions import steps
+from gpudissect.suites.instructions import values as value_latency
 from gpudissect.suites.instructions.checks import Sample
+from gpudissect.suites.instructions.configs import MODES as RW_MODES
+from gpudissect.suites.instructions.configs import check_config, config_kernels, ptxas_gap
+from gpudissect.suites.instructions.configs import statistic as rw_statistic
 from gpudissect.suites.instructions.operands import (
     GUARDS,
     OperandSpec,
@@ -82,13 +87,21 @@ class Plan:
     launches: int = 2  # whole launches per point: with the repetitions, the repeats of a spread
     sass_budget: int = 512  # 8 KiB of code per timed region
     min_length: int = 4
+    # the warps x distance grid (grid.py): warps per SM (one block) x independent chains per
+    # thread; none unless a plan names them (FULL_PLAN and QUICK_PLAN do)
+    grid_warps: tuple[int, ...] = ()
+    grid_distances: tuple[int, ...] = ()
+    grid_units: tuple[int, ...] = (64, 128)  # region sizes of the grid's own kernels (compile time)
+    grid_launches: int = 1
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+FULL_PLAN = Plan(grid_warps=tuple(range(1, 33)), grid_distances=tuple(range(1, 9)))
 QUICK_PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(4,), tp_units=(64, 128), tp_warps=(16, 32),
-                  distances=(2, 4), distance_units=(32, 64), reps=3, launches=2)
+                  distances=(2, 4), distance_units=(32, 64), reps=3, launches=2,
+                  grid_warps=(1, 2, 3, 4, 8, 16, 32), grid_distances=(1, 2, 4), grid_units=(32, 64))
 
 PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak"
 RISE = 1.02  # more warps that raise the rate by less than this: saturated
@@ -99,6 +112,7 @@ IDLE_TOL = 0.25  # an SM idle for more than this share of its span (late starts)
 # below it: the few cycles between one warp's end and the next one's clock read on a scheduler that
 # runs warps one after another (greedy issue), which the slope over lengths removes
 RETRY = ("noisy", "exceeds-limit")  # flags the runner measures again
+TP_MEASURES = ("throughput", "grid")  # families of many warps: checked as throughput kernels
 
 
 @dataclass
@@ -119,6 +133,7 @@ class Family:
     strategy: str | None = None
     slots: dict[str, list[int]] | None = None
     alias: str | None = None
+    info: dict = field(default_factory=dict)  # what a read-read / write-write SASS check showed
 
 
 @dataclass
@@ -177,6 +192,9 @@ def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
             fams.append(fam("distance", d, plan.distance_units))
     fams.extend(operand_families(v, rec, target, plan, idx))
     fams.extend(config_families(v, rec, target, plan, idx))
+    from gpudissect.suites.instructions.grid import grid_families  # grid.py builds on this module
+
+    fams.extend(grid_families(v, rec, target, plan, idx))
     return fams
 
 
@@ -194,6 +212,8 @@ def config_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
                          for n in lengths_for(plan.latency_units, 1, sass_per_instance(rec), plan)]
         except GenerationError as e:
             f.error = f"{m}: {e}"
+    for spec, ks, why in config_kernels(v, target, plan.latency_units, plan.min_length, plan.reps, idx):
+        out.append(Family(spec.measure, 1, ks, error=why, strategy="reg"))  # read-read, write-write
     return out
 
 
@@ -306,6 +326,7 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     continue
                 strat = get_strategy(f.strategy or rec.strategy)
                 fv = operand_variant(v, f.operand) if f.operand else v
+                fv = replace(v, chain="none") if f.measure in RW_MODES else fv  # no chain to check
                 bs = [built[k.name] for k in f.kernels]
                 bad = next((b for b in bs if isinstance(b, Exception)), None)
                 if bad is not None:
@@ -313,7 +334,7 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     continue
                 try:
                     res = check_built(fv, strat, bs,  # type: ignore[arg-type]
-                                      paired=pairs.search if pairs and f.measure == "throughput" else None)
+                                      paired=pairs.search if pairs and f.measure in TP_MEASURES else None)
                     if res.ok and f.operand is not None:
                         why, f.slots = check_operand_flow(
                             [Sample(b.kernel.units, b.kernel.length, b.region) for b in bs],  # type: ignore[union-attr]
@@ -321,20 +342,27 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                             glue_key(fv), glue_sass())
                         if why:
                             res.ok, res.reason = False, why
+                    if res.ok and f.measure in RW_MODES:
+                        why, f.info = check_config(f.measure, [Sample(b.kernel.units, b.kernel.length, b.region)
+                                                               for b in bs], own_counts(v, rec),  # type: ignore[union-attr]
+                                                   core_sass(res.per_unit, None, {}))
+                        res.ok, res.reason = why is None, why or ""
+                        f.sass = res.sass
+                        f.info["ptxas_stall_between_instances"] = ptxas_gap(bs[-1], own_counts(v, rec))  # type: ignore[arg-type]
                     if res.ok and f.measure in GUARDS:
                         why = check_guarded([Sample(b.kernel.units, b.kernel.length, b.region) for b in bs],  # type: ignore[union-attr]
                                             own_counts(v, rec))
                         if why:
                             res.ok, res.reason = False, why
                     f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
-                    if f.measure != "throughput":
+                    if f.measure not in TP_MEASURES:
                         f.stall = ptxas_stall(bs[-1], rec)  # type: ignore[arg-type]
                 except Exception as e:  # noqa: BLE001 - this family fails, not the whole build
                     f.error = f"checking the built kernels: {type(e).__name__}: {e}"
                     continue
                 if not res.ok:
                     f.error = res.reason
-                elif f.measure == "throughput":
+                elif f.measure in TP_MEASURES:
                     f.sass, f.paired = res.sass, res.paired  # its own mix (IADD3.X / IMAD.X vary)
                 elif f.operand is not None:
                     f.sass = res.sass  # its own chain's SASS (the glue, if any, moved)
@@ -415,7 +443,7 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
     texts: dict[str, tuple[str, str]] = {}
     failed: Exception | None = None
     todo = [i for i in range(len(fams)) if (only is None or i in only) and not fams[i].alias]
-    for i in [i for i in todo if fams[i].measure != "throughput"]:
+    for i in [i for i in todo if fams[i].measure not in TP_MEASURES]:
         if failed is not None:
             w.results[i] = [_skipped(w, fams[i], failed)]
             continue
@@ -435,13 +463,19 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
                 failed = e
         for i in tp:
             w.results[i] = swept[i] or ([_skipped(w, fams[i], failed)] if failed else [])
+    grid = [i for i in todo if fams[i].measure == "grid"]
+    if grid:  # one result of all the grid's columns, kept with its first family of its own
+        from gpudissect.suites.instructions.grid import measure_grid
+
+        w.results[grid[0]] = [_skipped(w, fams[grid[0]], failed)] if failed else \
+            measure_grid(dev, w, plan, target, texts)
     for i, f in enumerate(fams):
         if f.alias:
             w.results[i] = [alias_result(w.variant, f, [r for rs in w.results for r in rs])]
     measured = [r for rs in w.results for r in rs]
     out = measured + peak_results(w.variant, measured, target)
     if w.record.companion:  # the pair's numbers; finish() derives the variant's own
-        out = [r if r.measure.startswith(OPERAND) else _as_pair(r) for r in out]
+        out = [r if r.measure.startswith(OPERAND) or r.measure in RW_MODES else _as_pair(r) for r in out]
     # a per-operand chain with a companion: the pair's number; finish() derives the operand's own
     out = [_as_pair(r) if r.measure.startswith(OPERAND) and _with_companion(r) else r for r in out]
     return Outcome(out, texts)
@@ -465,12 +499,12 @@ def _cite(w: VariantWork, f: Family) -> tuple[list[str], dict] | Result:
         return Result(v.name, f.measure, None, "cycles", "none", params={"chains": f.chains},
                       flags=[f"not timed: {f.error}"], sass=w.record.sass, cls=v.cls,
                       strategy=w.record.strategy)
-    flags = _base_flags(w) if f.operand is None else _operand_flags(w, f)
+    flags = _base_flags(w) if f.operand is None and f.measure not in RW_MODES else _operand_flags(w, f)
     if f.paired:
         flags.append(f"paired: ptxas put two independent instances into the two lanes of each "
                      f"{' '.join(op.split('*')[-1] for op in f.sass)} (rate per PTX instance)")
     cited = f.built[-1]
-    own = f.paired or f.operand is not None
+    own = f.paired or f.operand is not None or f.measure in RW_MODES
     return flags, dict(sass=f.sass if own else w.record.sass, strategy=f.strategy or w.record.strategy,
                        cls=v.cls, ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
 
@@ -605,6 +639,9 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
                       f"{'true' if GUARDS[f.measure] else 'false'} at run time",
                       params={**params, "guard": GUARDS[f.measure]}, fit=fit.to_json(), samples=samples,
                       flags=flags, **cite)
+    if f.measure in RW_MODES:
+        return Result(v.name, f.measure, fit.slope, "cycles", rw_statistic(f.measure),
+                      params={**params, **f.info}, fit=fit.to_json(), samples=samples, flags=flags, **cite)
     if f.operand is not None:
         return Result(v.name, f.measure, fit.slope, "cycles",
                       f"slope of median cycles vs chain length, the chain through source operand "
@@ -931,7 +968,7 @@ class InstructionsSuite(SuiteBase):
                "selfcheck": "time a few instructions through nvcc too"}
     retry_flags = RETRY
 
-    def __init__(self, full: Plan = Plan(), quick: Plan = QUICK_PLAN):
+    def __init__(self, full: Plan = FULL_PLAN, quick: Plan = QUICK_PLAN):
         self.full, self.quick = full, quick
 
     def axes(self, ctx: Context) -> Plan:
@@ -945,6 +982,7 @@ class InstructionsSuite(SuiteBase):
         if patterns:  # the variants that measure a companion alone, for those that need one
             have = {v.name for v in vs}
             refs = [r for r in companion_references() if r not in have]
+            refs += steps.proxy_references([v.name for v in vs], ctx.target.arch)  # steps.py's proxies
             vs += [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in refs]
         return RunPlan([Item(v.name, v) for v in vs], self.axes(ctx).to_json())
 
@@ -956,6 +994,7 @@ class InstructionsSuite(SuiteBase):
         """Phase 2 alone, for variants already mapped (``gpudissect time``)."""
         works = prepare_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs)
         ctx.state["works"] = {w.variant.name: w for w in works}
+        ctx.state["values"] = value_latency.prepare(works, ctx.target, self.axes(ctx), ctx.jobs)
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         w: VariantWork = ctx.state["works"][item.name]
@@ -967,6 +1006,11 @@ class InstructionsSuite(SuiteBase):
         out = measure_work(ctx.dev, w, self.axes(ctx), ctx.target, only)
         if redo is not None:
             out.texts = {**redo.previous.texts, **out.texts}
+            out.results += [r for r in redo.previous.results if r.measure == value_latency.MEASURE]
+        elif ctx.state.get("values", {}).get(item.name):  # the value classes (values.py), once
+            res, texts = value_latency.measure(ctx.dev, w.variant, ctx.state["values"][item.name], self.axes(ctx))
+            out.results += res
+            out.texts = {**out.texts, **texts}
         return out
 
     def wants_retry(self, out: Outcome) -> bool:
@@ -1003,16 +1047,25 @@ class InstructionsSuite(SuiteBase):
                 if name in cat:
                     # stored with the variant's own item (done already): an item's results stay its own
                     ctx.store.save(ctx.run_id, name, [operand_companion_removed(cat[name], pr, lat)])
+        steps.derive(ctx.store, ctx.run_id, ctx.target.arch, PEAK_TOL)  # per-SASS steps (issue 22)
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         v: Variant = item.data
         return [Result(v.name, "latency", None, "cycles", "none", flags=[flag], cls=v.cls)]
+
+    def summarize(self, ctx: Context) -> dict:
+        """The suite's conclusions (conclusions.py): value-dependent latency, signed vs unsigned."""
+        from gpudissect.suites.instructions.conclusions import summarize
+
+        return summarize(list(ctx.store.results(ctx.run_id)))  # type: ignore[arg-type]
 
     def finish(self, ctx: Context) -> list[str]:
         """The variants measured with a companion get their own numbers (the companion's, from
         the same run, removed: item ``derived/<variant>``); then the nvcc self-check over the
         run's latencies (option ``selfcheck``), stored as ``selfcheck:<run id>``."""
         self.derive(ctx)
+        value_latency.derive(ctx.store, ctx.run_id)
+        ctx.store.set_meta(f"summary:{ctx.run_id}", self.summarize(ctx))  # again, with the derived results
         if not ctx.options.get("selfcheck"):
             return []
         lat = {r["variant"]: r["value"] for r in ctx.store.results(ctx.run_id, measure="latency")

@@ -102,6 +102,35 @@ class _Regs:
         return [f"  .reg {REG_DECL[c]} {REG_PREFIX[c]}<{max(n, 1)}>;" for c, n in self.count.items()]
 
 
+class _Loader:
+    """Operand values loaded at run time before the timed region: each ``load`` adds an input
+    slot and the PTX that reads it into a new register."""
+
+    def __init__(self, regs: _Regs, lines: list[str], inputs: list[int]) -> None:
+        self.regs, self.lines, self.inputs = regs, lines, inputs
+
+    def load(self, cls: str, spec_bits: int, vary: bool = False) -> str:
+        """Load a slot; ``vary`` adds the lane id to the bits, so that the compiler cannot
+        prove the value uniform across the warp (it folds shfl/vote of uniform values)."""
+        regs, lines, inputs = self.regs, self.lines, self.inputs
+        slot = len(inputs)
+        inputs.append(spec_bits)
+        if cls == "p":
+            tmp = regs.new("r")
+            reg = regs.new("p")
+            lines.append(f"  ld.global.b32 {tmp}, [%in+{8 * slot}];")
+            if vary:
+                lines.append(f"  add.u32 {tmp}, {tmp}, %lane;")
+            lines.append(f"  setp.ne.b32 {reg}, {tmp}, 0;")
+            return reg
+        reg = regs.new(cls)
+        lines.append(f"  ld.global.{LD_TYPE[cls]} {reg}, [%in+{8 * slot}];")
+        if vary:
+            lane = {"h": "%lane16", "r": "%lane", "rd": "%lane64"}[cls]
+            lines.append(f"  add.u{LD_TYPE[cls][1:]} {reg}, {reg}, {lane};")
+        return reg
+
+
 def _imm_literal(op: Operand, spec: str) -> str | None:
     """A PTX immediate for ``spec``, or None where PTX has no immediate of that type."""
     if op.ptype in ("f32",):
@@ -145,25 +174,7 @@ def generate(
     if set(ADDRESS_REG) != set(ADDRESS_KINDS):
         raise GenerationError("an address kind of the catalog has no register in the template")
 
-    def load(cls: str, spec_bits: int, vary: bool = False) -> str:
-        """Load a slot; ``vary`` adds the lane id to the bits, so that the compiler cannot
-        prove the value uniform across the warp (it folds shfl/vote of uniform values)."""
-        slot = len(inputs)
-        inputs.append(spec_bits)
-        if cls == "p":
-            tmp = regs.new("r")
-            reg = regs.new("p")
-            lines.append(f"  ld.global.b32 {tmp}, [%in+{8 * slot}];")
-            if vary:
-                lines.append(f"  add.u32 {tmp}, {tmp}, %lane;")
-            lines.append(f"  setp.ne.b32 {reg}, {tmp}, 0;")
-            return reg
-        reg = regs.new(cls)
-        lines.append(f"  ld.global.{LD_TYPE[cls]} {reg}, [%in+{8 * slot}];")
-        if vary:
-            lane = {"h": "%lane16", "r": "%lane", "rd": "%lane64"}[cls]
-            lines.append(f"  add.u{LD_TYPE[cls][1:]} {reg}, {reg}, {lane};")
-        return reg
+    load = _Loader(regs, lines, inputs).load
 
     # --- chains' registers, each from its own loaded value (so no two chains are equal)
     K = chains
@@ -286,6 +297,18 @@ def generate(
     sink_regs = cur + other if chain_op is not None else sinks_plain
     if glue:
         sink_regs = sink_regs + dtmp
+    meta = {"strategy": strategy.name, "glue": glue, "companion": companion, "uses_smem": uses_smem,
+            "uses_gmem": uses_gmem, **({"guard": guard} if guard is not None else {})}
+    return _assemble(variant, strategy, target, name, measure, K, length, reps, regs, lines, inputs, body,
+                     fold, sink_regs, meta)
+
+
+def _assemble(variant: Variant, strategy: Strategy, target: Target, name: str, measure: str, K: int,
+              length: int, reps: int, regs: _Regs, lines: list[str], inputs: list[int], body: list[str],
+              fold: list[str], sink_regs: list[str], meta: dict) -> Kernel:
+    """The kernel around a timed ``body``: set-up ``lines`` (loads of ``inputs``), the repeated
+    region with ``fold`` after each repetition, and the ``sink_regs`` stored after the loop."""
+    uses_smem, uses_gmem = meta["uses_smem"], meta["uses_gmem"]
     store: list[str] = []
     for i, r in enumerate(sink_regs):
         cls = next(c for c, p in REG_PREFIX.items() if r.startswith(p) and r[len(p):].isdigit())
@@ -356,6 +379,88 @@ def generate(
         reps=reps,
         inputs=inputs,
         n_sink=max(len(sink_regs), 1),
-        meta={"strategy": strategy.name, "glue": glue, "companion": companion, "uses_smem": uses_smem,
-              "uses_gmem": uses_gmem, **({"guard": guard} if guard is not None else {})},
+        meta=meta,
     )
+
+
+# instruction configurations without a dependence chain (issue 22): what generate_config builds
+READ_READ, WRITE_WRITE = "read_read", "write_write"
+
+
+def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: str, *, length: int = 8,
+                    reps: int = 2, name: str = "bench", measure: str = "", shared: int = 1,
+                    preds: int = 4) -> Kernel:
+    """A region of ``length`` instances of the variant's one PTX instruction, no instance reading
+    another's result (one warp; the slope over lengths is the configuration's cost per instance).
+
+    * ``read_read``: every instance reads the SAME register in source operand ``shared`` (1-based)
+      and writes its own destination; every other register source is a value of its own per
+      instance (a predicate source stays one register: a warp holds few), so no two instances
+      compute the same thing;
+    * ``write_write``: every instance writes the SAME destination register, none reads it; the
+      first register source is a value of its own per instance, and instance i runs under
+      predicate i mod ``preds`` (values loaded at run time, all true): a later instance under
+      another predicate may not write, so no earlier write is provably dead.
+
+    All values are loaded at run time (lane-varied) before the region; after each repetition
+    (outside the timed region) values the instances read are XORed with a run-time zero, so the
+    instances depend on the repetition and cannot be hoisted out of the loop; the destinations
+    are stored after the loop (none is dead)."""
+    if mode not in (READ_READ, WRITE_WRITE):
+        raise GenerationError(f"unknown configuration {mode}")
+    dest, srcs = variant.dest, variant.sources
+    if dest is None or dest.reg_class == "p":
+        raise GenerationError(f"{variant.name}: {mode} needs a register result (a predicate result "
+                              "would need a predicate register per instance)")
+    if variant.ptx.count(";") != 1 or any(o.is_address or o.scratch for o in variant.operands):
+        raise GenerationError(f"{variant.name}: {mode} needs one PTX instruction of register operands")
+    if length < 1 or reps < 1 or preds < 1:
+        raise GenerationError("length, reps and preds must be >= 1")
+    regs = _Regs()
+    lines: list[str] = []
+    inputs: list[int] = []
+    load = _Loader(regs, lines, inputs).load
+    zero: dict[str, str] = {}  # a run-time zero per register class, loaded where needed
+
+    def value(op: Operand, i: int) -> str:
+        return load(op.reg_class, bits_for(op.ptype, chain_init_spec(op, i, variant)), vary=op.reg_class != "p")
+
+    if mode == READ_READ:
+        if len(srcs) < 2:
+            raise GenerationError(f"{variant.name}: read_read needs two source operands (one shared)")
+        if not 1 <= shared <= len(srcs) or srcs[shared - 1].reg_class == "p":
+            raise GenerationError(f"{variant.name}: source operand {shared} cannot be the shared register")
+        own = [o for j, o in enumerate(srcs) if j != shared - 1 and o.reg_class != "p"]
+        fixed = {o.name: value(o, 0) for j, o in enumerate(srcs) if j == shared - 1 or o.reg_class == "p"}
+    else:
+        regd = [o for o in srcs if o.reg_class != "p"]
+        if not regd:
+            raise GenerationError(f"{variant.name}: write_write needs a register source to vary per instance")
+        own = regd[:1]
+        fixed = {o.name: value(o, 0) for o in srcs if o is not own[0]}
+    per = [{o.name: value(o, i + 1) for o in own} for i in range(length)]
+    guards = [load("p", 1, vary=True) for _ in range(preds)] if mode == WRITE_WRITE else []
+    dcls = dest.reg_class
+    dests = [load(dcls, 0)] if mode == WRITE_WRITE else [regs.new(dcls) for _ in range(length)]
+    body: list[str] = []
+    for i in range(length):
+        m = {**fixed, **per[i], dest.name: dests[0] if mode == WRITE_WRITE else dests[i]}
+        pre = f"  @{guards[i % preds]} " if guards else "  "
+        body.append(pre + fill(variant.ptx, m))
+    # after each repetition: a value every instance reads (the shared one; under write_write the
+    # fixed sources, or each instance's own where there are none) XORed with a run-time zero, so
+    # that no instance is loop-invariant (only few: a 64-bit value XORed splits its register pair,
+    # and ptxas moves the halves together again inside the region). The destinations are stored
+    # after the loop, not folded after each repetition: ptxas sinks instances whose results a fold
+    # reads right after the region below its closing clock read
+    carried = [fixed[o.name] for o in srcs if o.name in fixed and o.reg_class != "p"]
+    after = []
+    for r in carried or [r for m in per for r in m.values()]:
+        cls = next(c for c in ("rd", "h", "r") if r.startswith(REG_PREFIX[c]) and r[len(REG_PREFIX[c]):].isdigit())
+        if cls not in zero:
+            zero[cls] = load(cls, 0)
+        after.append(f"  xor.b{LD_TYPE[cls][1:]} {r}, {r}, {zero[cls]};")
+    meta = {"strategy": strategy.name, "glue": None, "companion": None, "uses_smem": False,
+            "uses_gmem": False, "config": mode, **({"shared": shared} if mode == READ_READ else {"preds": preds})}
+    return _assemble(variant, strategy, target, name, measure, 1, length, reps, regs, lines, inputs, body,
+                     after, dests, meta)

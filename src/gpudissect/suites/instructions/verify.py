@@ -12,6 +12,7 @@ from gpudissect.kernel.parallel import pimap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.suites.instructions.checks import CheckResult, Sample, check_family
+from gpudissect.suites.instructions.registers import register_map
 from gpudissect.suites.instructions.strategies import Strategy, default_order
 from gpudissect.suites.instructions.template import GenerationError, generate
 from gpudissect.target import Target
@@ -45,6 +46,8 @@ class MapRecord:
     companion: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
     ptx_example: str = ""
+    # PTX operand -> the SASS registers carrying its PTX register (registers.py, thesis 4.3)
+    registers: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -156,6 +159,7 @@ def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapReco
         rec.attempts.append(Attempt(strat.name, res.ok, res.reason))
         if res.ok:
             _record_pass(rec, strat, res, bs)  # type: ignore[arg-type]
+            rec.registers = register_map(v, bs[0])
         elif not rec.sass:
             rec.sass = res.sass
             rec.sass_counts = res.sass_counts

@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.metrics import lookup
+from gpudissect.suites.instructions.configs import MODES
 from gpudissect.suites.instructions.operands import GUARDS, MEASURE
+from gpudissect.suites.instructions.steps import CHECK as STEP_CHECK
+from gpudissect.suites.instructions.steps import MEASURES as STEP_MEASURES
+from gpudissect.suites.instructions.template import READ_READ, WRITE_WRITE
 
 OPERAND_PREFIX = MEASURE.split("{")[0]  # latency_operand_<i>
 GUARDED = GUARDS  # measure -> the guard's value
@@ -37,6 +41,8 @@ class InstrRow:
     # latency from each PTX source operand (1-based) and under a true / false guard, with flags
     operands: dict[int, tuple[float | None, list[str]]] = field(default_factory=dict)
     guarded: dict[bool, tuple[float | None, list[str]]] = field(default_factory=dict)
+    # read-read and write-write configurations (configs.py): measure -> (value, flags)
+    rw: dict[str, tuple[float | None, list[str]]] = field(default_factory=dict)
 
     @property
     def flags(self) -> list[str]:
@@ -70,7 +76,7 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
     rows: dict[str, InstrRow] = {}
     for r in records:
         name = r.get("variant")
-        if not name:
+        if not name or r.get("measure") in STEP_MEASURES:  # steps.py's: one row per step, not the variant
             continue
         row = rows.get(name)
         if row is None:
@@ -93,11 +99,49 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
             row.operands[int(m.removeprefix(OPERAND_PREFIX))] = (r.get("value"), flags)
         elif m in GUARDED:
             row.guarded[GUARDED[m]] = (r.get("value"), flags)
+        elif m in MODES:
+            row.rw[m] = (r.get("value"), flags)
         elif m == "distance":
             d = (r.get("params") or {}).get("distance")
             if d is not None:
                 row.distance[int(d)] = r.get("value")
     return list(rows.values())
+
+
+def _cell(v: tuple[float | None, list[str]] | None) -> str:
+    if v is None:
+        return ""
+    val, flags = v
+    bad = sorted({f.split(":")[0] for f in flags})
+    return fmt_num(val, 3) + (f" ({', '.join(bad)})" if bad else "")
+
+
+def configuration_lines(rows: list[InstrRow]) -> list[str]:
+    """The timing reference's table of instruction configurations (issue 22, thesis section 2.5):
+    per variant the write-read latency (the chain), read-read and write-write (configs.py), the
+    chain under a predicate true / false at run time, and the latency from each source operand.
+    [] when no row has any configuration beyond its latency."""
+    rs = [r for r in rows if r.operands or r.guarded or r.rw]
+    if not rs:
+        return []
+    n = max((i for r in rs for i in r.operands), default=0)
+    L = ["## Instruction configurations", "",
+         "Cycles per instance, one warp: write-read is the dependent chain (the latency); read-read "
+         "a run of independent instances that all read one register in the same source slot; "
+         "write-write a run that all write one register, none reading it (each under a run-time "
+         "predicate, all true); guard true / false the chain under a predicate that is true or "
+         "false at run time; op i the chain through source operand i alone (the others independent "
+         "run-time values; the SASS data flow shows which slot it enters). Empty: not applicable "
+         "or refused by verification (the suite stores why, e.g. ptxas turning a guarded write "
+         "into a select).", "",
+         "| PTX | SASS | write-read | read-read | write-write | guard true | guard false | "
+         + "".join(f"op {i} | " for i in range(1, n + 1)), "|---|---|" + "---:|" * (5 + n)]
+    rr, ww = ({x: m for m, x in MODES.items()}[k] for k in (READ_READ, WRITE_WRITE))
+    for r in rs:
+        L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | {_cell(r.rw.get(rr))} | "
+                 f"{_cell(r.rw.get(ww))} | {_cell(r.guarded.get(True))} | {_cell(r.guarded.get(False))} | "
+                 + "".join(f"{_cell(r.operands.get(i))} | " for i in range(1, n + 1)))
+    return L + [""]
 
 
 def stall_comparison(rows: list[InstrRow], tol: float = 0.5) -> tuple[list[InstrRow], list[InstrRow]]:
@@ -117,13 +161,18 @@ def by_class(rows: list[InstrRow]) -> dict[str, list[InstrRow]]:
 
 
 def compare_values(records: list[dict]) -> dict[str, tuple]:
-    """What ``gpudissect compare`` sets side by side: latency and peak throughput per variant,
-    as (value, unit, flags)."""
+    """What ``gpudissect compare`` sets side by side: latency, peak throughput and independent
+    issue (cycles per instruction of one warp at the largest dependence distance) per variant,
+    as (value, unit, flags or note)."""
     out: dict[str, tuple] = {}
     for r in instruction_rows(records):
         out[f"instr/{r.variant}/latency"] = (r.latency, "cycles", _flag_names(r.latency_flags))
         out[f"instr/{r.variant}/throughput"] = (r.throughput, "warp-instr/clk/SM",
                                                 _flag_names(r.throughput_flags))
+        # independent issue: one warp, the most interleaved independent chains measured
+        d = max((k for k, v in r.distance.items() if v is not None), default=None)
+        if d is not None:
+            out[f"instr/{r.variant}/independent"] = (r.distance[d], "cycles", f"one warp, {d} independent chains")
     return out
 
 
@@ -148,3 +197,139 @@ def report_section(doc: dict, rs) -> dict:
             "flags": ", ".join(r.flags)} for r in rows],
         "classes": sorted({r.cls for r in rows}),
     }
+
+
+# --- the warps x distance throughput grid (grid.py) -----------------------------------------
+
+GRID_MEASURE = "grid"
+PAIR_SUFFIX = "_with_companion"  # measured with a companion in the chain (suite.py PAIR)
+
+
+@dataclass
+class GridRow:
+    """One variant's grid (measure ``grid``) and what it yields."""
+
+    variant: str
+    cls: str
+    max_rate: float | None
+    min_warps: dict | None  # {"warps", "distance"}
+    warp_latency: float | None
+    latency_from_grid: float | None
+    instabilities: list[list]
+    warps: list[int]
+    distances: list[int]
+    rates: list[list[float | None]]
+    flags: list[str] = field(default_factory=list)
+    latency: float | None = None  # the dependent chain's latency of the same run, beside it
+
+    def normalised(self) -> list[list[float | None]] | None:
+        """The grid over its maximum (None without one)."""
+        if not self.max_rate:
+            return None
+        return [[None if x is None else x / self.max_rate for x in row] for row in self.rates]
+
+
+def grid_rows(records: list[dict]) -> list[GridRow]:
+    lat = {r.get("variant"): r.get("value") for r in records if r.get("measure") == "latency"}
+    out = []
+    for r in records:
+        m = r.get("measure") or ""
+        if m.removesuffix(PAIR_SUFFIX) != GRID_MEASURE or not r.get("variant"):
+            continue
+        p = r.get("params") or {}
+        name = r["variant"] + (" (with its companion)" if m != GRID_MEASURE else "")
+        out.append(GridRow(name, r.get("cls") or "", r.get("value"), p.get("min_warps"),
+                           p.get("warp_latency_cycles"), p.get("latency_from_grid"),
+                           list(p.get("instabilities") or []), list(p.get("grid_warps") or []),
+                           list(p.get("grid_distances") or []), (r.get("samples") or {}).get("rates") or [],
+                           list(r.get("flags") or []), lat.get(r["variant"])))
+    return out
+
+
+def class_grid(rows: list[GridRow]) -> tuple[list[int], list[int], list[list[float | None]]] | None:
+    """The median over ``rows`` (of one shape: the most common) of each grid over its maximum."""
+    import statistics
+
+    shapes: dict[tuple, list[GridRow]] = {}
+    for r in rows:
+        if r.normalised() is not None and r.warps and r.distances:
+            shapes.setdefault((tuple(r.warps), tuple(r.distances)), []).append(r)
+    if not shapes:
+        return None
+    (ws, ds), same = max(shapes.items(), key=lambda kv: len(kv[1]))
+    grids = [r.normalised() for r in same]
+    med = [[statistics.median(v) if (v := [g[i][j] for g in grids if g[i][j] is not None]) else None
+            for j in range(len(ds))] for i in range(len(ws))]
+    return list(ws), list(ds), med
+
+
+def grid_section(records: list[dict]) -> list[str]:
+    """The timing reference's grid section: per class, each variant's maximum rate (MT), the
+    fewest warps that reach it (MNW, at the smallest distance), the warp latency (WL), the
+    latency the grid implies beside the dependent chain's, and its instabilities."""
+    rows = grid_rows(records)
+    if not rows:
+        return []
+    L = ["## Throughput grid (warps x dependence distance)", "",
+         "Each variant's rate (warp-instructions per cycle per SM) over 1..32 warps per SM (one "
+         "block per SM) and 1..8 independent chains per thread (thesis 7.3). MT: the largest cell; "
+         "MNW: the fewest warps within 2% of MT (@ the smallest such distance); WL: cycles before "
+         "the same warp issues again (1 / the rate of one warp at the largest distance); latency "
+         "(grid): at distance 1 below saturation the rate of W warps is W / latency (all SMs busy: "
+         "memory instructions contend); drops: cells where one more warp lowers the rate by more "
+         "than 2% and the noise, and the warp counts they are at.", ""]
+    by: dict[str, list[GridRow]] = {}
+    for r in rows:
+        by.setdefault(r.cls or "other", []).append(r)
+    for cls, rs in sorted(by.items()):
+        L += [f"### {cls}", "", "| PTX | MT | MNW | WL | latency (grid) | latency (chain) | drops | flags |",
+              "|---|---:|---:|---:|---:|---:|---|---|"]
+        for r in rs:
+            mnw = f"{r.min_warps['warps']} @ d={r.min_warps['distance']}" if r.min_warps else "-"
+            at = sorted({int(x[0]) for x in r.instabilities})
+            drops = f"{len(r.instabilities)}" + (f" at W={','.join(map(str, at))}" if at else "")
+            L.append(f"| `{r.variant}` | {fmt_num(r.max_rate, 3)} | {mnw} | {fmt_num(r.warp_latency, 3)} | "
+                     f"{fmt_num(r.latency_from_grid, 3)} | {fmt_num(r.latency, 3)} | {drops} | "
+                     f"{_flag_names(r.flags)} |")
+        L.append("")
+    return L
+
+
+# --- per-SASS steps of multi-SASS instructions (steps.py) -------------------------------------
+
+
+def _step_cell(st: dict) -> str:
+    mark = "" if st.get("match") == "exact" else ("?" if st.get("match") == "none" else "*")
+    n = st.get("count") or 1
+    return (f"{st['sass']}{'' if n == 1 else f' x{n:g}'} <- {st.get('proxy') or 'no proxy'}{mark} "
+            f"({fmt_num(st.get('latency'), 3)}, {fmt_num(st.get('rate'), 3)})")
+
+
+def steps_section(records: list[dict]) -> list[str]:
+    """The timing reference's section on the per-SASS steps of multi-SASS CUDA-core instructions:
+    per variant its steps (proxy, latency, rate), the steps' dependence-path latency and busiest
+    unit's issue cost against the whole's, and the verdicts."""
+    rows = [r for r in records if r.get("measure") == STEP_CHECK and (r.get("params") or {}).get("steps")]
+    if not rows:
+        return []
+    L = ["## Per-SASS steps of multi-SASS instructions", "",
+         "Each SASS step of a multi-SASS CUDA-core instruction timed by a proxy: a variant of the same "
+         "run whose verified SASS is exactly that instruction (* not exact: the proxy's chain holds moves "
+         "too, or only the opcode matches; ? no proxy). Step cells: SASS <- proxy (latency cycles, rate "
+         "warp-instr/clk/SM). Path: the critical path of the steps' latencies through the whole's own "
+         "latency-chain SASS, per instance, against the whole's measured latency; cost: the busiest "
+         "unit's cycles per instance (sum of count / rate) against 1 / the whole's peak rate. Verdicts: "
+         "match (within the spreads), steps-exceed / steps-below (by how much: see the flags), "
+         "lower-bound (a step without a proxy counted as 0).", "",
+         "| PTX | steps | path / whole latency (cycles) | latency verdict | cost / whole (cycles, unit) "
+         "| throughput verdict |", "|---|---|---:|---|---:|---|"]
+    for r in sorted(rows, key=lambda r: r["variant"]):
+        p = r["params"]
+        steps = "; ".join(_step_cell(st) for st in p["steps"])
+        lat = f"{fmt_num(p.get('path_latency'), 3)} / {fmt_num(p.get('whole_latency'), 3)}"
+        cost = f"{fmt_num(p.get('busiest_cost'), 3)} / {fmt_num(p.get('whole_cost'), 3)} ({p.get('busiest_unit')})"
+        L.append(f"| `{r['variant']}` | {steps} | {lat} | {p.get('latency_verdict')} | {cost} | "
+                 f"{p.get('throughput_verdict')} |")
+    words = [r["params"].get("latency_verdict") for r in rows]
+    L += ["", "Latency verdicts: " + ", ".join(f"{w} {words.count(w)}" for w in sorted(set(words), key=str)) + ".", ""]
+    return L

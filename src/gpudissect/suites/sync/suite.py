@@ -42,6 +42,7 @@ from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.sync import analyse as an
+from gpudissect.suites.sync import branches as B
 from gpudissect.suites.sync import kernels as K
 
 LAUNCHES = 3
@@ -82,6 +83,7 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
     for kind in K.FENCES:
         ps.append(Probe(f"fence:{kind}", "fence", {"kind": kind},
                         [K.fence_name(kind, st, n) for st in (False, True) for n in FENCE_LENGTHS]))
+    ps.append(Probe("branch:cost", "branch", {}, B.kernel_names()))
     grids = (1, nsm, 16 * nsm) if quick else (1, nsm, 4 * nsm, 16 * nsm, 64 * nsm)
     for g in dict.fromkeys(grids):
         ps.append(Probe(f"launch:grid={g}", "launch", {"grid": g, "block": LAUNCH_BLOCK}, ["launch_empty"]))
@@ -95,7 +97,7 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
     return ps
 
 
-KINDS = ("atomic", "latency", "barrier", "fence", "launch")
+KINDS = ("atomic", "latency", "barrier", "fence", "launch", "branch")
 
 
 def select(probes: list[Probe], patterns: list[str] | None) -> list[Probe]:
@@ -114,13 +116,17 @@ def probe_kernels(p: Probe, header: str) -> list[Kernel]:
         return [K.bar_kernel(header, q["kind"], n) for n in BAR_LENGTHS]
     if p.kind == "fence":
         return [K.fence_kernel(header, q["kind"], st, n) for st in (False, True) for n in FENCE_LENGTHS]
+    if p.kind == "branch":
+        return [B.branch_kernel(header, k) for k in (*B.KINDS, *B.BASELINES)]
     return [k for k in K.launch_kernels(header) if k.name in p.kernels]
 
 
 def sass_flags(p: Probe, built: dict[str, Built], arch: str) -> list[str]:
     """``sass:`` flags for the probe's kernels whose timed region breaks the expectations (the
     launch kernels have no region: their griddepcontrol SASS must be there)."""
-    out = []
+    out: list[str] = []
+    if p.kind == "branch":  # branches.py checks its own regions (flags per result)
+        return out
     for name in p.kernels:
         b = built[name]
         if p.kind == "launch":
@@ -349,7 +355,8 @@ def run_launch_pdl(dev: Device, p: Probe, b: Built, flags: list[str]) -> list[Re
 
 
 # ----------------------------------------------------------------- the suite
-MODULE = {"atomic": "atom", "latency": "lat", "barrier": "bar", "fence": "fence", "launch": "launch"}
+MODULE = {"atomic": "atom", "latency": "lat", "barrier": "bar", "fence": "fence", "launch": "launch",
+          "branch": "branch"}
 
 
 class SyncSuite(SuiteBase):
@@ -396,6 +403,9 @@ class SyncSuite(SuiteBase):
             rs = [run_barrier(dev, p, bs, nsm, flags)]
         elif p.kind == "fence":
             rs = [run_fence(dev, p, built, nsm, flags)]  # type: ignore[arg-type]
+        elif p.kind == "branch":
+            args = [Buf("bout", nbytes=64, zero=True)]
+            rs, _ = B.run(dev, built, lambda b, xs: _times(dev, b, 1, 1, [*args, *xs]), LAUNCHES)  # type: ignore[arg-type]
         elif p.name == "launch:pdl":
             rs = run_launch_pdl(dev, p, bs[0], flags)
         else:

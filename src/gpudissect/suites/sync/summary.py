@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpudissect.suites.sync import analyse as an
 from gpudissect.suites.sync import kernels as K
+from gpudissect.suites.sync.branches import conclusions as branch_conclusions
 
 if TYPE_CHECKING:
     from gpudissect.store.db import Store, StoredResult
@@ -145,6 +146,7 @@ def summarize(store: Store, run_id: int) -> dict:
     _barrier(rs, out)
     _fence(rs, out)
     _launch(rs, out)
+    out["conclusions"] += branch_conclusions(rs)  # type: ignore[arg-type]
     bad = [f"{r['variant']}: {'; '.join(_bad(r))}" for r in rs if _bad(r)]
     if bad:
         out["conclusions"].append(f"{len(bad)} results carry sass:/error flags: " + " | ".join(bad[:10]))

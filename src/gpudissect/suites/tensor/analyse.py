@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpudissect.store.db import Store
+from gpudissect.suites.tensor.movm import conclusions as movm_conclusions
+from gpudissect.suites.tensor.shape import latency_vs_shape, shape_conclusions
 
 
 def _per_sass_line(name: str, d: dict) -> str:
@@ -67,6 +69,8 @@ def summarize_run(store: Store, run_id: int) -> dict:
     layouts: dict[str, dict] = {}
     wmma_frags: dict[str, dict] = {}
     for r in rs:
+        if r["measure"] == "movm_layout":  # movm.py: its own line below
+            continue
         d = variants.setdefault(r["variant"], {})
         p = r["params"] or {}
         if r["measure"] == "sass_map":
@@ -160,10 +164,13 @@ def summarize_run(store: Store, run_id: int) -> dict:
                     f"(up to the unobservable relabelling of rows/cols/k), {len(bad)} differ"
                     + (f": {', '.join(bad)}" if bad else ""))
     conc += wmma_fragment_conclusions(wmma_frags)
+    by_shape = latency_vs_shape(variants, skip=MOVERS)  # shape.py: does latency depend on shape?
+    conc += shape_conclusions(by_shape)
+    conc += movm_conclusions(rs)  # type: ignore[arg-type]
     layouts.update({n: {"matches_reference": None, "matches_tiled_mma": p.get("value") == 1.0,
                         "tiling": p.get("tiling_text"), "coverage": p.get("coverage"), "flags": p["flags"]}
                     for n, p in wmma_frags.items()})
-    return {"conclusions": conc, "variants": variants, "layouts": layouts}
+    return {"conclusions": conc, "variants": variants, "layouts": layouts, "latency_vs_shape": by_shape}
 
 
 def _peak_line(name: str, g: str, p: dict, lat: float | None, d: dict) -> str:

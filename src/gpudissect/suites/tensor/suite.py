@@ -57,7 +57,7 @@ from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour.analyse import occupancy_rules
-from gpudissect.suites.tensor import layouts
+from gpudissect.suites.tensor import layouts, movm
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import (
     TensorCheck,
@@ -593,6 +593,8 @@ class TensorSuite(SuiteBase):
         ctx.state["sweep"] = sweep
         vs = select(load_tensor_catalog(), patterns)
         items = [Item(v.name, v) for v in vs]
+        if movm.wanted(patterns):  # the movmatrix layout experiment (movm.py)
+            items.append(Item(movm.NAME, movm.MovmJob()))
         if sweep.sustained_ms:  # last: after every sweep
             items += [Item(Sustain(v).name, Sustain(v)) for v in vs
                       if v.name in sweep.data_variants and not isinstance(v, LdstVariant)]
@@ -603,6 +605,7 @@ class TensorSuite(SuiteBase):
         a sustained item's variant is prepared once with it."""
         sweep: Sweep = ctx.state["sweep"]
         works: dict[str, Work] = {}
+        items = [it for it in items if not isinstance(it.data, movm.MovmJob)]  # built when measured
         vs = {(it.data.variant if isinstance(it.data, Sustain) else it.data).name:
               (it.data.variant if isinstance(it.data, Sustain) else it.data) for it in items}
         for i, v in enumerate(vs.values()):
@@ -679,6 +682,9 @@ class TensorSuite(SuiteBase):
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         if isinstance(item.data, Sustain):
             return self.measure_sustained(ctx, item.data)
+        if isinstance(item.data, movm.MovmJob):
+            texts: dict = {}
+            return Outcome([movm.run(ctx.dev, ctx.target, texts)], texts)
         sweep: Sweep = ctx.state["sweep"]
         w: Work = ctx.state["works"][item.name]
         v = w.variant

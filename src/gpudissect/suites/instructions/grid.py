@@ -1,0 +1,341 @@
+"""The warps x dependence-distance throughput grid of a variant (issue 22; thesis section 7.3,
+Tables 7.6-7.16).
+
+Rows: W warps per SM (one block of W warps on every SM), columns: d independent chains per
+thread (the dependence distance); a cell is the warp-instructions of the SM's region over its
+span (warp-instructions per cycle per SM), from one launch per (W, d) with the repetitions
+inside it (:func:`measure_grid` says why one region and not a slope over two). The kernels are
+the throughput families' where their chain count is a column (``Plan.tp_chains``), and families
+of their own (measure ``grid``) for the others; a column's launches go to the device in one
+batch (``Device.run_many``).
+
+From the grid (pure functions, :func:`analyse`): the maximum rate (MT), the fewest warps that
+reach it (MNW), the warp latency (WL: cycles before the scheduler issues the same warp again,
+1 / the rate of one warp at the largest distance), the latency seen from the grid (at distance 1
+and below saturation the rate of W warps is W / latency) and the local instabilities (adding a
+warp lowers the rate by more than the noise: uneven warps over the schedulers).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import numpy as np
+
+from gpudissect.bench.limits import check, limit_for
+from gpudissect.bench.runner import WORKER_FAILED
+from gpudissect.bench.stats import robust_halfwidth
+from gpudissect.catalog.model import Variant
+from gpudissect.device.device import Device, LaunchResult, RunSpec
+from gpudissect.kernel.build import Built
+from gpudissect.store.db import Result
+from gpudissect.suites.instructions.strategies import strategy as get_strategy
+from gpudissect.suites.instructions.suite import (
+    Family,
+    Plan,
+    VariantWork,
+    _cite,
+    lengths_for,
+    sass_per_instance,
+)
+from gpudissect.suites.instructions.template import generate
+from gpudissect.suites.instructions.verify import MapRecord
+from gpudissect.target import Target
+
+GRID = "grid"
+UNIT = "warp_instr/cycle/SM"
+REACH_TOL = 0.02  # MNW: the fewest warps whose rate is within this share of the maximum
+DROP_TOL = 0.02  # an instability: adding a warp lowers the rate by more than this share ...
+# ... and by more than the two cells' 95% intervals together
+CELL_NOISE = 0.02  # a cell whose 95% interval is wider than +-2% of it is uncertain
+LINEAR_SHARE = 0.5  # latency from the grid: distance-1 cells below this share of the column's max
+
+
+def grid_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:
+    """The grid's own kernels: a family per distance that no throughput family has (those
+    columns reuse the throughput kernels), of ``plan.grid_units`` instances per thread."""
+    strat = get_strategy(rec.strategy or "reg")
+    spi = sass_per_instance(rec)
+    out = []
+    for d in plan.grid_distances:
+        if d in plan.tp_chains:
+            continue
+        ks = [generate(v, strat, target, chains=d, length=n, reps=plan.reps, measure=GRID,
+                       name=f"v{idx}_w{d}_n{n}") for n in lengths_for(plan.grid_units, d, spi, plan)]
+        out.append(Family(GRID, d, ks))
+    return out
+
+
+# --- analysis (pure) -----------------------------------------------------------------------
+
+
+def block_spans(times: np.ndarray, warps: int, reps: int) -> np.ndarray:
+    """Per repetition after the first (cold instruction cache): the median over the blocks
+    that were alone on their SM of the block's span, from its first warp's start to its last
+    warp's end. ``times``: one launch's rows (kernel/timing.py), blocks of ``warps`` rows."""
+    return launch_spans([(times, warps)], reps)[0]
+
+
+def launch_spans(runs: list[tuple[np.ndarray, int]], reps: int) -> list[np.ndarray]:
+    """:func:`block_spans` of many launches ((rows, warps per block) each) in one reduction over
+    all their rows: a grid has hundreds of launches per variant, and per-launch numpy calls
+    would cost more host time than the GPU spends on them."""
+    sizes = [t.shape[0] // w for t, w in runs]
+    out = [np.empty(0) for _ in runs]
+    if reps < 2 or not any(sizes):
+        return out
+    times = np.concatenate([t[: n * w] for (t, w), n in zip(runs, sizes, strict=True)])
+    offsets = np.cumsum([0] + [n * w for (_, w), n in zip(runs, sizes, strict=True)])[:-1]
+    starts = np.concatenate([o + w * np.arange(n) for o, (_, w), n in zip(offsets, runs, sizes, strict=True)])
+    owner = np.repeat(np.arange(len(runs)), sizes)
+    key = times[starts, -1].astype(np.int64) + (owner.astype(np.int64) << 32)  # SM id within its launch
+    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    alone = counts[inv] == 1
+    t0 = np.minimum.reduceat(times[:, 2 : 2 * reps : 2].T.astype(np.int64), starts, axis=1)
+    t1 = np.maximum.reduceat(times[:, 3 : 2 * reps : 2].T.astype(np.int64), starts, axis=1)
+    span = (t1 - t0).astype(float)
+    edges = np.cumsum([0, *sizes])
+    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        keep = alone[a:b]
+        if keep.any():
+            out[i] = np.median(span[:, a:b][:, keep], axis=1)
+    return out
+
+
+def cell_rate(work: float, spans: list[float]) -> tuple[float | None, list[float]]:
+    """``work`` (warp-instructions of the SM's region: warps x instances per thread) / the
+    median span, and the same from each repeat's span."""
+    ok = [x for x in spans if x > 0]
+    if not ok:
+        return None, []
+    return work / statistics.median(ok), [work / x for x in ok]
+
+
+def _finite(a: np.ndarray) -> np.ndarray:
+    return np.isfinite(a) & (a > 0)
+
+
+def max_rate(rates: np.ndarray) -> tuple[float, int, int] | None:
+    """(MT, row, column) of the largest cell; None for an empty grid."""
+    ok = _finite(rates)
+    if not ok.any():
+        return None
+    i, j = np.unravel_index(int(np.argmax(np.where(ok, rates, -np.inf))), rates.shape)
+    return float(rates[i, j]), int(i), int(j)
+
+
+def min_warps(rates: np.ndarray, warps: list[int], distances: list[int],
+              tol: float = REACH_TOL) -> tuple[int, int] | None:
+    """(MNW, the smallest distance at which it reaches): the fewest warps with a cell within
+    ``tol`` of the maximum."""
+    top = max_rate(rates)
+    if top is None:
+        return None
+    reach = _finite(rates) & (np.nan_to_num(rates) >= (1 - tol) * top[0])
+    for i in np.argsort(warps):
+        js = np.flatnonzero(reach[i])
+        if js.size:
+            return warps[i], min(distances[j] for j in js)
+    return None
+
+
+def warp_latency(rates: np.ndarray, warps: list[int], distances: list[int]) -> float | None:
+    """WL: cycles between two issues of one warp = 1 / the rate of one warp with the most
+    independent chains (the largest distance); None without a one-warp row."""
+    if 1 not in warps:
+        return None
+    r = rates[warps.index(1), int(np.argmax(distances))]
+    return float(1 / r) if np.isfinite(r) and r > 0 else None
+
+
+def latency_from_grid(rates: np.ndarray, warps: list[int], distances: list[int],
+                      share: float = LINEAR_SHARE) -> float | None:
+    """The latency the distance-1 column implies: below saturation W warps of one chain each
+    give W / latency; a line through the origin over the cells below ``share`` of the column's
+    maximum (the one-warp cell at least). None without a distance-1 column."""
+    if 1 not in distances:
+        return None
+    col = rates[:, distances.index(1)]
+    ok = _finite(col)
+    if not ok.any():
+        return None
+    w = np.asarray(warps, dtype=float)
+    low = ok & (np.nan_to_num(col) <= share * float(col[ok].max()))
+    if not low.any():
+        low = ok & (w == w[ok].min())
+    x, y = w[low], col[low]
+    return float((x @ x) / (x @ y))
+
+
+def instabilities(rates: np.ndarray, halfwidth: np.ndarray, warps: list[int], distances: list[int],
+                  tol: float = DROP_TOL) -> list[tuple[int, int, float]]:
+    """(warps, distance, relative drop) wherever adding warps (the next row) lowers the rate by
+    more than ``tol`` of it and by more than the two cells' intervals together."""
+    order = np.argsort(warps)
+    r, h = rates.tolist(), np.nan_to_num(halfwidth).tolist()
+    out = []
+    for a, b in zip(order[:-1], order[1:], strict=True):
+        for j, d in enumerate(distances):
+            ra, rb = r[a][j], r[b][j]
+            if not (math.isfinite(ra) and math.isfinite(rb)) or ra <= 0:
+                continue
+            hw = h[a][j] + h[b][j]
+            drop = ra - rb
+            if drop > tol * ra and drop > hw:
+                out.append((int(warps[b]), int(d), round(float(drop / ra), 4)))
+    return out
+
+
+def analyse(rates: np.ndarray, halfwidth: np.ndarray, warps: list[int], distances: list[int]) -> dict:
+    """Everything derived from one grid (rows ``warps``, columns ``distances``; NaN: no cell)."""
+    top = max_rate(rates)
+    mnw = min_warps(rates, warps, distances)
+    return {
+        "max_rate": top and top[0],
+        "max_at": top and {"warps": warps[top[1]], "distance": distances[top[2]]},
+        "min_warps": mnw and {"warps": mnw[0], "distance": mnw[1]},
+        "warp_latency_cycles": warp_latency(rates, warps, distances),
+        "latency_from_grid": latency_from_grid(rates, warps, distances),
+        "instabilities": [list(x) for x in instabilities(rates, halfwidth, warps, distances)],
+    }
+
+
+def sig(x: float, digits: int = 4) -> float | None:
+    """``x`` rounded to ``digits`` significant digits (None for no value)."""
+    if x is None or not np.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def columns(w: VariantWork, plan: Plan) -> dict[int, Family]:
+    """The family of each distance of the grid: a throughput family of that many chains, else
+    the grid's own."""
+    out: dict[int, Family] = {}
+    for f in w.families:
+        if f.measure in ("throughput", GRID) and f.operand is None and f.chains in plan.grid_distances:
+            out.setdefault(f.chains, f)
+    return out
+
+
+def region_kernel(f: Family, plan: Plan) -> Built:
+    """The one kernel of a column's family that the grid launches: the longest region of at most
+    ``max(plan.grid_units)`` instances per thread (else the shortest), so that every column
+    times regions of about one size (the family's other kernels verify its SASS)."""
+    fit = [b for b in f.built if b.kernel.units <= max(plan.grid_units)]
+    return max(fit, key=lambda b: b.kernel.units) if fit else min(f.built, key=lambda b: b.kernel.units)
+
+
+def _launch_column(dev: Device, b: Built, ws: list[int], plan: Plan, sm_count: int,
+                   notes: list[str]) -> dict[int, list[LaunchResult]]:
+    """Every warp count's launches of one column's kernel, in one batch; where the batch is
+    refused (a launch the driver does not take), each warp count alone, the refused ones
+    noted. A failed worker is raised: the variant's remaining kernels would fail alike."""
+    k = b.kernel
+
+    def spec(W: int) -> RunSpec:
+        return RunSpec(k.name, tuple(k.inputs), k.n_sink, plan.reps, sm_count, 32 * W, plan.grid_launches)
+
+    try:
+        return dict(zip(ws, dev.run_many(b.cubin, [spec(W) for W in ws]), strict=True))
+    except Exception as e:
+        if type(e).__name__ == WORKER_FAILED:
+            raise
+    out = {}
+    for W in ws:
+        try:
+            out[W] = dev.run_many(b.cubin, [spec(W)])[0]
+        except Exception as e:
+            if type(e).__name__ == WORKER_FAILED:
+                raise
+            notes.append(f"d={k.chains} W={W}: refused: {type(e).__name__}: {e}"[:200])
+    return out
+
+
+def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts: dict) -> list[Result]:
+    """The variant's grid (one result, measure ``grid``): every cell, what it yields, and the
+    cells' spread. A cell is the plain rate of one region, the warps' instances over the block's
+    span, not a slope over two kernels: the kernels of two lengths may differ in more than their
+    length (register banks, code placement), which a slope turns into rates above the pipe's
+    limit, while a span holds all the region's issues and so never exceeds it. The kernel
+    cited is the first timed column's."""
+    v = w.variant
+    facts = target.facts["target"]
+    ws, ds = list(plan.grid_warps), list(plan.grid_distances)
+    rates = np.full((len(ws), len(ds)), np.nan)
+    hw = np.full_like(rates, np.nan)
+    notes: list[str] = []
+    over: list[str] = []
+    lengths: dict[str, int] = {}
+    hashes: dict[str, str] = {}
+    cols = columns(w, plan)
+    flags: list[str] = []
+    cite: dict | None = None
+    repeats = 0
+    for j, d in enumerate(ds):
+        f = cols.get(d)
+        c = _cite(w, f) if f is not None else None
+        if not isinstance(c, tuple):
+            notes.append(f"d={d}: " + (c.flags[0] if c is not None else "no kernels"))
+            continue
+        b = region_kernel(f, plan)
+        if cite is None:
+            flags, cite = c[0], {**c[1], "ptx_hash": b.ptx_hash, "sass_hash": b.sass_hash}
+            texts.update(b.texts())
+        hashes[str(d)] = b.ptx_hash
+        limit = limit_for(f.sass or c[1]["sass"], target.base)
+        cap = min(facts["max_warps_per_block"], facts["registers_per_sm"] // max(32 * f.regs, 1))
+        run_ws = [W for W in ws if W <= cap]
+        if len(run_ws) < len(ws):
+            notes.append(f"d={d}: W>{cap} refused ({f.regs} registers per thread)")
+        try:
+            got = _launch_column(dev, b, run_ws, plan, dev.info.sm_count, notes)
+        except Exception as e:  # the worker failed: the remaining columns would fail alike
+            notes.append(f"d={d}: error: {type(e).__name__}: {e}"[:200])
+            break
+        lengths[str(d)] = b.kernel.length
+        runs = [(W, r.times) for W in ws if W in got for r in got[W]]
+        by_w: dict[int, list[float]] = {}
+        for (W, _), sp in zip(runs, launch_spans([(t, W) for W, t in runs], plan.reps), strict=True):
+            by_w.setdefault(W, []).extend(sp.tolist())
+        for i, W in enumerate(ws):
+            if W not in got:
+                continue
+            rate, per = cell_rate(W * b.kernel.units, by_w.get(W, []))
+            repeats = max(repeats, len(per))
+            if rate is None:
+                continue
+            rates[i, j] = rate
+            hw[i, j] = robust_halfwidth(per)
+            bad = check(rate, limit) if limit is not None else None
+            if bad:
+                over.append(f"W={W} d={d}: {bad.removeprefix('exceeds-limit: ')}")
+    if cite is None:
+        return [Result(v.name, GRID, None, UNIT, "none", params={"grid_warps": ws, "grid_distances": ds},
+                       flags=["not timed: " + "; ".join(notes)], sass=w.record.sass, cls=v.cls,
+                       strategy=w.record.strategy)]
+    derived = analyse(rates, hw, ws, ds)
+    rel = hw / np.where(_finite(rates), rates, np.nan)
+    noisy = int(np.sum(np.nan_to_num(rel) > CELL_NOISE))
+    timed = int(np.sum(_finite(rates)))
+    flags = list(flags)
+    if over:
+        flags.append(f"exceeds-limit: {len(over)} cells, e.g. {over[0]}")
+    if noisy:
+        flags.append(f"grid-noisy: {noisy} of {timed} cells uncertain by more than "
+                     f"+-{CELL_NOISE:.0%} (95% interval of the median of {repeats} repeats)")
+    if timed < rates.size:
+        flags.append(f"grid-incomplete: {rates.size - timed} of {rates.size} cells not timed")
+    params = {"grid_warps": ws, "grid_distances": ds, "lengths": lengths, "blocks": "one block of W warps per SM",
+              "launches": plan.grid_launches, "repeats_per_launch": plan.reps - 1, **derived,
+              **({"notes": notes} if notes else {})}
+    samples = {"rates": [[sig(x) for x in row] for row in rates],
+               "spread": [[sig(x, 3) for x in row] for row in rel],
+               "ptx_hashes": hashes}  # each column's kernel (names, so hashes, follow the run's order)
+    return [Result(v.name, GRID, derived["max_rate"], UNIT,
+                   "max over the warps x distance grid; a cell: W x instances per thread / the "
+                   "median over SMs and repeats of the block span (first start to last end) of "
+                   "one region", params=params, samples=samples, flags=flags, **cite)]

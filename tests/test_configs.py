@@ -1,0 +1,243 @@
+"""Read-read and write-write instruction configurations (issue 22): the data table decides what
+is measured, the generated PTX has the intended register pattern, the SASS checks accept what
+ptxas -O3 really emits for it and reject a merged (CSE'd) or dead-write-eliminated kernel (real
+ptxas + nvdisasm, no GPU), and the suite's measurement path gives known answers on synthetic
+timings (FakeDevice)."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from gpudissect.catalog.model import load_catalog
+from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.build import build_module
+from gpudissect.suites.instructions import configs
+from gpudissect.suites.instructions.checks import Sample, check_family
+from gpudissect.suites.instructions.configs import (
+    ConfigSpec,
+    check_config,
+    check_read_read,
+    check_write_write,
+    config_lengths,
+    config_specs,
+)
+from gpudissect.suites.instructions.operands import core_sass
+from gpudissect.suites.instructions.strategies import strategy
+from gpudissect.suites.instructions.suite import Plan, measure_work, prepare_works
+from gpudissect.suites.instructions.template import GenerationError, generate_config
+from gpudissect.suites.instructions.verify import autoverify_many
+from gpudissect.target import make_target
+
+RR, WW = "latency_read_read", "latency_write_write"
+TABLE = """
+[dependence_types]
+register_budget = 64
+predicates = 3
+[[dependence_types.set]]
+variants = ["fma.rn.f32", "fma.rn.f64"]
+measures = ["latency_read_read", "latency_write_write"]
+[[dependence_types.set]]
+variants = ["mad.lo.*"]
+shared = 3
+[[dependence_types.set]]
+variants = ["ex2.approx.ftz.f32"]
+measures = ["latency_write_write"]
+"""
+PLAN = Plan(latency_units=(16, 32, 48), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
+            distances=(2,), distance_units=(32, 64), reps=3, launches=1)
+
+
+@pytest.fixture
+def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "strategies.toml"
+    f.write_text(TABLE)
+    monkeypatch.setattr(configs, "STRATEGY_FILE", f)
+
+
+@pytest.fixture(scope="module")
+def sm90():
+    return make_target("sm_90", "13.0")
+
+
+def variant(name: str):
+    return load_catalog().get(name)
+
+
+# --- the data table ------------------------------------------------------------------------
+
+
+def test_table_decides_measures_shared_operand_and_predicates(table):
+    assert config_specs(variant("fma.rn.f32")) == [ConfigSpec(RR, 1, 3), ConfigSpec(WW, 1, 3)]
+    assert config_specs(variant("mad.lo.u32")) == [ConfigSpec(RR, 3, 3), ConfigSpec(WW, 3, 3)]
+    assert config_specs(variant("ex2.approx.ftz.f32")) == [ConfigSpec(WW, 1, 3)]
+    assert config_specs(variant("add.f32")) == []
+    with pytest.raises(ValueError, match="unknown measure latency_x"):
+        config_specs(variant("fma.rn.f32"), TABLE.replace('"latency_read_read", "latency_write_write"',
+                                                          '"latency_x"'))
+
+
+def test_lengths_stay_within_the_register_budget(table):
+    # fma.rn.f32 read_read: b, c and d per instance, 3 registers: 64 // 3 = 21 instances at most
+    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(RR), (16, 32, 48), 4) == (7, 14, 21)
+    # fma.rn.f64: 2 registers per value, 6 per instance: 10
+    assert max(config_lengths(variant("fma.rn.f64"), ConfigSpec(RR), (16, 32, 48), 4)) == 10
+    # write_write: one value of its own per instance: the units themselves fit
+    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(WW), (16, 32, 48), 4) == (16, 32, 48)
+
+
+# --- generation ----------------------------------------------------------------------------
+
+
+def _instances(entry: str, op: str) -> list[str]:
+    region = entry.split("%t0, %clock64;")[1].split("%t1, %clock64;")[0]
+    return [ln.strip() for ln in region.splitlines() if op in ln]
+
+
+def test_read_read_ptx_shares_one_register_and_nothing_else(sm90):
+    k = generate_config(variant("fma.rn.f32"), strategy("reg"), sm90, "read_read", length=6, name="k")
+    inst = [re.findall(r"%r\d+", ln) for ln in _instances(k.entry, "fma.rn.f32")]
+    assert len(inst) == 6
+    dests, a, others = [i[0] for i in inst], {i[1] for i in inst}, [r for i in inst for r in i[2:]]
+    assert len(a) == 1 and len(set(dests)) == 6  # one shared source; each instance its own result
+    assert len(set(others)) == 12 and not (set(others) | a) & set(dests)  # no value shared, no write-read
+    for r in others + list(a):  # every value read is loaded at run time, outside the region
+        assert re.search(rf"ld\.global\.b32 {r}, \[%in\+\d+\];", k.entry)
+    for d in dests:  # every result stored after the loop: nothing is dead
+        assert re.search(rf"st\.global\.b32 \[%outp\+\d+\], {d};", k.entry)
+    assert f"xor.b32 {a.pop()}" in k.entry  # changed after each repetition: nothing loop-invariant
+
+
+def test_write_write_ptx_writes_one_register_under_cycling_predicates(sm90):
+    k = generate_config(variant("ex2.approx.ftz.f32"), strategy("reg"), sm90, "write_write", length=6,
+                        preds=3, name="k")
+    inst = _instances(k.entry, "ex2.approx")
+    got = [re.match(r"@(%p\d+) ex2\.approx\.ftz\.f32 (%r\d+), (%r\d+);", ln).groups() for ln in inst]
+    assert len(got) == 6 and len({d for _, d, _ in got}) == 1
+    assert [p for p, _, _ in got][:3] == [p for p, _, _ in got][3:] and len({p for p, _, _ in got}) == 3
+    assert len({s for _, _, s in got}) == 6  # each instance its own source value: none the same
+
+
+def test_forms_that_do_not_exist_are_refused(sm90):
+    with pytest.raises(GenerationError, match="two source operands"):
+        generate_config(variant("ex2.approx.ftz.f32"), strategy("reg"), sm90, "read_read")
+    with pytest.raises(GenerationError, match="predicate result"):
+        generate_config(variant("setp.lt.s32"), strategy("reg"), sm90, "write_write")
+
+
+# --- the SASS checks on hand-written SASS -------------------------------------------------
+
+
+def _fam(sass, make, lengths=(4, 8)):
+    return [Sample(units=n, length=n, region=sass(*make(n))) for n in lengths]
+
+
+OWN = {"FFMA": Fraction(1)}
+
+
+def test_read_read_check(sass):
+    good = _fam(sass, lambda n: [f"FFMA R{40 + i}, R{10 + i}, R2.reuse, R{20 + i}" for i in range(n)])
+    why, info = check_read_read(good, OWN)
+    assert why is None and info["shared_slots"] == {"FFMA": [1]} and info["reuse_fraction"] == 1.0
+    merged = _fam(sass, lambda n: [f"FFMA R{40 + i}, R{10 + i}, R2, R{20 + i}" for i in range(n - 1)])
+    assert "merged" in check_read_read(merged, OWN)[0]
+    chained = _fam(sass, lambda n: [f"FFMA R{40 + i}, R{39 + i}, R2, R{20 + i}" for i in range(n)])
+    assert "write-read" in check_read_read(chained, OWN)[0]
+    two = _fam(sass, lambda n: [f"FFMA R{40 + i}, R3, R2, R{20 + i}" for i in range(n)])
+    assert "not one source operand" in check_read_read(two, OWN)[0]
+    none = _fam(sass, lambda n: [f"FFMA R{40 + i}, R{10 + i}, R{60 + i}, R{20 + i}" for i in range(n)])
+    assert "no register is read by every instance" in check_read_read(none, OWN)[0]
+
+
+def test_write_write_check(sass):
+    good = _fam(sass, lambda n: [f"@P{1 + i % 3} FFMA R7, R{10 + i}, R2, R3" for i in range(n)])
+    why, info = check_write_write(good, OWN)
+    assert why is None and info["predicates"] == ["@P1", "@P2", "@P3"]
+    dead = _fam(sass, lambda n: ["FFMA R7, R10, R2, R3"])  # only the last write left
+    assert "dead" in check_write_write(dead, OWN)[0]
+    sel = _fam(sass, lambda n: [f"FFMA R7, R{10 + i}, R2, R3" for i in range(n)])
+    assert "select" in check_write_write(sel, OWN)[0]
+    read = _fam(sass, lambda n: [f"@P1 FFMA R7, R{10 + i}, R7, R3" for i in range(n)])
+    assert "read between" in check_write_write(read, OWN)[0]
+    spread = _fam(sass, lambda n: [f"@P1 FFMA R{7 + i}, R{10 + i}, R2, R3" for i in range(n)])
+    assert "different registers" in check_write_write(spread, OWN)[0]
+    assert "SASS changed" in check_config(WW, good, OWN, {"FFMA": Fraction(1), "FSEL": Fraction(1)})[0]
+
+
+# --- real ptxas: the checks accept what ptxas emits, reject a merged or dead form ----------
+
+
+def _check(sm90, mode: str, name: str, op: str, own: dict, edit=None, lengths=(8, 16)):
+    v = variant(name)
+    ks = [generate_config(v, strategy("reg"), sm90, mode, length=n, preds=4, name=f"k{n}") for n in lengths]
+    if edit is not None:
+        for k in ks:
+            k.entry = edit(k.entry)
+    built = build_module(ks, sm90.arch)
+    samples = [Sample(k.units, k.length, built[k.name].region) for k in ks]
+    fam = check_family(samples, check_depth=False)
+    if not fam.ok:
+        return fam.reason, {}
+    return check_config(RR if mode == "read_read" else WW, samples, own, core_sass(fam.per_unit, None, {}))
+
+
+def _same_sources(entry: str) -> str:
+    """Every fma.rn.f32 instance given the first instance's sources: ptxas may merge them."""
+    lines = entry.splitlines()
+    idx = [i for i, ln in enumerate(lines) if ln.strip().startswith("fma.rn.f32")]
+    srcs = lines[idx[0]].split(",", 1)[1]
+    for i in idx:
+        lines[i] = lines[i].split(",", 1)[0] + "," + srcs
+    return "\n".join(lines)
+
+
+def test_ptxas_read_read_kernels_pass_and_a_merged_one_fails(sm90):
+    why, info = _check(sm90, "read_read", "fma.rn.f32", "FFMA", OWN)
+    assert why is None and list(info["shared_slots"]) == ["FFMA"]
+    why, _ = _check(sm90, "read_read", "fma.rn.f32", "FFMA", OWN, edit=_same_sources)
+    assert why is not None  # CSE: one FFMA for all instances
+
+
+def test_ptxas_write_write_kernels_pass_and_a_dead_one_fails(sm90):
+    why, info = _check(sm90, "write_write", "fma.rn.f32", "FFMA", OWN)
+    assert why is None and len(info["predicates"]) >= 2
+    why, _ = _check(sm90, "write_write", "fma.rn.f32", "FFMA", OWN,
+                    edit=lambda e: re.sub(r"@%p\d+ (fma\.rn\.f32)", r"\1", e))
+    assert why is not None  # unguarded: every write but the last is dead, and ptxas removes it
+
+
+def test_ptxas_converting_guarded_fp64_writes_is_refused(sm90):
+    why, _ = _check(sm90, "write_write", "fma.rn.f64", "DFMA", {"DFMA": Fraction(1)})
+    assert why and ("SASS changed" in why or "select" in why)
+
+
+# --- the suite's measurement path on synthetic timings -------------------------------------
+
+
+def test_configurations_measured_from_synthetic_timings(table, sm90):
+    names = ["fma.rn.f32", "ex2.approx.ftz.f32", "fma.rn.f64"]
+    cat = load_catalog()
+    vs = [cat.get(n) for n in names]
+    works = {w.variant.name: w for w in prepare_works(vs, autoverify_many(vs, sm90, jobs=1), sm90, PLAN, jobs=1)}
+    per = {"_rr_": 1.0, "_ww_": 2.5}
+
+    def model(kernel: str, chains: int, length: int, warps: int) -> float:
+        return 80 + length * next((c for tag, c in per.items() if tag in kernel), 4.0)
+
+    got = {r.measure: r for r in measure_work(FakeDevice(model), works["fma.rn.f32"], PLAN, sm90).results}
+    rr, ww = got[RR], got[WW]
+    assert rr.value == pytest.approx(1.0) and ww.value == pytest.approx(2.5)
+    assert got["latency"].value == pytest.approx(4.0)
+    assert rr.params["shared_slots"] == {"FFMA": [1]} and rr.params["lengths"] == [7, 14, 21]
+    assert ww.params["lengths"] == [16, 32, 48] and ww.params["predicates"]
+    assert "cycles_per_repeat" in rr.samples and rr.sass == ["FFMA"] and rr.ptx_hash
+    assert "read one register" in rr.statistic and "write one register" in ww.statistic
+    ex2 = {r.measure: r for r in measure_work(FakeDevice(model), works["ex2.approx.ftz.f32"], PLAN, sm90).results}
+    assert RR not in ex2 and ex2[WW].value == pytest.approx(2.5)
+    f64 = {r.measure: r for r in measure_work(FakeDevice(model), works["fma.rn.f64"], PLAN, sm90).results}
+    assert f64[RR].value == pytest.approx(1.0) and f64[RR].params["shared_slots"] == {"DFMA": [0]}
+    # ptxas turns guarded 64-bit writes into selects: not timed, with the reason (nothing else timed)
+    assert f64[WW].value is None and f64[WW].flags[0].startswith("not timed: ") and "FSEL" in f64[WW].flags[0]
