@@ -200,8 +200,10 @@ class WorkerDevice:
         what = method
         if method in ("run", "run_many", "launch", "launch_series"):
             cubin, kernel = args[0], args[1]
-            if not isinstance(kernel, str):  # run_many: its specs
+            if method == "run_many":  # its specs (launch_series: a list of kernel names)
                 kernel = f"{kernel[0].kernel} and {len(kernel) - 1} more" if kernel else "nothing"
+            elif not isinstance(kernel, str):
+                kernel = ", ".join(kernel)
             key = self._key(cubin)
             args = ((key, None if key in self._sent else bytes(cubin)), *args[1:])
             self._sent.add(key)
