@@ -134,3 +134,20 @@ def test_the_suite_records_the_reason_and_continues(tmp_path, sweep):
     assert store.done_items(run_id) == {"add.f32", "mul.lo.u32", "sub.f32", "add.u16", "add.u32",
                                         "add.u64", "lop3.b32"}
     assert store.runs()[0]["finished"] is not None
+
+
+def test_launch_series_and_run_many_are_forwarded_by_name():
+    """launch_series passes a list of kernel names, run_many a list of specs: each reaches the
+    device through the worker (a list of names once went down run_many's path and failed)."""
+    from gpudissect.device.device import RunSpec
+    from gpudissect.device.fakes import demo_model
+
+    dev = WorkerDevice(timeout=5.0, factory=functools.partial(FakeDevice, demo_model, sm_count=2))
+    try:
+        run = dev.launch_series(b"cubin", ["k_a", "k_b"], 1, 32, 4, mode="graph", repeats=2)
+        assert len(run.gpu_ms) == 2
+        many = dev.run_many(b"cubin", [RunSpec("v0_t1_n8", (), 1, 2, 2, 32),
+                                       RunSpec("v0_t1_n16", (), 1, 2, 2, 32, launches=2)])
+        assert [len(r) for r in many] == [1, 2]
+    finally:
+        dev.close()
