@@ -275,3 +275,23 @@ def test_cli_measured_path(tmp_path: Path):
     assert r.exit_code == 2 and "not a predict --validate measurement file" in r.output
     r = CliRunner().invoke(app, ["predict"])
     assert r.exit_code == 2 and "--validate" in r.output
+
+
+def test_target_lines_say_met_missed_and_what_the_model_lacks():
+    from gpudissect.predict.validate import target_lines
+
+    def st(mape):
+        return {"model": {"mape": mape}}
+
+    spec = {"targets": {"generated": 0.05, "real": 0.10},
+            "lacks": {"generated @ full": "pipe contention", "real": "memory bandwidth"}}
+    stats = {"generated": st(0.09), "generated @ 1": st(0.015), "generated @ full": st(0.17),
+             "real": st(0.08), "real @ full": st(0.19)}
+    lines = target_lines(stats, spec)
+    assert lines[0] == "generated: 9.0% against a target of 5.0%: missed"
+    assert lines[1] == "  generated @ full: 17.0%; the model lacks: pipe contention"  # @ 1 is within
+    assert lines[2] == "real: 8.0% against a target of 10.0%: met"  # a met group lists no points
+    assert len(lines) == 3
+    stats["real"] = st(0.12)
+    assert target_lines(stats, spec)[-1] == "  real @ full: 19.0%; the model lacks: memory bandwidth"
+    assert target_lines({}, spec) == []  # no points: nothing to say

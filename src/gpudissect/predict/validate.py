@@ -15,8 +15,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import tomllib
 from pathlib import Path
 
+from gpudissect import DATA_DIR
 from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
@@ -188,6 +190,30 @@ def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
     return lines
 
 
+def target_lines(stats: dict[str, dict[str, dict]], spec: dict | None = None) -> list[str]:
+    """Per group with a target (data/predict.toml [targets]): its model MAPE against the target,
+    and for a group that misses, the points of it that miss with what the model lacks there
+    ([lacks]); nothing for a group without points."""
+    if spec is None:
+        spec = tomllib.loads((DATA_DIR / "predict.toml").read_text())
+    lacks = spec.get("lacks", {})
+    out = []
+    for g, target in spec.get("targets", {}).items():
+        m = (stats.get(g) or {}).get("model") or {}
+        if m.get("mape") is None:
+            continue
+        if m["mape"] <= target:
+            out.append(f"{g}: {_pct(m['mape'])} against a target of {_pct(target)}: met")
+            continue
+        out.append(f"{g}: {_pct(m['mape'])} against a target of {_pct(target)}: missed")
+        for sub in sorted(k for k in stats if k.startswith(f"{g} @ ")):
+            sm = stats[sub]["model"]
+            if sm.get("mape") is not None and sm["mape"] > target:
+                why = lacks.get(sub) or lacks.get(g) or "not stated"
+                out.append(f"  {sub}: {_pct(sm['mape'])}; the model lacks: {why}")
+    return out
+
+
 def tensor_lines(rows: list[dict]) -> list[str]:
     """The tensor-core model per loop and point: predicted beside measured (the tensor model's
     loops and the real loops with tensor SASS)."""
@@ -307,7 +333,7 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
              "taken branch (calibration loops, not in the set): "
              + ("none measured" if bc is None else f"{bc:.2f} cycles from its issue to the loop's head "
                 "(a longer stall count hides it)"),
-             *table_lines(res["stats"]), *tensor_lines(res["rows"])]
+             *table_lines(res["stats"]), *target_lines(res["stats"]), *tensor_lines(res["rows"])]
     if res["errors"]:
         lines.append(f"{len(res['errors'])} loops/points without a value (first: {res['errors'][0]})")
     if output is not None:

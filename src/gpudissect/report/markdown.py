@@ -102,7 +102,7 @@ def _validation_section(rs: ResultSet) -> list[str]:
     stats = (v.get("analysis") or {}).get("stats")
     if not stats:
         return []
-    from gpudissect.predict.validate import table_lines, tensor_lines
+    from gpudissect.predict.validate import table_lines, target_lines, tensor_lines
 
     gpu = v.get("gpu") or {}
     return ["## How well the tables predict real code", "",
@@ -112,7 +112,8 @@ def _validation_section(rs: ResultSet) -> list[str]:
             "error, the share within 5% and 10%, Kendall's tau, per group, beside the v0 bounds, the "
             "sum-of-latencies and the max-pipe-pressure baselines; tensor SASS from the per-SASS tensor "
             "timings (the tensor-core model, validated on its own mma.sync and wgmma loops).", "", "```",
-            *table_lines(stats), *tensor_lines((v.get("analysis") or {}).get("rows") or []), "```", ""]
+            *table_lines(stats), *target_lines(stats), *tensor_lines((v.get("analysis") or {}).get("rows") or []),
+            "```", ""]
 
 
 COVERED = ("instructions", "memory", "tensor", "behaviour")  # the sections above
