@@ -217,9 +217,16 @@ _TAIL_E = _tail("%x").replace("ret;", "E:\n    ret;")
 def chase_global_kernel(op: str, header: str) -> Kernel:
     if op not in GLOBAL_OPS:
         raise ValueError(f"unknown cache operator '{op}' ({', '.join(GLOBAL_OPS)})")
-    body = "\n".join(f"    ld.global.{op}.u64 %p, [%p];" for _ in range(UNROLL))
-    e = f"""
-.visible .entry chase_{op}(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
+    step = f"    ld.global.{op}.u64 %p, [%p];"
+    e = _global_chase_entry(f"chase_{op}", step, "\n".join(step for _ in range(UNROLL)))
+    return _kernel(f"chase_{op}", header, e, "chase", {"path": f"ld.global.{op}", "expect": "global"})
+
+
+def _global_chase_entry(name: str, step: str, body: str) -> str:
+    """The entry of a chase through global memory: ``warm`` untimed ``step``s from the chain's
+    start, then the timed region ``body`` (the pointer ``%p`` carries the chain)."""
+    return f"""
+.visible .entry {name}(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
 {{
     .reg .u64 %p, %t0, %t1, %o, %oo;
     .reg .u32 %n, %c;
@@ -229,12 +236,11 @@ def chase_global_kernel(op: str, header: str) -> Kernel:
 W:
     setp.eq.u32 %q, %n, 0;
     @%q bra WD;
-    ld.global.{op}.u64 %p, [%p];
+{step}
     sub.u32 %n, %n, 1;
     bra W;
 WD:
 {_timed(body, '%p')}"""
-    return _kernel(f"chase_{op}", header, e, "chase", {"path": f"ld.global.{op}", "expect": "global"})
 
 
 def _onchip_chase(name: str, path: str, expect: str, space: str, nbytes: int, step: str,
@@ -672,21 +678,5 @@ def chase_stg_kernel(header: str) -> Kernel:
     value is visible to it. Compared with the ``ld.global.cv`` chase (the same strong
     system-scope load) of the same run."""
     pair = "    st.volatile.global.u64 [%p], %p;\n    ld.volatile.global.u64 %p, [%p];"
-    body = "\n".join(pair for _ in range(UNROLL))
-    e = f"""
-.visible .entry chase_stg(.param .u64 chain, .param .u64 out, .param .u32 warm, .param .u32 iters)
-{{
-    .reg .u64 %p, %t0, %t1, %o, %oo;
-    .reg .u32 %n, %c;
-    .reg .pred %q;
-    ld.param.u64 %p, [chain];
-    ld.param.u32 %n, [warm];
-W:
-    setp.eq.u32 %q, %n, 0;
-    @%q bra WD;
-{pair}
-    sub.u32 %n, %n, 1;
-    bra W;
-WD:
-{_timed(body, '%p')}"""
+    e = _global_chase_entry("chase_stg", pair, "\n".join(pair for _ in range(UNROLL)))
     return _kernel("chase_stg", header, e, "chase", {"path": "st.global+ld.global", "expect": "global"})
