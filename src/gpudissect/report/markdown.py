@@ -252,7 +252,7 @@ def timing_reference(rs: ResultSet) -> str:
                              ("smem_ld_latency", "shared memory load latency"),
                              ("smem_st_latency", "shared memory store latency (seed 000's one-store span)"),
                              ("smem_st_roundtrip", "shared store -> dependent load, beyond the load"),
-                             ("gmem_st_latency", "global store latency (seed 000's one-store span)"),
+                             ("gmem_st_latency", "clock span around one global store (seed 000's method; not its completion)"),
                              ("gmem_st_roundtrip", "global store -> dependent load, beyond the load"),
                              ("smem_banks", "shared memory banks"), ("smem_bank_bytes", "shared memory bank width"),
                              *((f"smem_{rw}_{b}", f"shared {rw} throughput, {b}-bit accesses")
