@@ -313,3 +313,21 @@ def test_a_suite_prepared_in_the_background_is_only_measured_by_its_run(tmp_path
     (fut,) = prepare_in_background([(suite, bad, ["no.such.variant"])])
     with pytest.raises(Exception, match="no.such.variant"):
         run(suite, bad, ["no.such.variant"], ahead=fut)
+
+
+def test_the_suite_document_leaves_the_warp_windows_to_the_store(tmp_path, sweep):
+    from gpudissect.store.export import STORE_ONLY_SAMPLES, suite_document
+
+    store = Store(tmp_path / "r.db")
+    run_id = sweep(Recording(model, sm_count=4), store, VARIANTS[:1]).run_id
+    in_store = {(r["variant"], r["measure"], json.dumps(r["params"], sort_keys=True)): r
+                for r in store.results(run_id)}
+    assert any("warp_windows_one_sm" in (r["samples"] or {}) for r in in_store.values())
+    doc = suite_document(store, run_id)
+    assert doc["samples_in_store_only"] == list(STORE_ONLY_SAMPLES)
+    assert len(doc["records"]) == len(in_store)
+    for rec in doc["records"]:
+        full = in_store[(rec["variant"], rec["measure"], json.dumps(rec["params"], sort_keys=True))]
+        kept = {k: v for k, v in (full["samples"] or {}).items() if k not in STORE_ONLY_SAMPLES}
+        assert (rec["samples"] or {}) == kept or rec["samples"] == full["samples"]  # raw repeats kept
+        assert "warp_windows_one_sm" not in (rec["samples"] or {})

@@ -30,12 +30,22 @@ def write_json(store: Store, path: Path, run_id: int | None = None) -> int:
 
 
 SUITE_SCHEMA = "gpudissect.suite/1"
+# evidence kept in the store alone (``<suite>.db.xz``), not in the compact suite document: per
+# kernel, the warps' start/end windows on one SM (the raw repeats and statistics stay in both)
+STORE_ONLY_SAMPLES = ("warp_windows_one_sm",)
+
+
+def _compact(rec: dict) -> dict:
+    samples = rec.get("samples")
+    if isinstance(samples, dict) and any(k in samples for k in STORE_ONLY_SAMPLES):
+        rec = {**rec, "samples": {k: v for k, v in samples.items() if k not in STORE_ONLY_SAMPLES}}
+    return rec
 
 
 def suite_document(store: Store, run_id: int) -> dict:
     """One suite run as the stable per-suite JSON (``data/<gpu>/<suite>.json``):
     provenance of the run, the suite's summary (its conclusions, with the evidence named),
-    and every record."""
+    and every record (without the evidence of ``STORE_ONLY_SAMPLES``, which the store keeps)."""
     run = store.run(run_id)
     return {
         "schema": SUITE_SCHEMA,
@@ -44,7 +54,8 @@ def suite_document(store: Store, run_id: int) -> dict:
                                                 "sm_count", "clocks_before", "clocks_after", "host",
                                                 "started", "finished", "tool_version", "params", "timing")},
         "summary": store.get_meta(f"summary:{run_id}", {}),
-        "records": records(store, run_id),
+        "samples_in_store_only": list(STORE_ONLY_SAMPLES),
+        "records": [_compact(r) for r in records(store, run_id)],
     }
 
 
