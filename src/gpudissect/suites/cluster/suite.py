@@ -125,6 +125,15 @@ def refused(e: BaseException) -> str | None:
     return text[:400] if any(c in text for c in CLUSTER_ERRORS) else None
 
 
+def refusal(e: BaseException, name: str, measure: str, unit: str, params: dict) -> Result:
+    """The result of a launch the driver refused (a finding); any other failure is raised again."""
+    why = refused(e)
+    if why is None:
+        raise e
+    return Result(name, measure, None, unit, "refused by the driver", params=params,
+                  flags=[f"refused: {why}"], cls="cluster")
+
+
 # ----------------------------------------------------------------- launches
 GRID_UNIT: dict[int, str] = {}  # id(device) -> "clusters" | "blocks": what a cluster launch's grid counts
 # (emptied by every plan: a device object lives through one run)
@@ -185,11 +194,7 @@ def run_map(dev: Device, p: Probe, b: Built, nsm: int, smem: int) -> Result:
                            [Buf("rec", nbytes=ncl * s * kn.MAP_WORDS * 8, read=True, dtype="u8", zero=True),
                             Buf("spin", data=spin)], smem=smem, cluster=(s, 1, 1))
         except Exception as e:  # noqa: BLE001 - a refusal is a finding, anything else is raised
-            why = refused(e)
-            if why is None:
-                raise
-            return Result(p.name, "map", None, "clusters", "refused by the driver", params={**p.params, "smem": smem},
-                          flags=[f"refused: {why}"], cls="cluster")
+            return refusal(e, p.name, "map", "clusters", {**p.params, "smem": smem})
         rec = r.outputs["rec"].reshape(-1, kn.MAP_WORDS)[: ncl * s].astype(np.int64)
         g0, g1, sm, rank, cid = rec[:, 0], rec[:, 1], rec[:, 3], rec[:, 4], rec[:, 5]
         d = an.map_launch(sm, rank, cid, g0, g1)
@@ -222,11 +227,7 @@ def run_launch(dev: Device, p: Probe, b: Built, nsm: int) -> list[Result]:
                             Buf("spin", nbytes=blocks * 4, zero=True)],
                            launches=LAUNCH_REPS, cluster=(s, 1, 1) if s else None)
         except Exception as e:  # noqa: BLE001
-            why = refused(e)
-            if why is None:
-                raise
-            out.append(Result(name, "launch", None, "us", "refused by the driver", params=params,
-                              flags=[f"refused: {why}"], cls="cluster"))
+            out.append(refusal(e, name, "launch", "us", params))
             continue
         us = [1000 * x for x in r.gpu_ms[1:]]  # the first launch loads the module
         rec = r.outputs["rec"].reshape(-1, kn.MAP_WORDS)[:blocks].astype(np.int64)
@@ -392,11 +393,7 @@ def run_barrier(dev: Device, p: Probe, bs: list[Built], nsm: int, smem: int, fla
         try:
             lat, ev = _chain(dev, bs, s, nsm, smem, list(range(s)))
         except Exception as e:  # noqa: BLE001
-            why = refused(e)
-            if why is None:
-                raise
-            out.append(Result(name, "barrier", None, "cycles", "refused by the driver", params=params,
-                              flags=[f"refused: {why}"], cls="cluster"))
+            out.append(refusal(e, name, "barrier", "cycles", params))
             continue
         out.append(Result(name, "barrier", lat, "cycles",
                           f"{kn.BARRIER_FORMS[p.params['form']]} + barrier.cluster.wait, one warp per CTA: (median "
@@ -439,11 +436,7 @@ class ClusterSuite(SuiteBase):
         try:
             rs = self._run(p, bs, dev, nsm, smem, flags)
         except Exception as e:  # noqa: BLE001 - a size the driver refuses is a finding
-            why = refused(e)
-            if why is None:
-                raise
-            rs = [Result(p.name, p.kind, None, "-", "refused by the driver", params=dict(p.params),
-                         flags=[f"refused: {why}"], cls="cluster")]
+            rs = [refusal(e, p.name, p.kind, "-", dict(p.params))]
         last = bs[-1]
         for r in rs:
             r.ptx_hash, r.sass_hash = last.ptx_hash, last.sass_hash
