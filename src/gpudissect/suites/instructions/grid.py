@@ -255,6 +255,25 @@ def _launch_column(dev: Device, b: Built, ws: list[int], plan: Plan, sm_count: i
     return out
 
 
+def warp_rates(dev: Device, b: Built, warps: list[int], plan: Plan, sm_count: int,
+               notes: list[str]) -> dict[int, tuple[float, float, int]]:
+    """The rate of one kernel (warp-instructions per cycle per SM: W x instances per thread over
+    the block's span, as a grid cell) at each warp count of ``warps`` (one block of W warps per
+    SM, one batch): W -> (rate, the 95% half-width of its median over repeats, the repeats). A
+    failed worker is raised."""
+    got = _launch_column(dev, b, warps, plan, sm_count, notes)
+    runs = [(W, r.times) for W in warps if W in got for r in got[W]]
+    by_w: dict[int, list[float]] = {}
+    for (W, _), sp in zip(runs, launch_spans([(t, W) for W, t in runs], plan.reps), strict=True):
+        by_w.setdefault(W, []).extend(sp.tolist())
+    out = {}
+    for W in warps:
+        rate, per = cell_rate(W * b.kernel.units, by_w.get(W, []))
+        if rate is not None:
+            out[W] = (rate, robust_halfwidth(per), len(per))
+    return out
+
+
 def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts: dict) -> list[Result]:
     """The variant's grid (one result, measure ``grid``): every cell, what it yields, and the
     cells' spread. A cell is the plain rate of one region, the warps' instances over the block's
@@ -292,24 +311,17 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
         if len(run_ws) < len(ws):
             notes.append(f"d={d}: W>{cap} refused ({f.regs} registers per thread)")
         try:
-            got = _launch_column(dev, b, run_ws, plan, dev.info.sm_count, notes)
+            got = warp_rates(dev, b, run_ws, plan, dev.info.sm_count, notes)
         except Exception as e:  # the worker failed: the remaining columns would fail alike
             notes.append(f"d={d}: error: {type(e).__name__}: {e}"[:200])
             break
         lengths[str(d)] = b.kernel.length
-        runs = [(W, r.times) for W in ws if W in got for r in got[W]]
-        by_w: dict[int, list[float]] = {}
-        for (W, _), sp in zip(runs, launch_spans([(t, W) for W, t in runs], plan.reps), strict=True):
-            by_w.setdefault(W, []).extend(sp.tolist())
         for i, W in enumerate(ws):
             if W not in got:
                 continue
-            rate, per = cell_rate(W * b.kernel.units, by_w.get(W, []))
-            repeats = max(repeats, len(per))
-            if rate is None:
-                continue
+            rate, hw[i, j], n = got[W]
+            repeats = max(repeats, n)
             rates[i, j] = rate
-            hw[i, j] = robust_halfwidth(per)
             bad = check(rate, limit) if limit is not None else None
             if bad:
                 over.append(f"W={W} d={d}: {bad.removeprefix('exceeds-limit: ')}")
