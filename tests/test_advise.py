@@ -148,10 +148,61 @@ def test_efficacy_value_and_names():
     assert src.count("%%clock64") == 2 and '"+f"(x3)' in src  # the chains pinned inside the region
 
 
+def test_efficacy_cuda_kernel_times_with_kernel_timing():
+    """The nvcc kernel's timed region and row are kernel/timing.py's (cuda_repeated: the same
+    layout as the verified kernel's repeated), each warp's row at its global warp index."""
+    from gpudissect.kernel.timing import cuda_clock_read, cuda_repeated, row_words
+
+    src = eff.cuda_kernel("mad.lo.u32", 2, 8)
+    region = cuda_repeated(["for (int i = 0; i < 8; ++i) {", "  { unsigned& x = x0; x = x * a + b; }",
+                            "  { unsigned& x = x1; x = x * a + b; }", "}"], eff.REPS, eff.REPS,
+                           f"times + (size_t)(tid / 32) * {row_words(eff.REPS)}", pinned=('"+r"(x0)', '"+r"(x1)'))
+    assert "\n".join(region) in src and eff.ROW == row_words(eff.REPS)
+    assert cuda_clock_read("t0_", ('"+r"(x0)', '"+r"(x1)')) in src
+
+
+SYNTH_SASS = """
+.text.k:
+        /*0000*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0010*/                   CS2R R4, SR_CLOCKLO ;
+        /*0020*/                   MOV R2, RZ ;
+        /*0030*/                   CS2R R8, SRZ ;
+        /*0040*/                   IADD3 R21, R21, 0x1, RZ ;
+.L_x_1:
+        /*0050*/                   FFMA R3, R19, R3, R26 ;
+        /*0060*/                   IADD3 R2, R2, 0x20, RZ ;
+        /*0070*/                   ISETP.NE.AND P0, PT, R2, 0x80, PT ;
+        /*0080*/               @P0 BRA `(.L_x_1) ;
+        /*0090*/                   FFMA R3, R19, R3, R26 ;
+        /*00a0*/                   STG.E.64 desc[UR4][R24.64], R14 ;
+        /*00b0*/                   S2R R5, SR_TID.X ;
+        /*00c0*/               @P1 BRA `(.L_x_2) ;
+        /*00d0*/                   CS2R R6, SR_CLOCKLO ;
+.L_x_2:
+        /*00e0*/                   EXIT ;
+"""
+
+
+def test_efficacy_region_intrusions():
+    """What kernel/timing.py keeps out of a timed region, found in an nvcc region: the
+    harness's counter outside the work loop, a store, a special register read, a forward
+    branch; the work loop (its counter, test and back edge), moves and zeroing pass."""
+    from gpudissect.kernel.region import find_region
+    from gpudissect.kernel.sass import parse_sass
+
+    labels = eff.label_offsets(SYNTH_SASS)
+    assert labels == {"k": {".L_x_1": 0x50, ".L_x_2": 0xe0}}
+    region = find_region(parse_sass(SYNTH_SASS)["k"].instrs)
+    assert eff.region_intrusions(region, labels["k"], "FFMA") == [
+        "IADD3 R21, R21, 0x1, RZ ;", "STG.E.64 desc[UR4][R24.64], R14 ;", "S2R R5, SR_TID.X ;", "@P1 BRA `(.L_x_2) ;"]
+    assert eff.region_intrusions(region[:8], labels["k"], "FFMA") == ["IADD3 R21, R21, 0x1, RZ ;"]
+
+
 def test_efficacy_kernels_compile_with_the_work_in_the_region():
     from gpudissect.catalog.model import load_catalog
     from gpudissect.kernel.build import build_module
     from gpudissect.kernel.ptx import ptx_header
+    from gpudissect.kernel.region import kind_of
     from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
 
     try:
@@ -167,6 +218,12 @@ def test_efficacy_kernels_compile_with_the_work_in_the_region():
         main = eff.main_opcode(built[eff.pipe_name(eff.tag(v), k, eff.lengths(k)[1])])
         assert main == "IMAD"
         assert eff.region_flags(built[eff.pipe_name(eff.tag(v), k, eff.lengths(k)[1])], (a, b), main) == []
+        for nvb in (a, b):  # kernel/timing.py's region: no store, barrier, special register or
+            # branch of the harness between the two clock reads; the work loop's back edge alone
+            assert nvb.kernel.meta["region_intrusions"] == []
+            assert not any(kind_of(i.opcode) & {"barrier", "memory", "clock"} for i in nvb.region)
+            branches = [i for i in nvb.region if "branch" in kind_of(i.opcode)]
+            assert len(branches) <= 1 and all(i.opcode == "BRA" and i.predicate for i in branches)
         assert a.kernel.inputs == built[eff.pipe_name(eff.tag(v), k, eff.lengths(k)[0])].kernel.inputs
 
 

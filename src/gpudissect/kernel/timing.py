@@ -28,6 +28,7 @@ holds one block's work with the other's missing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -156,4 +157,92 @@ def repeated(body: list[str], count: str, r: Repeat, keep: int,
         f"  cvt.u64.u32 {r.smid64}, {r.smid32};",
         f"  @%tlead st.global.u64 [{r.times}+{8 * n}], {r.smid64};",
         "  }",
+    ]
+
+
+# ----------------------------------------------------------------- the row's layout
+# A warp's row (``row_words(keep)`` u64) as :func:`repeated` writes it: the kept repetitions
+# oldest first, each its start then its end clock, then ``%smid``. ``tests/test_timing.py``
+# checks these against the stores :func:`repeated` emits and :func:`cuda_repeated` emits them.
+def start_word(k: int) -> int:
+    """The word of a row holding the start clock of kept repetition ``k`` (0: the oldest)."""
+    return 2 * k
+
+
+def end_word(k: int) -> int:
+    """The word of a row holding the end clock of kept repetition ``k``."""
+    return 2 * k + 1
+
+
+def smid_word(keep: int) -> int:
+    """The word of a row holding the warp's ``%smid``."""
+    return 2 * keep
+
+
+# ----------------------------------------------------------------- the same in CUDA C++
+def _cuda_asm(ptx: str) -> str:
+    """A PTX instruction (operands ``%0``, ``%1``...) as the text of an inline asm statement:
+    every other ``%`` (the special registers') doubled."""
+    return re.sub(r"%(?!\d)", "%%", ptx.strip())
+
+
+def cuda_clock_read(out: str, pinned: tuple[str, ...] = ()) -> str:
+    """:func:`clock_read` as CUDA C++: the same PTX instruction (``mov.u64 %0, %clock64``, SASS
+    ``CS2R Rx, SR_CLOCKLO``) in a volatile inline asm into the u64 ``out``. ``pinned``: asm
+    operands (``'"+f"(x0)'``) of the work, read and written by the read as far as nvcc knows,
+    so that nvcc moves none of the work across it; the read adds no instruction."""
+    ops = "".join(f", {p}" for p in pinned)
+    return f'asm volatile("{_cuda_asm(clock_read("%0", ""))}" : "=l"({out}){ops} :: "memory");'
+
+
+def _ptx_barriers() -> int:
+    """The barriers before each repetition of :func:`repeated` (without ``SmSync``)."""
+    r = Repeat(times="%tp", label="$L", pred="%p", smid32="%s", smid64="%s64")
+    return sum(1 for line in repeated([], "1", r, 1) if line.strip().startswith("bar.sync"))
+
+
+def cuda_repeated(body: list[str], count: int, keep: int, times: str,
+                  pinned: tuple[str, ...] = (), indent: str = "  ") -> list[str]:
+    """:func:`repeated` as CUDA C++ (for a kernel nvcc builds): ``body`` (C++ statements)
+    timed ``count`` times (at most ``keep``) in a loop nvcc must not unroll, the block's
+    warps released by as many barriers (``__syncthreads``) as :func:`repeated` meets, the
+    region delimited by :func:`cuda_clock_read` (``pinned``: the work's variables, see there),
+    the timestamps in a shift register until after the loop, then lane 0 (``%laneid``) of
+    each warp writes its row at ``times`` (a ``unsigned long long*`` expression: the warp's
+    row) in the layout of :func:`start_word`, :func:`end_word` and :func:`smid_word`. No
+    :class:`SmSync` (one block per SM). The repetition counter's step reads the end clock (it
+    adds ``t1_ >> 63``: 0 for 2^63 cycles): without that, ptxas (CUDA 13.0, sm_90) computes
+    the step and the loop's test inside the timed region, before the work."""
+    if not 1 <= count <= keep:
+        raise ValueError(f"count {count} outside 1..keep ({keep})")
+    n = 2 * keep
+    i2 = indent * 2
+    # ts: the row's timestamps in registers, in the row's layout
+    shift = [f"{i2}ts_[{w(k)}] = ts_[{w(k + 1)}];" for k in range(keep - 1) for w in (start_word, end_word)]
+    shift += [f"{i2}ts_[{start_word(keep - 1)}] = t0_;", f"{i2}ts_[{end_word(keep - 1)}] = t1_;"]
+    stores = [f"{i2}tp_[{w(k)}] = ts_[{w(k)}];" for k in range(keep) for w in (start_word, end_word)]
+    return [
+        f"{indent}{{",
+        f"{indent}unsigned long long ts_[{n}] = {{0}};",
+        f"{indent}unsigned rep_ = 0;",
+        f"{indent}#pragma unroll 1",
+        f"{indent}do {{",
+        *[f"{i2}__syncthreads();" for _ in range(_ptx_barriers())],
+        f"{i2}unsigned long long t0_, t1_;",
+        f"{i2}{cuda_clock_read('t0_', pinned)}",
+        *[f"{i2}{line}" for line in body],
+        f"{i2}{cuda_clock_read('t1_', pinned)}",
+        *shift,
+        f"{i2}rep_ += 1u + (unsigned)(t1_ >> 63);",
+        f"{indent}}} while (rep_ < {count}u);",
+        f"{indent}unsigned lane_;",
+        f'{indent}asm volatile("{_cuda_asm("mov.u32 %0, %laneid;")}" : "=r"(lane_));',
+        f"{indent}if (lane_ == 0) {{",
+        f"{i2}unsigned long long* tp_ = {times};",
+        *stores,
+        f"{i2}unsigned sm_;",
+        f'{i2}asm volatile("{_cuda_asm("mov.u32 %0, %smid;")}" : "=r"(sm_));',
+        f"{i2}tp_[{smid_word(keep)}] = sm_;",
+        f"{indent}}}",
+        f"{indent}}}",
     ]

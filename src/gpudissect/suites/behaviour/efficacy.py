@@ -11,11 +11,16 @@ variant's operation, each ``length`` steps long, the catalog's operand values):
   which C cannot spell, as non-volatile inline PTX), built by ``nvcc -O3`` from the NVIDIA
   wheels; nvcc chooses the unrolling, the scheduling and the registers.
 
-The CUDA kernel keeps the harness's conventions: the region is delimited by two ``%clock64``
-reads (inline PTX that takes the chains as read-write operands, so nvcc can move no work of the
-region out of it, and adds no instruction), two barriers before each repetition, the
-timestamps in registers until after the repetition loop, lane 0 writing its warp's row
-(``row_words(REPS)`` u64: (start, end) per kept repetition, then ``%smid``) after it.
+The CUDA kernel's timed region is ``kernel/timing.py``'s, written there
+(``cuda_repeated``: the CUDA C++ of ``repeated``, from the same row layout): the region
+delimited by the same two ``%clock64`` reads (inline PTX that takes the chains as read-write
+operands, so nvcc can move no work of the region out of it, and adds no instruction), as many
+barriers before each repetition, the timestamps in registers until after the repetition loop,
+lane 0 writing its warp's row (``row_words(REPS)`` u64: (start, end) per kept repetition, then
+``%smid``) after it, so one analysis (``suite.pair_spans``) reads both kernels. Its SASS is
+checked as the verified kernel's is (``region_intrusions``, a ``sass:`` flag): between the
+two clock reads no barrier, memory access, special register read or branch but the work
+loop's back edge, and, outside that loop, nothing but the work and moves.
 
 Both are launched one block per SM (the shared memory of ``analyse.one_block_smem``) at two
 lengths (the verified kernel at ``UNITS`` steps per thread, nvcc's at ``NV_UNITS``, where nvcc
@@ -29,6 +34,7 @@ registers and SASS (the region's opcodes: what nvcc left in the timed region, lo
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from collections import Counter
@@ -40,8 +46,9 @@ from gpudissect.catalog.model import Variant
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.ptx import Kernel
-from gpudissect.kernel.region import RegionNotFound, find_region
-from gpudissect.kernel.sass import parse_sass
+from gpudissect.kernel.region import RegionNotFound, find_region, is_move, kind_of
+from gpudissect.kernel.sass import FUNC_RE, LINE_RE, SassInstr, parse_sass
+from gpudissect.kernel.timing import cuda_repeated
 from gpudissect.kernel.toolchain import disassemble, find_tool, sha256
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
@@ -102,26 +109,23 @@ def ptx_kernels(variant: Variant, header: str) -> list[Kernel]:
 
 
 # ----------------------------------------------------------------- the CUDA C++ kernels
-def _fence(chains: int, con: str, out: str) -> str:
-    """A clock read into ``out`` that takes every chain as a read-write operand."""
-    ops = ", ".join(f'"+{con}"(x{j})' for j in range(chains))
-    return f'asm volatile("mov.u64 %0, %%clock64;" : "=l"({out}), {ops} :: "memory");'
-
-
 def cuda_kernel(variant: str, chains: int, length: int) -> str:
     """One kernel: the ABI of the pipe kernels (in, out, times), the same inputs (the fixed
-    operands first, then one start value per chain, plus the lane id on its bits)."""
+    operands first, then one start value per chain, plus the lane id on its bits), the timed
+    region of ``kernel/timing.py`` (``cuda_repeated``: the CUDA C++ of ``repeated``, the
+    chains pinned inside the region by its two clock reads), each warp's row at its global
+    warp index, as the pipe kernels write it."""
     ctype, step = VARIANTS[variant]
     con = "f" if ctype == "float" else "r"
     load = ("__uint_as_float((unsigned)in[{i}])" if ctype == "float" else "(unsigned)in[{i}]")
     vary = ("__uint_as_float((unsigned)in[{i}] + lane)" if ctype == "float" else "(unsigned)in[{i}] + lane")
     bits = "__float_as_uint" if ctype == "float" else ""
-    n = 2 * REPS
     decl = "\n".join(f"  {ctype} x{j} = {vary.format(i=2 + j)};" for j in range(chains))
-    steps = "\n".join(f"      {{ {ctype}& x = x{j}; {step} }}" for j in range(chains))
-    shift = "\n".join([f"    ts[{j}] = ts[{j + 2}];" for j in range(n - 2)]
-                      + [f"    ts[{n - 2}] = t0; ts[{n - 1}] = t1;"])
-    stores = "\n".join(f"    tp[{j}] = ts[{j}];" for j in range(n))
+    work = [f"for (int i = 0; i < {length}; ++i) {{",
+            *[f"  {{ {ctype}& x = x{j}; {step} }}" for j in range(chains)],
+            "}"]
+    region = "\n".join(cuda_repeated(work, REPS, REPS, f"times + (size_t)(tid / 32) * {ROW}",
+                                     pinned=tuple(f'"+{con}"(x{j})' for j in range(chains))))
     sinks = "\n".join(f"  out[(size_t)tid * {chains} + {j}] = {bits}(x{j});" for j in range(chains))
     return f'''
 extern "C" __global__ void {nvcc_name(variant, chains, length)}(const unsigned long long* in,
@@ -132,26 +136,7 @@ extern "C" __global__ void {nvcc_name(variant, chains, length)}(const unsigned l
   {ctype} a = {load.format(i=0)};
   {ctype} b = {load.format(i=1)};
 {decl}
-  unsigned long long* tp = times + (size_t)(tid / 32) * {ROW};
-  unsigned long long ts[{n}] = {{0}};
-#pragma unroll 1
-  for (int rep = 0; rep < {REPS}; ++rep) {{
-    __syncthreads();
-    __syncthreads();
-    unsigned long long t0, t1;
-    {_fence(chains, con, "t0")}
-    for (int i = 0; i < {length}; ++i) {{
-{steps}
-    }}
-    {_fence(chains, con, "t1")}
-{shift}
-  }}
-  if (lane == 0) {{
-{stores}
-    unsigned sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    tp[{n}] = sm;
-  }}
+{region}
 {sinks}
 }}'''
 
@@ -176,13 +161,60 @@ def nvcc_cubin(source: str, arch: str) -> bytes:
         return out.read_bytes()
 
 
+LABEL_RE = re.compile(r"^\s*(?P<label>\.L_x_\d+):")
+TARGET_RE = re.compile(r"`\((?P<label>\.L_x_\d+)\)")
+HARNESS_KINDS = ("barrier", "memory", "branch", "clock")  # kinds of kernel/region.py
+
+
+def label_offsets(disasm: str) -> dict[str, dict[str, int]]:
+    """Per function of an ``nvdisasm -c`` text, the offset each branch label stands for (the
+    instruction after it)."""
+    out: dict[str, dict[str, int]] = {}
+    fn, pending = "", []
+    for line in disasm.splitlines():
+        if fm := FUNC_RE.match(line.strip()):
+            fn, pending = fm["name"], []
+        elif lm := LABEL_RE.match(line):
+            pending.append(lm["label"])
+        elif (im := LINE_RE.match(line)) and pending:
+            out.setdefault(fn, {}).update({lab: int(im["off"], 16) for lab in pending})
+            pending = []
+    return out
+
+
+def region_intrusions(region: list[SassInstr], labels: dict[str, int], work: str) -> list[str]:
+    """What nvcc left between the two clock reads that ``kernel/timing.py`` keeps out of a
+    timed region: barriers, memory accesses, special register reads (``CS2R Rx, SRZ``, a
+    zeroing, excepted) and branches (kinds of ``kernel/region.py``), but for the back edges of
+    the work's own loop (a branch to an instruction of the region at or before it); and,
+    outside that loop, anything but the work's opcode ``work`` and moves (the loop counter's
+    start): the harness's own arithmetic (its repetition counter) moved into the region."""
+    loops = []
+    for i in region:
+        m = TARGET_RE.search(" ".join(i.operands)) if i.opcode == "BRA" else None
+        target = labels.get(m["label"]) if m else None
+        if target is not None and region[0].offset <= target <= i.offset:
+            loops.append((target, i.offset))
+    out = []
+    for i in region:
+        if i.opcode == "CS2R" and "SRZ" in i.operands:  # a zeroing: a move
+            continue
+        kinds = kind_of(i.opcode) & set(HARNESS_KINDS)
+        in_loop = any(a <= i.offset <= z for a, z in loops)
+        back_edge = any(i.offset == z for _a, z in loops)
+        if (kinds and not back_edge) or not (kinds or in_loop or i.opcode == work or is_move(i.full, i)):
+            out.append(i.text.split("*/", 1)[-1].strip())
+    return out
+
+
 def build_nvcc(variants: list[str], ptx_built: dict[str, Built | Exception], arch: str) -> dict[str, Built | Exception]:
     """The CUDA kernels of ``variants``, one nvcc run: each a Built whose Kernel carries the
     inputs of its verified twin (the same operand values) and its CUDA text."""
     names = [(v, k, n) for v in variants for k in chain_counts() for n in lengths(k, NV_UNITS)]
     try:
         cubin = nvcc_cubin(cuda_source(variants), arch)
-        funcs = parse_sass(disassemble(cubin))
+        disasm = disassemble(cubin)
+        funcs, labels = parse_sass(disasm), label_offsets(disasm)
     except Exception as e:  # every kernel of the module fails with the reason
         return {nvcc_name(v, k, n): e for v, k, n in names}
     out: dict[str, Built | Exception] = {}
@@ -201,7 +233,9 @@ def build_nvcc(variants: list[str], ptx_built: dict[str, Built | Exception], arc
         src = cuda_kernel(v, k, n)
         kern = Kernel(name, "// CUDA C++ (nvcc " + " ".join(NVCC_FLAGS) + ")\n", src, variant=v, measure="efficacy",
                       chains=k, length=n, warps=0, reps=REPS, inputs=list(twin.kernel.inputs),
-                      n_sink=k, meta={"nvcc": True})
+                      n_sink=k, meta={"nvcc": True,
+                                      "region_intrusions": region_intrusions(region, labels.get(name, {}),
+                                                                            main_opcode(twin))})
         out[name] = Built(kern, cubin, "\n".join(i.text for i in f.instrs), f.instrs, region, 3, arch)
     return out
 
@@ -243,12 +277,19 @@ def _median(per: list[dict]) -> float | None:
 
 def region_flags(ptx: Built, nv: tuple[Built, Built], main: str) -> list[str]:
     """``sass:`` flags: a verified region that holds anything but the work; an nvcc region
+    that holds what ``kernel/timing.py`` keeps out of a region (``region_intrusions``, read
+    when it was built: a barrier, memory access, special register read or branch besides its
+    work loop's; outside that loop, anything but the work and moves); an nvcc region
     with none of the work's opcode (nvcc moved it out: the rate would not be the work's); nvcc's
     two lengths compiled to different code (their difference would not be trips of one loop)."""
     out = []
     extra = {o: c for o, c in Counter(i.opcode for i in ptx.region).items() if o != main}
     if extra or not ptx.region:
         out.append(f"sass: {ptx.name}: the timed region holds {extra or 'nothing'} besides {main}")
+    for b in nv:
+        if b.kernel.meta.get("region_intrusions"):
+            out.append(f"sass: {b.name}: the timed region holds harness instructions "
+                       f"({'; '.join(b.kernel.meta['region_intrusions'])})")
     if not any(i.opcode == main for i in nv[1].region):
         out.append(f"sass: {nv[1].name}: no {main} in the timed region")
     if region_ops(nv[0]) != region_ops(nv[1]):
