@@ -93,15 +93,20 @@ def test_value_latency_measured_and_ranged(value_work):
     assert "data-dependent path" in rng.params["path"]
     line = V.conclusions([dict(variant="div.rn.f32", measure=V.RANGE, value=rng.value, params=rng.params,
                                flags=[])])[0]
-    assert "slower: " in line and "denormal 70" in line
+    assert "slower: " in line and "denormal 70 (+30)" in line
+    assert "including the re-derivation (the same in every class)" in line
+    assert "only the differences between classes are the instruction's" in line
 
 
 def test_one_latency_for_every_class():
+    # repeats spread by +-0.5 cycle: a 95% half-width of about 0.74 each, so 0.3 apart is the same
     rows = [dict(variant="popc.b32", measure=V.MEASURE, value=v, flags=[], params={"class": c, "branches": []},
-                 samples={"slope_per_repeat": [v, v]}, sass=["POPC", "LOP3.LUT"], cls="int")
+                 samples={"slope_per_repeat": [v + d for d in (-0.5, 0, 0.5, -0.5, 0, 0.5)]},
+                 sass=["POPC", "LOP3.LUT"], cls="int")
             for c, v in (("zero", 10.0), ("ones", 10.2), ("one", 9.9))]
     r = V.range_result("popc.b32", rows)
     assert r.params["slower"] == {} and r.params["path"] == "one latency for every class"
+    assert r.params["fastest"] == ["one", "ones", "zero"] and r.params["undetermined"] == []
     rows[1]["value"] = 14.0  # a class 4 cycles slower without a branch: the unit's own
     assert "without a branch" in V.range_result("popc.b32", rows).params["path"]
     rows[1]["flags"] = ["noisy: ..."]  # an unclean class stays out of min/max
@@ -111,8 +116,11 @@ def test_one_latency_for_every_class():
 
 # --- signed vs unsigned ----------------------------------------------------------------------
 
-def _rec(v, m, val, sass, flags=()):
-    return dict(variant=v, measure=m, value=val, sass=sass, flags=list(flags), params={})
+def _rec(v, m, val, sass, flags=(), spread=0.1):
+    """A record with six repeats of its value spread by +-``spread`` (None: no repeats)."""
+    key = "slope_per_repeat" if m == "latency" else "rate_per_repeat"
+    samples = None if spread is None or val is None else {key: [val + d * spread for d in (-1, 0, 1, -1, 0, 1)]}
+    return dict(variant=v, measure=m, value=val, sass=sass, flags=list(flags), params={}, samples=samples)
 
 
 def test_signed_partner():
@@ -123,9 +131,9 @@ def test_signed_partner():
 
 def test_signedness_from_records():
     recs = [_rec("setp.eq.s32", "latency", 8.0, ["ISETP.NE.AND", "SEL"]),
-            _rec("setp.eq.u32", "latency", 8.2, ["ISETP.NE.U32.AND", "SEL"]),
-            _rec("setp.eq.s32", "throughput_peak", 1.0, ["ISETP.NE.AND", "SEL"]),
-            _rec("setp.eq.u32", "throughput_peak", 1.0, ["ISETP.NE.U32.AND", "SEL"]),
+            _rec("setp.eq.u32", "latency", 8.2, ["ISETP.NE.U32.AND", "SEL"]),  # +-0.15 each: the same
+            _rec("setp.eq.s32", "throughput_peak", 1.0, ["ISETP.NE.AND", "SEL"], spread=0.01),
+            _rec("setp.eq.u32", "throughput_peak", 1.0, ["ISETP.NE.U32.AND", "SEL"], spread=0.01),
             _rec("min.s32", "latency", 4.0, ["IMNMX"]), _rec("min.u32", "latency", 6.0, ["IMNMX.U32", "SEL"]),
             _rec("add.s64", "latency", 4.0, ["IADD3", "IADD3.X"]),
             _rec("add.u64", "latency", None, ["IADD3", "IADD3.X"], ["noisy: x"])]
@@ -135,7 +143,8 @@ def test_signedness_from_records():
     assert rows["min.s32"]["sass"] == "different SASS" and rows["min.s32"]["latency_same"] is False
     assert rows["add.s64"]["sass"] == "identical SASS" and rows["add.s64"]["latency_same"] is None
     lines = signedness_lines(list(rows.values()))
-    assert "3 pairs" in lines[0] and "1 of 2 pairs" in lines[0] and "min.s32 4 vs min.u32 6" in lines[0]
+    assert "3 pairs" in lines[0] and "1 of 2 pairs" in lines[0] and "min.s32 4 vs min.u32 6 (+-" in lines[0]
+    assert "within its 95% interval" in lines[0] and "undetermined" not in lines[0]
     assert any(x.startswith("equality: setp.eq.s32") for x in lines)
     assert summarize(recs)["conclusions"] == lines
 

@@ -4,17 +4,20 @@ forms of the same instruction (seed 000, conclusion 2: "except for bfind, min an
 no difference in clock cycles or mapping between a signed and an unsigned instruction").
 
 Nothing is hard-coded: a pair is two catalog variants whose names differ only in ``s<N>`` against
-``u<N>`` type tokens; their SASS is the verified map's, their numbers the run's.
+``u<N>`` type tokens; their SASS is the verified map's, their numbers the run's. Two numbers are
+"the same" when their difference lies within its 95% interval, from the records' own repeats
+(values.py :func:`~gpudissect.suites.instructions.values.uncertainty`: ``robust_halfwidth`` of
+the per-repeat slopes or rates, floored at the clock's resolution, one cycle over the span of the
+chain lengths); a pair where either record has no repeats is undetermined (None), not guessed.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from gpudissect.suites.instructions import values as value_latency
 
-LAT_SAME = 0.5  # cycles: two latencies closer than this are the same
-TP_SAME = 0.02  # relative: two throughputs closer than this are the same
 BAD = ("noisy", "poor-fit", "not timed", "error", "sass:", "includes companion", "not-saturated")
 _SIGNED = re.compile(r"^([su])(\d+)$")
 _SIGN_MOD = re.compile(r"\.(U32|S32|U64|S64|U16|S16|U8|S8)\b")
@@ -41,13 +44,25 @@ def _sass_relation(a: list[str], b: list[str]) -> str:
     return "different SASS"
 
 
+def _compare(a: dict | None, b: dict | None, idx: dict) -> tuple[bool | None, list[float | None], bool]:
+    """(the same?, the two 95% half-widths, undetermined for want of a spread) of two records;
+    the verdict None when either is missing or not clean, or has no interval."""
+    if not (a and b and _clean(a) and _clean(b)):
+        return None, [None, None], False
+    ua, ub = value_latency.uncertainty(a, idx), value_latency.uncertainty(b, idx)
+    same = value_latency.same_within(a["value"], ua, b["value"], ub)
+    return same, [ua, ub], same is None
+
+
 def signedness(records: list[dict]) -> list[dict]:
     """One row per signed/unsigned pair with both variants' latency and peak throughput in the
-    records: the SASS relation, and whether latency and throughput agree (None: not both clean)."""
+    records: the SASS relation, and whether latency and throughput agree within the 95% interval
+    of their difference (None: not both clean, or one has no spread: ``undetermined`` names it)."""
     by: dict[str, dict[str, dict]] = {}
     for r in records:
         if r.get("measure") in ("latency", "throughput_peak"):
             by.setdefault(r["variant"], {})[r["measure"]] = r
+    idx = value_latency.index(records)
     rows = []
     for s_name in sorted(by):
         u_name = signed_partner(s_name)
@@ -60,14 +75,15 @@ def signedness(records: list[dict]) -> list[dict]:
         sass_u = list((lu or tu or {}).get("sass") or [])
         if not (sass_s and sass_u):
             continue
-        lat_same = (abs(ls["value"] - lu["value"]) <= LAT_SAME
-                    if ls and lu and _clean(ls) and _clean(lu) else None)
-        tp_same = (abs(ts["value"] - tu["value"]) <= TP_SAME * max(ts["value"], tu["value"])
-                   if ts and tu and _clean(ts) and _clean(tu) else None)
+        lat_same, lat_hw, lat_und = _compare(ls, lu, idx)
+        tp_same, tp_hw, tp_und = _compare(ts, tu, idx)
         rows.append({"signed": s_name, "unsigned": u_name, "sass": _sass_relation(sass_s, sass_u),
                      "sass_signed": sass_s, "sass_unsigned": sass_u,
                      "latency": [ls and ls.get("value"), lu and lu.get("value")], "latency_same": lat_same,
-                     "throughput": [ts and ts.get("value"), tu and tu.get("value")], "throughput_same": tp_same})
+                     "latency_halfwidth_95": lat_hw,
+                     "throughput": [ts and ts.get("value"), tu and tu.get("value")], "throughput_same": tp_same,
+                     "throughput_halfwidth_95": tp_hw,
+                     "undetermined": [m for m, x in (("latency", lat_und), ("throughput", tp_und)) if x]})
     return rows
 
 
@@ -77,22 +93,27 @@ def signedness_lines(rows: list[dict]) -> list[str]:
     rel: dict[str, int] = {}
     for r in rows:
         rel[r["sass"]] = rel.get(r["sass"], 0) + 1
-    lat = [r for r in rows if r["latency_same"] is not None]
-    tp = [r for r in rows if r["throughput_same"] is not None]
-    dl = [r for r in lat if not r["latency_same"]]
-    dt = [r for r in tp if not r["throughput_same"]]
 
     def num(x: float | None) -> str:
         return "-" if x is None else f"{x:.3g}"
 
+    def part(key: str, what: str) -> str:
+        done = [r for r in rows if r[f"{key}_same"] is not None]
+        diff = [r for r in done if not r[f"{key}_same"]]
+        und = [r for r in rows if key in (r.get("undetermined") or [])]
+        txt = f"{what} the same (the difference within its 95% interval) in {len(done) - len(diff)} of {len(done)} pairs"
+        if diff:
+            txt += ": differ " + ", ".join(
+                f"{r['signed']} {num(r[key][0])} vs {r['unsigned']} {num(r[key][1])}"
+                f" (+-{num(math.hypot(*r[f'{key}_halfwidth_95']))})" for r in diff)
+        if und:
+            txt += f"; undetermined (no repeats to give a spread) in {len(und)}"
+        return txt
+
     out = [f"signed vs unsigned: {len(rows)} pairs of variants; "
            + ", ".join(f"{n} {k}" for k, n in sorted(rel.items()))
-           + f"; latency the same (within {LAT_SAME} cycles) in {len(lat) - len(dl)} of {len(lat)} pairs"
-           + (": differ " + ", ".join(f"{r['signed']} {num(r['latency'][0])} vs {r['unsigned']} "
-                                      f"{num(r['latency'][1])}" for r in dl) if dl else "")
-           + f"; peak throughput the same (within {TP_SAME:.0%}) in {len(tp) - len(dt)} of {len(tp)}"
-           + (": differ " + ", ".join(f"{r['signed']} {num(r['throughput'][0])} vs {r['unsigned']} "
-                                      f"{num(r['throughput'][1])}" for r in dt) if dt else "")]
+           + "; " + part("latency", "latency") + "; " + part("throughput", "peak throughput")
+           + f" (each interval at least {value_latency.RESOLUTION})"]
     diff = [r for r in rows if r["sass"] == "different SASS"]
     if diff:
         out.append("signed and unsigned map to different SASS: " + "; ".join(

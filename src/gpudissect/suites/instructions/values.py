@@ -12,13 +12,23 @@ classes is the variant's own; each class's number says it includes the re-deriva
 
 Per (variant, class): measure ``latency_values`` (params: the class and the operand values).
 Per variant, after the run (:func:`derive`): ``latency_values_range``: min and max over the clean
-classes, which classes are within the noise of the fastest, and the SASS branches of the
-instance (a data-dependent path in the SASS: a class slower than the fastest took it).
+classes, which classes are the same as the fastest (the difference within its 95% interval,
+:func:`same_within`), which are slower, which are undetermined (no repeats to give a spread), and
+the SASS branches of the instance (a data-dependent path in the SASS: a class slower than the
+fastest took it). Each class's number is chain cycles per instance including the re-derivation:
+only the differences between classes are the instruction's.
+
+The uncertainty of a record (:func:`uncertainty`, also used for signed against unsigned in
+conclusions.py) is its own: the 95% half-width of the median of its per-repeat slopes or rates
+(``bench/stats.py`` ``robust_halfwidth``, the interval its noise flag is judged by), floored at
+the clock's resolution (:func:`resolution`: %clock64 is read in whole cycles, so a slope over
+chain lengths spanning L instances cannot resolve less than 1/L cycle per instance).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -43,7 +53,9 @@ VALUE_FILE = CATALOG_DIR / "value_classes.toml"
 MEASURE = "latency_values"
 RANGE = "latency_values_range"
 STRATEGY = "reg"
-SAME_CYCLES = 0.5  # classes closer than this (and than their noise) to the fastest: the same
+# the named floor of a record's uncertainty (:func:`resolution`): a physical limit, not a threshold
+RESOLUTION = "one %clock64 cycle over the span of the fitted chain lengths"
+CONFIDENCE = "95% interval"  # what :func:`uncertainty` states (robust_halfwidth's)
 BITS_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}  # the type of the re-derivation's registers
 # names of the derived variant's extra operands (catalog placeholders are lower-case words)
 RESULT, GLUED, SCRATCH, MASK, KEY = "vr", "vg", "vt", "vm", "vk"
@@ -275,9 +287,94 @@ def family_result(v: Variant, f: ValueFamily, r: Result | None) -> Result:
     return r
 
 
+def repeats(r: dict) -> list[float]:
+    """A record's own repeats of its value: the slope (latency chains) or the rate (throughput)
+    of each (launch, repetition); [] when it holds none."""
+    s = r.get("samples")
+    if not isinstance(s, dict):
+        return []
+    return [float(x) for x in (s.get("slope_per_repeat") or s.get("rate_per_repeat") or [])]
+
+
+def resolution(r: dict) -> float:
+    """The least change of ``r``'s value that whole-cycle clock reads can show (RESOLUTION): one
+    cycle over the span of the fitted lengths, in the value's unit. A latency is the slope itself
+    (1/span cycles); a value k/slope (a rate) or slope/k moves by value/slope per cycle of slope.
+    0 without a fit of two distinct lengths."""
+    fit = r.get("fit") or {}
+    xs = fit.get("xs") or []
+    slope, v = fit.get("slope"), r.get("value")
+    if len(xs) < 2 or not slope or v is None or max(xs) == min(xs):
+        return 0.0
+    return abs(v) / abs(slope) / (max(xs) - min(xs))
+
+
+def _own_uncertainty(r: dict) -> float | None:
+    reps = repeats(r)
+    if len(reps) < 2:
+        return None
+    return max(float(robust_halfwidth(reps)), resolution(r))
+
+
+def index(records) -> dict[tuple[str, str], list[dict]]:
+    """(variant, measure) -> records, for :func:`uncertainty` of derived values."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        out.setdefault((r.get("variant"), r.get("measure")), []).append(r)  # type: ignore[arg-type]
+    return out
+
+
+def _matching(rows: list[dict], value) -> dict | None:
+    return next((x for x in rows if value is not None and x.get("value") is not None
+                 and math.isclose(x["value"], value, rel_tol=1e-9, abs_tol=1e-12)), None)
+
+
+def uncertainty(r: dict, idx: dict[tuple[str, str], list[dict]] | None = None) -> float | None:
+    """Half-width of the 95% interval of ``r``'s value (CONFIDENCE): ``robust_halfwidth`` of its
+    own repeats, floored at its clock resolution (:func:`resolution`). A value derived from other
+    records (``idx``: :func:`index` of the run's records) takes theirs: a latency with its
+    companion removed (pair minus companion: the two half-widths in quadrature); a peak
+    throughput (its best configuration's throughput record, of the variant whose SASS stands for
+    it where it borrows one, scaled as its value is). None where no repeats give a spread."""
+    from gpudissect.suites.instructions.suite import PAIR
+
+    if r.get("value") is None:
+        return None
+    own = _own_uncertainty(r)
+    if own is not None or idx is None:
+        return own
+    p = r.get("params") or {}
+    m = str(r.get("measure") or "")
+    comp = p.get("companion")
+    if isinstance(comp, dict) and "pair" in p:
+        pair = _matching(idx.get((r["variant"], m + PAIR), []), p["pair"])
+        ref = _matching(idx.get((comp.get("variant"), "latency"), []), comp.get("latency"))
+        parts = [_own_uncertainty(x) if x else None for x in (pair, ref)]
+        return None if None in parts else math.hypot(*parts)  # type: ignore[arg-type]
+    best = p.get("best")
+    if m.removesuffix(PAIR) == "throughput_peak" and isinstance(best, dict):
+        src = p.get("same_sass_as") or r["variant"]
+        tp = "throughput" + (PAIR if m.endswith(PAIR) else "")
+        cand = next((x for x in idx.get((src, tp), [])
+                     if all((x.get("params") or {}).get(k) == best.get(k) for k in ("chains", "warps"))), None)
+        u = _own_uncertainty(cand) if cand and cand.get("value") else None
+        return None if u is None else u * abs(r["value"] / cand["value"])  # type: ignore[index]
+    return None
+
+
+def same_within(a: float, ua: float | None, b: float, ub: float | None) -> bool | None:
+    """Whether two independently measured values are the same: their difference lies within
+    its 95% interval (the two half-widths of :func:`uncertainty` in quadrature). None
+    (undetermined) when either has no interval."""
+    if ua is None or ub is None:
+        return None
+    return abs(a - b) <= math.hypot(ua, ub)
+
+
 def range_result(variant: str, rows: list[dict]) -> Result | None:
     """The spread of a variant's ``latency_values`` rows (stored records): min and max over the
-    clean classes, the classes within the noise of the fastest (same path) and those above."""
+    clean classes; the classes the same as the fastest (the difference within its 95% interval,
+    :func:`same_within`: the same path), those slower, and those undetermined (no repeats)."""
     clean = [r for r in rows if r["value"] is not None
              and not any(f.startswith(("noisy", "poor-fit", "not timed", "error")) for f in r["flags"])]
     if not rows:
@@ -285,29 +382,39 @@ def range_result(variant: str, rows: list[dict]) -> Result | None:
     if not clean:
         return Result(variant, RANGE, None, "cycles", "none",
                       flags=["no clean class: " + ", ".join(sorted({(r["params"] or {}).get("class", "?") for r in rows}))])
-    noise = {r["params"]["class"]: robust_halfwidth((r["samples"] or {}).get("slope_per_repeat") or [r["value"]])
-             for r in clean}
+
+    def cls(r: dict) -> str:
+        return r["params"]["class"]
+
+    u = {cls(r): uncertainty(r) for r in clean}
     lo = min(clean, key=lambda r: r["value"])
     hi = max(clean, key=lambda r: r["value"])
-    same = sorted(r["params"]["class"] for r in clean if r["value"] - lo["value"]
-                  <= max(SAME_CYCLES, noise[r["params"]["class"]] + noise[lo["params"]["class"]]))
-    slower = {r["params"]["class"]: round(r["value"], 3) for r in sorted(clean, key=lambda r: r["value"])
-              if r["params"]["class"] not in same}
+    verdict = {cls(r): (True if r is lo else same_within(r["value"], u[cls(r)], lo["value"], u[cls(lo)]))
+               for r in clean}
+    same = sorted(c for c, v in verdict.items() if v is True)
+    undetermined = sorted(c for c, v in verdict.items() if v is None)
+    slower = {cls(r): round(r["value"], 3) for r in sorted(clean, key=lambda r: r["value"]) if verdict[cls(r)] is False}
     br = sorted({b for r in clean for b in (r["params"] or {}).get("branches") or []})
-    if not slower:
-        path = "one latency for every class"
-    elif br:
+    if slower and br:
         path = (f"data-dependent path: the SASS branches ({', '.join(br)}); the classes above the fastest "
                 "took the longer path")
-    else:
+    elif slower:
         path = "value-dependent latency without a branch in the SASS (the unit's own)"
+    elif undetermined:
+        path = "no class shown slower than the fastest; the others undetermined"
+    else:
+        path = "one latency for every class"
     return Result(variant, RANGE, hi["value"] - lo["value"], "cycles",
-                  "max - min of the clean classes' latencies (each includes the same re-derivation)",
-                  params={"min": lo["value"], "min_class": lo["params"]["class"], "max": hi["value"],
-                          "max_class": hi["params"]["class"], "fastest": same, "slower": slower,
-                          "per_class": {r["params"]["class"]: round(r["value"], 3) for r in clean},
+                  "max - min of the clean classes' latencies (each includes the same re-derivation: "
+                  "only differences between classes are the instruction's)",
+                  params={"min": lo["value"], "min_class": cls(lo), "max": hi["value"],
+                          "max_class": cls(hi), "fastest": same, "slower": slower, "undetermined": undetermined,
+                          "per_class": {cls(r): round(r["value"], 3) for r in clean},
+                          "halfwidth_95": {c: (None if h is None else round(h, 4)) for c, h in u.items()},
+                          "same_rule": f"difference within its {CONFIDENCE} (half-widths in quadrature), "
+                                       f"each at least {RESOLUTION}",
                           "branches": br, "path": path,
-                          "unclean": sorted(r["params"]["class"] for r in rows if r not in clean)},
+                          "unclean": sorted(cls(r) for r in rows if r not in clean)},
                   flags=[], sass=list(lo["sass"] or []), strategy=STRATEGY, cls=lo["cls"])
 
 
@@ -324,7 +431,10 @@ def derive(store, run_id: int) -> None:
 
 
 def conclusions(records: list[dict]) -> list[str]:
-    """One sentence per variant with a range (records: stored or exported rows)."""
+    """One sentence per variant with a range (records: stored or exported rows). Each class's
+    number is the chain's cycles per instance including the re-derivation, the same in every
+    class: the sentence says so, and that only the differences between classes are the
+    instruction's."""
     out = []
     for r in records:
         if r.get("measure") != RANGE:
@@ -333,10 +443,16 @@ def conclusions(records: list[dict]) -> list[str]:
         if r.get("value") is None:
             out.append(f"{r['variant']}: value classes not timed cleanly ({'; '.join(r.get('flags') or [])})")
             continue
-        slower = ", ".join(f"{k} {v:.3g}" for k, v in (p.get("slower") or {}).items())
-        out.append(f"{r['variant']}: latency over value classes {p['min']:.3g} ({p['min_class']}) to "
-                   f"{p['max']:.3g} ({p['max_class']}) cycles"
-                   + (f"; same as the fastest: {', '.join(p['fastest'])}; slower: {slower}" if slower else "")
+        lo = p["min"]
+        slower = ", ".join(f"{k} {v:.3g} (+{v - lo:.3g})" for k, v in (p.get("slower") or {}).items())
+        und = ", ".join(p.get("undetermined") or [])
+        out.append(f"{r['variant']}: chain cycles per instance over value classes, including the "
+                   f"re-derivation (the same in every class): {lo:.3g} ({p['min_class']}) to "
+                   f"{p['max']:.3g} ({p['max_class']}); only the differences between classes are the "
+                   f"instruction's: {r['value']:.3g} cycles at most"
+                   + (f"; same as the fastest (difference within its {CONFIDENCE}): {', '.join(p['fastest'])}; "
+                      f"slower: {slower}" if slower else "")
+                   + (f"; undetermined (no repeats to give a spread): {und}" if und else "")
                    + f"; {p['path']}")
     return out
 
