@@ -1,5 +1,6 @@
 """Per-SASS steps of multi-SASS instructions (suites/instructions/steps.py): proxy matching on
-the shipped map, the critical path on hand-made SASS, the issue cost and the verdicts."""
+the shipped map, the critical path and the in-order issue schedule on hand-made SASS and control
+codes, the issue cost and the verdicts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from gpudissect.bench.limits import load_limits, parse_sass
+from gpudissect.kernel.control import Control
 from gpudissect.kernel.region import MOVE_RE
 from gpudissect.kernel.sass import parse_sass as parse_text
+from gpudissect.predict.graph import dependence_graph
 from gpudissect.suites.instructions import steps as st
 
 MAP = Path(__file__).resolve().parents[1] / "data" / "sm_90" / "map.json.gz"
@@ -188,9 +191,11 @@ def test_step_results_end_to_end():
     assert by[(st.MEASURE, "LOP3.LUT")].params["rate"] is None  # no rate for LOP3.LUT in these rows
     check = by[(st.CHECK, None)]
     assert check.value == pytest.approx(8.0)
-    # 8 along the path against a whole of 10 (one clock tick over 16 instances of resolution)
+    # no control codes: 8 along the dataflow path against a whole of 10, flagged as such
+    assert check.params["latency_method"] == "dataflow" and check.statistic == st.DATAFLOW_STAT
     assert check.params["latency_verdict"] == "steps-below"
     assert check.params["latency_difference"] == pytest.approx(-2.0)
+    assert any(f.startswith("no-schedule:") for f in check.flags)
     assert check.params["throughput_verdict"] == "not checked"  # the whole has no peak rate here
 
 
@@ -202,3 +207,149 @@ def test_wide_multiplies_32_bit_sources():
     lat = lat_of({"IMAD": 4, "IMAD.WIDE.U32": 9})
     assert st.critical_path(ins, lat, narrow_wide=True).length == 9
     assert st.critical_path(ins, lat).length == 13  # graph.py: R3 read as R2's pair
+
+
+# --- the in-order issue schedule -------------------------------------------------------------
+
+
+def ctl(stall: int, wb: int | None = None, rb: int | None = None, waits: tuple[int, ...] = ()) -> Control:
+    return Control(stall, False, wb, rb, sum(1 << b for b in waits), 0)
+
+
+def test_issue_schedule_in_order_stalls():
+    pairs = list(zip(sass("IADD3 R0, R1, R2, RZ", "IADD3 R3, R4, R5, RZ", "IMAD R0, R0, R3, RZ", "MOV R6, R0"),
+                     [ctl(1), ctl(4), ctl(5), ctl(1)], strict=True))
+    s = st.issue_schedule(pairs, lambda op: 100.0)  # no scoreboard: latencies do not enter
+    assert s.issue == [0, 1, 5, 10] and s.bound == ["stall"] * 4 and not s.waits and not s.unknown
+
+
+def test_issue_schedule_waits_on_a_scoreboard_for_the_measured_latency():
+    pairs = list(zip(sass("MUFU.RCP R1, R0", "FADD R2, R3, R4", "FMUL R5, R1, R2", "FADD R6, R5, R5"),
+                     [ctl(1, wb=0), ctl(4, rb=1), ctl(4, waits=(0, 1)), ctl(1)], strict=True))
+    s = st.issue_schedule(pairs, {"MUFU.RCP": 19.0}.get)
+    # FMUL: its stall says 5, MUFU.RCP's scoreboard releases at 0 + 19; the read barrier never delays
+    assert s.issue == [0, 1, 19, 23] and s.bound[2] == "scoreboard" and s.waits == [(0, 2)]
+    s = st.issue_schedule(pairs, lambda op: None)  # no latency: the wait counts 0, the SASS is named
+    assert s.issue == [0, 1, 5, 9] and s.unknown == {"MUFU.RCP"}
+
+
+def test_issue_schedule_scoreboard_counts_every_setter():
+    pairs = list(zip(sass("MUFU.RCP R1, R0", "MUFU.EX2 R2, R0", "FMUL R5, R1, R2"),
+                     [ctl(1, wb=0), ctl(1, wb=0), ctl(1, waits=(0,))], strict=True))
+    s = st.issue_schedule(pairs, {"MUFU.RCP": 19.0, "MUFU.EX2": 30.0}.get)
+    assert s.issue == [0, 1, 31] and s.waits == [(0, 2), (1, 2)]
+
+
+def test_issue_schedule_holds_for_measured_latencies():
+    pairs = list(zip(sass("IMAD.HI.U32 R1, R0, R2, RZ", "IADD3 R3, R1, 0x1, RZ"), [ctl(6), ctl(1)], strict=True))
+    lat = {"IMAD.HI.U32": 9.0, "IADD3": 4.0}.get
+    assert st.issue_schedule(pairs, lat).issue == [0, 6]
+    held = st.issue_schedule(pairs, lat, st.producers([i for i, _ in pairs]))
+    assert held.issue == [0, 9] and held.bound[1] == "data"
+
+
+def test_producers_match_the_dependence_graph():
+    ins = sass("IMAD.WIDE.U32 R2, R4, R5, RZ", "@P0 IADD3 R2, R2, 0x1, RZ", "IMAD R3, R2, R3, RZ",
+               "IMAD.WIDE.U32 R6, R2, R8, R6")
+    # R2 from both writers (the second is predicated); IMAD.WIDE reads R2 alone, not R3 (IMAD's)
+    assert st.producers(ins) == [[], [0], [0, 1], [0, 1]]
+    graph = [sorted({e.src for e in dependence_graph(ins) if e.dst == j and e.distance == 0
+                     and e.reg in st.wide_reads(i)}) for j, i in enumerate(ins)]
+    assert st.producers(ins) == graph
+
+
+# --- the latency check on hand-made whole kernels ---------------------------------------------
+
+def _chain_kernel(body: list[tuple[str, Control]], instances: int):
+    lines = ["CS2R R10, SR_CLOCKLO"] + [ln for ln, _ in body] * instances + ["CS2R R12, SR_CLOCKLO"]
+    text = "\n".join(f"/*{16 * i:04x}*/ {ln} ;" for i, ln in enumerate(lines))
+    region = st.region_of(text)
+    return text, list(zip(region, [c for _, c in body] * instances, strict=True))
+
+
+def _check(rows: list[dict], text: str, pairs) -> object:
+    res = st.step_results(rows, {"h": text}.get, load_limits("sm_90"), controls=lambda r: (pairs, ""))
+    return next(r for r in res if r.measure == st.CHECK)
+
+
+def test_schedule_matches_a_whole_the_dataflow_path_calls_steps_below():
+    # ptxas holds IMAD 6 cycles after LOP3.LUT (its stall), where LOP3.LUT's measured latency is 4:
+    # the dataflow path says 8 per instance, the whole (and ptxas's schedule) 10
+    text, pairs = _chain_kernel([("LOP3.LUT R13, R2, 0xffff, RZ, 0xc0, !PT", ctl(6)), ("IMAD R2, R0, R13, RZ", ctl(4))],
+                                40)
+    rows = [_lat("mul.lo.u16", ["LOP3.LUT", "IMAD"], 10.0, 1, params={"lengths": [16, 40]}, sass_hash="h"),
+            _lat("lop", ["LOP3.LUT"], 4.0, 2), _lat("mad", ["IMAD"], 4.0, 3)]
+    check = _check(rows, text, pairs)
+    p = check.params
+    assert p["latency_method"] == "issue schedule" and check.statistic == st.SUM_STAT
+    assert p["dataflow_latency"] == pytest.approx(8.0)  # what the old comparison used: steps-below
+    assert check.value == p["path_latency"] == pytest.approx(10.0)
+    assert p["latency_verdict"] == "match" and not [f for f in check.flags if f.startswith("steps-")]
+    assert p["schedule_minus_dataflow"] == pytest.approx(2.0)
+    assert [(e["producer"], e["consumer"], e["ptxas_cycles"], e["measured_latency"])
+            for e in p["ptxas_stall_exceeds_latency"]] == [("LOP3.LUT", "IMAD", 6.0, 4.0)]
+    assert not p["latency_exceeds_ptxas_stall"]
+    tol = p["latency_tolerance"]  # the whole's clock tick over its shortest chain + one cycle over the fit
+    assert tol["whole_resolution"] == pytest.approx(1 / 16) and 0 < tol["steps_resolution"] <= 1 / 10
+    # the old method on the same row: the dataflow path, steps-below
+    old = st.step_results(rows, {"h": text}.get, load_limits("sm_90"))
+    assert next(r for r in old if r.measure == st.CHECK).params["latency_verdict"] == "steps-below"
+
+
+def test_hardware_stall_ptxas_does_not_encode_stays_steps_below():
+    # ptxas gives IMAD.HI.U32's consumer 6 cycles; its proxy measures 9, and so does the whole
+    text, pairs = _chain_kernel([("IMAD.HI.U32 R2, R2, R5, RZ", ctl(6)), ("IADD3 R2, R2, 0x1, RZ", ctl(4))], 40)
+    rows = [_lat("mul.hi.x", ["IMAD.HI.U32", "IADD3"], 13.0, 1, params={"lengths": [16, 40]}, sass_hash="h"),
+            _lat("hi", ["IMAD.HI.U32"], 9.0, 2), _lat("add", ["IADD3"], 4.0, 3)]
+    check = _check(rows, text, pairs)
+    p = check.params
+    assert p["path_latency"] == pytest.approx(10.0) and p["measured_holds_latency"] == pytest.approx(13.0)
+    assert p["latency_verdict"] == "steps-below"
+    assert [(e["producer"], e["consumer"]) for e in p["latency_exceeds_ptxas_stall"]] == [("IMAD.HI.U32", "IADD3")]
+    flag = next(f for f in check.flags if f.startswith("steps-below"))
+    assert "hardware stall ptxas does not encode" in flag and "IMAD.HI.U32 -> IADD3 (ptxas 6, measured 9)" in flag
+
+
+def test_schedule_uses_the_measured_latency_of_a_scoreboarded_step():
+    body = [("MUFU.RCP R2, R2", ctl(1, wb=0)), ("FMUL R2, R2, R4", ctl(4, waits=(0,)))]
+    text, pairs = _chain_kernel(body, 40)
+    rows = [_lat("rcp.x", ["MUFU.RCP", "FMUL"], 23.0, 1, params={"lengths": [16, 40]}, sass_hash="h"),
+            _lat("rcp", ["MUFU.RCP"], 19.0, 2), _lat("mul", ["FMUL"], 4.0, 3)]
+    p = _check(rows, text, pairs).params
+    assert p["path_latency"] == pytest.approx(23.0) and p["latency_verdict"] == "match"
+    assert p["scoreboarded"] == ["MUFU.RCP"] and p["scoreboarded_proxies"] == {"MUFU.RCP": "rcp"}
+    # without MUFU.RCP's latency the wait counts 0: a lower bound
+    p = _check([r for r in rows if r["variant"] != "rcp"], text, pairs).params
+    assert p["latency_verdict"] == "lower-bound" and p["missing"] == ["MUFU.RCP"]
+
+
+def test_control_codes_of_another_region_fall_back_to_the_dataflow_path():
+    text, pairs = _chain_kernel([("LOP3.LUT R13, R2, 0xffff, RZ, 0xc0, !PT", ctl(6)), ("IMAD R2, R0, R13, RZ", ctl(4))],
+                                40)
+    rows = [_lat("mul.lo.u16", ["LOP3.LUT", "IMAD"], 10.0, 1, params={"lengths": [16, 40]}, sass_hash="h"),
+            _lat("lop", ["LOP3.LUT"], 4.0, 2), _lat("mad", ["IMAD"], 4.0, 3)]
+    check = _check(rows, text, pairs[:-1])
+    assert check.params["latency_method"] == "dataflow"
+    assert any("not of the stored region" in f for f in check.flags)
+
+
+def test_whole_controls_without_the_kernel_texts_says_why():
+    pairs, why = st.whole_controls({"ptx_hash": "p", "sass_hash": "s"}, {}.get, "sm_90")
+    assert pairs is None and "not in the store" in why
+
+
+def test_same_sass_ignores_module_wide_label_numbers():
+    a = "/*0470*/ @P0 BRA `(.L_x_1612) ;\n/*0480*/ EXIT ;"
+    assert st.same_sass(a, a.replace("1612", "0")) and not st.same_sass(a, a.replace("EXIT", "NOP"))
+
+
+def test_conclusion_names_the_schedule_and_the_causes():
+    recs = [{"measure": st.CHECK, "params": {"steps": [1], "latency_verdict": "match",
+                                             "latency_method": "issue schedule"}},
+            {"measure": st.CHECK, "params": {"steps": [1], "latency_verdict": "steps-below",
+                                             "latency_method": "issue schedule",
+                                             "latency_exceeds_ptxas_stall": [{"producer": "IMAD.HI.U32"}]}}]
+    line = st.conclusion(recs)
+    assert "issue schedule" in line and "match 1" in line
+    assert "steps-below 1 (1 a hardware stall ptxas does not encode)" in line
+    assert st.conclusion([]) is None

@@ -13,22 +13,47 @@ Per multi-SASS variant, from the run's own results (the suite's ``derive`` phase
 
 * one ``sass_step`` result per step: its SASS, count per instance, proxy, the proxy's latency
   and peak rate (with their spreads) and the ids of the results they come from;
-* one ``sass_step_sum`` result: the steps' latency along the expansion's dependence path (the
-  critical path through the verified SASS of the variant's own latency chain, the kernel that
-  the whole's latency cites, ``predict/graph.py``; per instance) against the whole's measured
+* one ``sass_step_sum`` result: the steps' *issue schedule* against the whole's measured
   latency, and the steps' issue cost (sum over steps of count / rate on each execution unit,
   the busiest unit) against the whole's measured cost per instance (1 / peak rate), each with
-  the spread of its repeats and a verdict: ``match`` within the spread, else by how much and
-  which way (``steps-exceed``: the whole is faster than its steps, e.g. ptxas overlapped them or
-  a proxy's chain is slower than the step inside the expansion; ``steps-below``: the whole
-  costs more than its steps show, e.g. issue or scheduling stalls the proxies' chains lack),
-  ``lower-bound`` where a step has no proxy (counted as 0).
+  the spread of its repeats and a verdict: ``match`` within the spreads and resolutions, else
+  by how much and which way (``steps-exceed``: the whole is faster than its steps;
+  ``steps-below``: the whole costs more than its steps show), ``lower-bound`` where a step
+  has no proxy (counted as 0).
+
+The issue schedule (:func:`issue_schedule`). An sm_90 warp issues in order, and nothing but
+ptxas's control codes (``kernel/control.py``) holds a consumer back: the stall count of each
+instruction (cycles before the next may issue: ptxas's latency model of fixed-latency SASS) and,
+for variable-latency SASS (MUFU, conversions, ...), a scoreboard that the consumer waits on. So
+the whole's chain latency is that schedule, not the dataflow path through the steps' latencies:
+where ptxas holds a consumer longer than the producer's measured latency, or issues independent
+work in between, the whole is slower than the dataflow path. The schedule is simulated over the
+whole's timed region (the SASS of the kernel that the whole's latency cites, with the control
+codes of the recompiled PTX, :func:`whole_controls`): each instruction issues its predecessor's
+stall count after that one, and no earlier than each waited scoreboard's producer issue plus
+that producer's measured proxy latency; the compared value is the slope of the issue times per
+instance over the middle half of the region (:func:`positions`). It matches where it lies within
+the whole's spread (robust halfwidth of its per-repeat slopes) and clock resolution (one cycle
+over its shortest chain) plus the schedule's own: the proxies' halfwidths carried through its
+scoreboard waits, and one cycle over the instances its slope spans (issue times are whole
+cycles). ``region_cycles`` (the schedule of the whole region) against ``whole_kernel_cycles``
+(that kernel's measured cycles) checks the schedule on the one kernel it is of. The old value, the critical path of the steps' proxy latencies through the region's
+dependence graph (``predict/graph.py``), stays as ``dataflow_latency``; without control codes
+(no PTX in the store, no ptxas, a recompiled SASS that differs) it is the compared value, flagged.
+
+What the schedule leaves out is hardware that ptxas does not encode: a step whose proxy latency
+exceeds the stall ptxas puts between it and its consumer (measured IMAD.HI 9 cycles, ptxas's
+stall 6) makes the whole slower than the schedule; those rows stay ``steps-below`` and name the
+edges (``latency_exceeds_ptxas_stall``), and the schedule with every consumer also held for its
+producers' measured latencies (``measured_holds_latency``) bounds that part.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,10 +61,11 @@ from pathlib import Path
 
 from gpudissect.bench.limits import Limits, load_limits, parse_sass
 from gpudissect.bench.stats import fit_line, robust_halfwidth
+from gpudissect.kernel.control import Control, attach, kernel_controls
 from gpudissect.kernel.region import KINDS, MOVE_RE, RegionNotFound, find_region
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.sass import parse_sass as parse_sass_text
-from gpudissect.predict.graph import dependence_graph, reads
+from gpudissect.predict.graph import dependence_graph, reads, writes
 from gpudissect.predict.tables import UNTRUSTED
 from gpudissect.store.db import Result
 
@@ -57,8 +83,13 @@ NOT_CLEAN = UNTRUSTED + ("poor-fit", "error", "sm-idle", "non-positive", "clock-
 # many instances (the slope is fitted over its middle half)
 WINDOW, WINDOW_INSTANCES = 96, 8
 LAT_STAT = "the proxy's latency (slope of median cycles vs chain length), this run"
-SUM_STAT = ("critical path of the steps' proxy latencies through the dependence graph of the "
-            "whole's verified latency-chain SASS, per instance")
+SUM_STAT = ("the steps' issue schedule, per instance: the slope of the issue times of the whole's verified "
+            "latency-chain SASS, issued in order under ptxas's control codes (each instruction its "
+            "predecessor's stall count after it, and no earlier than the measured proxy latency of the step "
+            "whose scoreboard it waits on)")
+DATAFLOW_STAT = ("critical path of the steps' proxy latencies through the dependence graph of the "
+                 "whole's verified latency-chain SASS, per instance (no control codes: see the flags)")
+Pairs = list[tuple[SassInstr, Control]]
 
 
 def _clean(r: dict) -> bool:
@@ -229,15 +260,23 @@ class CriticalPath:
         against their instance position (``position[i]``: instance number of instruction i), so
         that what the start, the hoisted setup and the end of the region add falls into the
         intercept, as in the measured slope over chain lengths."""
-        if not self.nodes:
-            return None
-        lo, hi = position[0], position[-1]
-        mid = [i for i in self.nodes if lo + (hi - lo) / 4 <= position[i] <= lo + 3 * (hi - lo) / 4]
-        if len({position[i] for i in mid}) < 2:
+        mid = middle_half(self.nodes, position)
+        if mid is None:
             return None
         xs = [position[i] for i in mid]
         return (fit_line(xs, [self.finish[i] for i in mid]).slope,
                 max(0.0, fit_line(xs, [self.spread[i] for i in mid]).slope))
+
+
+def middle_half(nodes: list[int], position: list[float]) -> list[int] | None:
+    """The ``nodes`` whose instance position lies in the middle half of the region's (the
+    steady state a per-instance slope is fitted over), None when they span fewer than two
+    positions."""
+    if not nodes:
+        return None
+    lo, hi = position[0], position[-1]
+    mid = [i for i in nodes if lo + (hi - lo) / 4 <= position[i] <= lo + 3 * (hi - lo) / 4]
+    return mid if len({position[i] for i in mid}) >= 2 else None
 
 
 def middle(n_all: int, n: int) -> slice:
@@ -314,6 +353,173 @@ def critical_path(instrs: list[SassInstr], latency: Callable[[str], tuple[float,
     return CriticalPath(finish[nodes[-1]], hw[nodes[-1]], nodes, finish, hw, missing)
 
 
+@dataclass
+class Schedule:
+    """The in-order issue schedule of a region under ptxas's control codes: each instruction's
+    issue cycle, what bound it (``stall``: its predecessor's stall count; ``scoreboard``: the
+    release of a scoreboard it waits on; ``data``: a producer's measured latency, only with
+    ``holds``), the scoreboard waits (setter of a write barrier, the instruction that waited on
+    it) and the SASS whose latency was unknown (counted as 0)."""
+
+    issue: list[float]
+    bound: list[str]
+    waits: list[tuple[int, int]]
+    unknown: set[str]
+
+    def per_instance(self, position: list[float]) -> tuple[float, float] | None:
+        """The schedule's cycles per instance (slope of the issue times against the instance
+        position, middle half of the region) and its resolution: issue times are whole cycles,
+        so one cycle over the instances the fit spans."""
+        mid = middle_half(list(range(len(self.issue))), position)
+        if mid is None:
+            return None
+        xs = [position[i] for i in mid]
+        return fit_line(xs, [self.issue[i] for i in mid]).slope, 1.0 / (max(xs) - min(xs))
+
+
+def issue_schedule(pairs: Pairs, latency_of: Callable[[str], float | None],
+                   holds: list[list[int]] | None = None) -> Schedule:
+    """Issue cycle of each instruction of straight-line SASS paired with its control codes,
+    one warp issuing in order (sm_70+): ``t[0] = 0``, ``t[j] = max(t[j-1] + stall[j-1],
+    release of each scoreboard j waits on)``. A write barrier set by ``k`` is released at
+    ``t[k] + latency_of(k's full opcode)`` (the producer's measured latency; None: 0, named in
+    ``unknown``), a read barrier at ``t[k]`` (sources are read at issue: it never delays an
+    in-order consumer); a scoreboard counts: set by several, a wait is for the last release of
+    all since the previous wait. A wait on a scoreboard no instruction of the region set is free
+    (set before the region). ``holds[j]``: producers ``j`` also waits for, ``t[k] +
+    latency_of(k)`` each (the hardware interlock that ptxas's stalls stand in for; None: only
+    the codes)."""
+    issue: list[float] = []
+    bound: list[str] = []
+    waits: list[tuple[int, int]] = []
+    unknown: set[str] = set()
+    board: dict[int, list[tuple[float, int]]] = {}  # scoreboard -> outstanding (release cycle, setter)
+    for j, (ins, ctl) in enumerate(pairs):
+        now, why = (issue[-1] + pairs[j - 1][1].stall, "stall") if j else (0.0, "stall")
+        for b in ctl.waits:
+            for rel, k in board.pop(b, []):
+                if pairs[k][1].write_barrier == b:
+                    waits.append((k, j))
+                if rel > now:
+                    now, why = rel, "scoreboard"
+        for k in (holds[j] if holds else ()):
+            lat = latency_of(pairs[k][0].full)
+            if lat is not None and issue[k] + lat > now:
+                now, why = issue[k] + lat, "data"
+        issue.append(now)
+        bound.append(why)
+        if ctl.read_barrier is not None:
+            board.setdefault(ctl.read_barrier, []).append((now, j))
+        if ctl.write_barrier is not None:
+            lat = latency_of(ins.full)
+            if lat is None:
+                unknown.add(ins.full)
+            board.setdefault(ctl.write_barrier, []).append((now + (lat or 0.0), j))
+    return Schedule(issue, bound, waits, unknown)
+
+
+def producers(instrs: list[SassInstr]) -> list[list[int]]:
+    """Per instruction, the earlier instructions whose result it reads (``predict/graph.py``'s
+    register model and its same-iteration edges: a predicated writer does not end the search;
+    IMAD.WIDE's sources as 32-bit, :func:`wide_reads`), in one pass."""
+    last: dict[str, list[int]] = {}
+    out = []
+    for j, ins in enumerate(instrs):
+        out.append(sorted({k for r in wide_reads(ins) for k in last.get(r, ())}))
+        for r in writes(ins):
+            last[r] = last.get(r, []) + [j] if ins.predicate else [j]
+    return out
+
+
+def schedule_edges(pairs: Pairs, sched: Schedule, prods: list[list[int]], latency_of: Callable[[str], float | None],
+                   position: list[float]) -> dict[str, list[dict]]:
+    """Where ptxas's schedule and the steps' measured latencies disagree, per (producer,
+    consumer) SASS over the middle half of the region: ``ptxas_stall_exceeds_latency``, a
+    consumer held by the stall before it (more than one cycle) later than the measured latency
+    of each fixed-latency producer needs (the schedule costs more than the dataflow path);
+    ``latency_exceeds_ptxas_stall``, a consumer that ptxas issues before its producer's measured
+    latency has passed (hardware stall ptxas does not encode: the whole can be slower than the
+    schedule). Each with ptxas's cycles between them (the fewest seen), the measured latency and
+    how often per instance."""
+    mid = middle_half(list(range(len(pairs))), position) or []
+    span = (position[mid[-1]] - position[mid[0]]) if mid else 0.0
+    found: dict[tuple[str, str, str], list] = {}
+    t = sched.issue
+    for j in mid:
+        ready = [(t[k] + lat, pairs[k][1].write_barrier is None, k, lat) for k in prods[j]
+                 if (lat := latency_of(pairs[k][0].full)) is not None]
+        fixed = [x for x in ready if x[1]]  # a scoreboarded producer is the schedule's own wait
+        if fixed and t[j] < max(fixed)[0]:
+            kind, (_, _, k, lat) = "latency_exceeds_ptxas_stall", max(fixed)
+        elif ready and sched.bound[j] == "stall" and j and pairs[j - 1][1].stall > 1 and t[j] > max(ready)[0]:
+            kind, (_, _, k, lat) = "ptxas_stall_exceeds_latency", max(ready)
+        else:
+            continue
+        e = found.setdefault((kind, pairs[k][0].full, pairs[j][0].full), [t[j] - t[k], lat, 0])
+        e[0], e[2] = min(e[0], t[j] - t[k]), e[2] + 1
+    out: dict[str, list[dict]] = {"ptxas_stall_exceeds_latency": [], "latency_exceeds_ptxas_stall": []}
+    for (kind, a, b), (cyc, lat, n) in found.items():
+        out[kind].append({"producer": a, "consumer": b, "ptxas_cycles": cyc, "measured_latency": lat,
+                          "per_instance": round(n / span, 3) if span else None})
+    for v in out.values():
+        v.sort(key=lambda e: (-(e["per_instance"] or 0) * abs(e["ptxas_cycles"] - e["measured_latency"]),
+                              e["producer"], e["consumer"]))
+    return out
+
+
+def _edge_text(e: dict) -> str:
+    return f"{e['producer']} -> {e['consumer']} (ptxas {e['ptxas_cycles']:g}, measured {e['measured_latency']:.3g})"
+
+
+_LABEL_RE = re.compile(r"\.L_x_\d+")
+
+
+def same_sass(a: str, b: str) -> bool:
+    """Two kernels' SASS texts are the same program: equal up to nvdisasm's branch-label numbers
+    (``.L_x_<n>`` counts over the whole module, so a kernel compiled with others gets other
+    numbers; the targets are the same offsets)."""
+    return _LABEL_RE.sub(".L_x", a) == _LABEL_RE.sub(".L_x", b)
+
+
+def whole_controls(row: dict, kernel_text: Callable[[str], str | None], arch: str) -> tuple[Pairs | None, str]:
+    """The timed region of the kernel that the whole's latency ``row`` cites, paired with its
+    control codes: its stored PTX recompiled alone with the project's cached toolchain (ptxas at
+    the row's strategy's -O level, then -O3), accepted only where the kernel's SASS is the stored
+    one (:func:`same_sass`). (None, why) otherwise."""
+    from gpudissect.kernel.toolchain import compile_ptx, disassemble
+
+    ptx = kernel_text(row["ptx_hash"]) if row.get("ptx_hash") else None
+    stored = kernel_text(row["sass_hash"]) if row.get("sass_hash") else None
+    if not ptx or not stored:
+        return None, "the PTX or SASS of the whole's latency kernel is not in the store"
+    opts = [3]
+    try:
+        from gpudissect.suites.instructions.strategies import strategy
+
+        opts = [strategy(row["strategy"]).opt] + opts if row.get("strategy") else opts
+    except (KeyError, OSError, ValueError):
+        pass
+    why = "no -O level tried"
+    for opt in dict.fromkeys(opts):
+        try:
+            cub = compile_ptx(ptx, arch, opt).cubin
+            funcs = parse_sass_text(disassemble(cub))
+        except Exception as e:  # noqa: BLE001 - no toolchain, a PTX it rejects: the old method
+            return None, f"recompiling its PTX failed: {type(e).__name__}: {e}"[:300]
+        if len(funcs) != 1:
+            why = f"its recompiled PTX holds {len(funcs)} kernels, not 1"
+            continue
+        (name, f), = funcs.items()
+        if not same_sass("\n".join(i.text for i in f.instrs), stored):
+            why = f"its PTX recompiled at -O{opt} gives other SASS than the stored"
+            continue
+        try:
+            return attach(find_region(f.instrs), kernel_controls(cub)[name]), ""
+        except (RegionNotFound, KeyError, ValueError) as e:
+            return None, f"no control codes for its timed region: {e}"[:300]
+    return None, why
+
+
 def issue_cost(steps: list[tuple[str, float]], proxies: dict[str, Proxy], limits: Limits
                ) -> tuple[dict[str, float], dict[str, float], list[str]]:
     """Cycles per instance each execution unit is busy with the steps (count / the proxy's rate,
@@ -335,12 +541,14 @@ def issue_cost(steps: list[tuple[str, float]], proxies: dict[str, Proxy], limits
 
 
 def verdict(steps: float | None, steps_hw: float, whole: float | None, whole_hw: float, floor: float,
-            incomplete: list[str], inexact: list[str], what: str) -> tuple[str, list[str]]:
+            incomplete: list[str], inexact: list[str], what: str, below: str | None = None,
+            exceed: str | None = None) -> tuple[str, list[str]]:
     """The word and flags of one comparison of the steps with the whole: ``match`` within the sum
     of both halfwidths and ``floor`` (the comparison's own resolution); else ``steps-exceed`` /
-    ``steps-below`` by how much; ``lower-bound`` when steps without a number (``incomplete``,
-    counted as 0) leave the steps short; ``not checked`` without both numbers. ``inexact``:
-    steps timed by a proxy that is not exactly their SASS (the verdict says so)."""
+    ``steps-below`` by how much (``below`` / ``exceed``: the explanation, instead of the generic
+    one); ``lower-bound`` when steps without a number (``incomplete``, counted as 0) leave the
+    steps short; ``not checked`` without both numbers. ``inexact``: steps timed by a proxy that
+    is not exactly their SASS (the verdict says so)."""
     if steps is None or whole is None:
         return "not checked", [f"not checked: {what}: " + ("no steps" if steps is None else "the whole has no clean value")]
     diff, tol = steps - whole, steps_hw + whole_hw + floor
@@ -353,12 +561,12 @@ def verdict(steps: float | None, steps_hw: float, whole: float | None, whole_hw:
         return "match", [f"inexact: {what}: matches within the spread, with proxies not exact: "
                          f"{', '.join(inexact)}"] if inexact else []
     if diff > 0:
-        return "steps-exceed", [f"steps-exceed: {what}: steps {gap} more than the whole: the expansion overlaps "
-                                f"what its proxies time apart (ptxas scheduling, forwarding), or a proxy's own "
-                                f"chain is slower than the step{note}"]
-    return "steps-below", [f"steps-below: {what}: steps {gap} less than the whole: the expansion costs more than "
-                           f"its steps' proxies show (a dependence between pipes, issue or scheduling stalls "
-                           f"the proxies' chains lack){note}"]
+        return "steps-exceed", [f"steps-exceed: {what}: steps {gap} more than the whole: " + (
+            exceed or "the expansion overlaps what its proxies time apart (ptxas scheduling, forwarding), or a "
+                      "proxy's own chain is slower than the step") + note]
+    return "steps-below", [f"steps-below: {what}: steps {gap} less than the whole: " + (
+        below or "the expansion costs more than its steps' proxies show (a dependence between pipes, issue or "
+                 "scheduling stalls the proxies' chains lack)") + note]
 
 
 def region_of(text: str | None) -> list[SassInstr] | None:
@@ -391,9 +599,10 @@ def _step_flags(op: str, p: Proxy) -> list[str]:
 
 
 def split_variant(row: dict, peak: dict | None, idx: ProxyIndex, limits: Limits, sass_text: str | None,
-                  rate_tol: float = 0.0) -> list[Result]:
+                  rate_tol: float = 0.0, controls: Pairs | None = None, controls_why: str = "") -> list[Result]:
     """The ``sass_step`` results of one whole (its latency row ``row``, peak row ``peak``) and
-    its ``sass_step_sum`` check."""
+    its ``sass_step_sum`` check (``controls``: its timed region's control codes, see
+    :func:`check_variant`)."""
     name, cls = row["variant"], row.get("cls") or ""
     steps = _merge(parse_sass(row.get("sass") or []))
     proxies = {op: idx.find(op) for op, _ in steps}
@@ -410,7 +619,7 @@ def split_variant(row: dict, peak: dict | None, idx: ProxyIndex, limits: Limits,
                                   "unit": pipe.unit if pipe else None, "evidence": p.evidence(),
                                   "alternates": p.alternates[:8]},
                           flags=_step_flags(op, p), sass=[op], cls=cls))
-    out.append(check_variant(row, peak, steps, proxies, idx, limits, sass_text, rate_tol))
+    out.append(check_variant(row, peak, steps, proxies, idx, limits, sass_text, rate_tol, controls, controls_why))
     return out
 
 
@@ -434,9 +643,66 @@ def _not_exact(proxies: dict[str, Proxy], which: str, among: set[str] | None = N
                   and getattr(p, which) is not None and getattr(p, which).match != "exact")
 
 
+def _schedule(pairs: Pairs, lat: Callable[[str], tuple[float, float] | None], pos: list[float]) -> dict | None:
+    """The steps' issue schedule of the whole's region (:func:`issue_schedule`) per instance, and
+    what splits its difference from the whole: ``value``; ``halfwidth``, how far the proxies'
+    halfwidths on the scoreboard waits move it (the schedule with every latency at value +
+    halfwidth); ``resolution``; ``measured_holds_latency``, the schedule with each consumer also
+    held for its producers' measured latencies (ptxas's stalls where the hardware needs more,
+    :func:`schedule_edges`); the edges; ``scoreboarded``, the SASS whose scoreboard an
+    instruction of the fitted middle half waits on, and ``missing``, those without a latency
+    (a wait before it moves the intercept, not the slope). None when too short to fit."""
+    nominal: Callable[[str], float | None] = lambda op: (lat(op) or (None,))[0]  # noqa: E731
+    upper: Callable[[str], float | None] = lambda op: (v[0] + v[1]) if (v := lat(op)) else None  # noqa: E731
+    sched = issue_schedule(pairs, nominal)
+    per = sched.per_instance(pos)
+    if per is None:
+        return None
+    hi = issue_schedule(pairs, upper).per_instance(pos)
+    prods = producers([i for i, _ in pairs])
+    held = issue_schedule(pairs, nominal, prods).per_instance(pos)
+    edges = schedule_edges(pairs, sched, prods, nominal, pos)
+    fitted = set(middle_half(list(range(len(pairs))), pos) or [])
+    waited = {pairs[k][0].full for k, j in sched.waits if j in fitted}
+    return {"value": per[0], "halfwidth": max(0.0, hi[0] - per[0]) if hi else 0.0, "resolution": per[1],
+            "measured_holds_latency": held[0] if held else None, "scoreboarded": sorted(waited),
+            "missing": sorted(waited & sched.unknown), "region_cycles": sched.issue[-1] + pairs[-1][1].stall,
+            "controls": "ptxas's control codes of the whole's kernel, its stored PTX recompiled (same SASS)",
+            **edges}
+
+
+def _schedule_reasons(sp: dict) -> tuple[str, str]:
+    """The explanations of a schedule below and above the whole (for :func:`verdict`)."""
+    slow = sp["latency_exceeds_ptxas_stall"]
+    held = sp["measured_holds_latency"]
+    if slow:
+        below = ("hardware stall ptxas does not encode: a step's measured latency exceeds the cycles ptxas's "
+                 f"stall counts give its consumer: {'; '.join(_edge_text(e) for e in slow[:4])}"
+                 + (f"; with each consumer also held for its producers' measured latencies the schedule gives "
+                    f"{held:.4g}" if held is not None else ""))
+    else:
+        below = ("the whole waits longer than ptxas's issue schedule with the steps' measured latencies, and no "
+                 "step's measured latency exceeds ptxas's stalls: a stall that neither shows")
+    own, mine = sp.get("whole_kernel_cycles"), sp["region_cycles"]
+    if own is not None and mine <= own:  # ptxas's stall counts are a floor: the hardware cannot beat them
+        exceed = (f"the cited kernel's own measured cycles ({own:.6g}) hold its schedule ({mine:.6g} for the "
+                  "region): the schedule's slope per instance, of this one kernel, differs from the whole's "
+                  "slope across the kernels of all its chain lengths")
+    elif sp["scoreboarded"]:
+        exceed = (f"a scoreboarded SASS's proxy latency ({', '.join(sp['scoreboarded'])}) exceeds its "
+                  "consumer's wait inside the expansion")
+    else:
+        exceed = ("ptxas's stall counts, a floor the hardware cannot beat, put the region above the kernel's "
+                  "measured cycles: the schedule or the region's instance positions do not fit the timed kernel")
+    return below, exceed
+
+
 def check_variant(row: dict, peak: dict | None, steps: list[tuple[str, float]], proxies: dict[str, Proxy],
-                  idx: ProxyIndex, limits: Limits, sass_text: str | None, rate_tol: float = 0.0) -> Result:
-    """The steps against the whole: latency along the dependence path, issue cost per unit."""
+                  idx: ProxyIndex, limits: Limits, sass_text: str | None, rate_tol: float = 0.0,
+                  controls: Pairs | None = None, controls_why: str = "") -> Result:
+    """The steps against the whole: latency as the steps' issue schedule under the control codes
+    of the whole's timed region (``controls``: its instructions paired with their codes; without
+    them, ``controls_why`` says why and the dataflow path is compared), issue cost per unit."""
     name = row["variant"]
     lat = _proxy_latency(proxies)
     params: dict = {"steps": [{"sass": op, "count": c, "proxy": proxies[op].variant, "match": proxies[op].match,
@@ -450,27 +716,60 @@ def check_variant(row: dict, peak: dict | None, steps: list[tuple[str, float]], 
     params.update(whole_latency=whole, whole_latency_halfwidth=whole_hw, whole_latency_id=row.get("id"))
     flags: list[str] = []
     region = region_of(sass_text)
-    path_value = None
+    path_value, statistic = None, "none"
     if region is None or not lengths:
         word, fl = "not checked", ["not checked: latency: the SASS of the whole's latency kernel is not in the store"]
     else:
         cut = middle(len(region), max(WINDOW, round(WINDOW_INSTANCES * len(region) / lengths[-1])))
         window = region[cut]
         path = critical_path(window, lat)
-        pos = positions(region, dict(steps), lengths[-1])[cut]
-        per = path.per_instance(pos)
-        path_value, path_hw = per if per is not None else (None, 0.0)
+        pos = positions(region, dict(steps), lengths[-1])
+        per = path.per_instance(pos[cut])
+        dataflow, dataflow_hw = per if per is not None else (None, 0.0)
         if any("WIDE" in i.modifiers for i in window):  # the same with 32-bit sources of IMAD.WIDE
-            narrow = critical_path(window, lat, narrow_wide=True).per_instance(pos)
-            params["path_latency_wide_32bit_sources"] = narrow[0] if narrow else None
+            narrow = critical_path(window, lat, narrow_wide=True).per_instance(pos[cut])
+            params["dataflow_latency_wide_32bit_sources"] = narrow[0] if narrow else None
         on_path = {window[i].full for i in path.nodes}
         stepped = {op for op, _ in steps}
-        params.update(path_latency=path_value, path_latency_halfwidth=path_hw, path_sass=sorted(on_path),
-                      region_instructions=len(region), region_instances=lengths[-1], window_instructions=len(window),
+        params.update(dataflow_latency=dataflow, dataflow_latency_halfwidth=dataflow_hw,
+                      dataflow_path_sass=sorted(on_path), region_instructions=len(region),
+                      region_instances=lengths[-1], window_instructions=len(window),
                       outside_steps=sorted({i.full for i in region} - stepped), sass_hash=row.get("sass_hash"))
-        # one clock tick over the shortest chain: the resolution of the whole's slope
-        word, fl = verdict(path_value, path_hw, whole, whole_hw, 1 / min(lengths),
-                           sorted(path.missing & stepped), _not_exact(proxies, "latency", on_path), "latency")
+        if controls is not None and [i.text for i, _ in controls] != [i.text for i in region]:
+            controls, controls_why = None, "the control codes are not of the stored region's SASS"
+        # the schedule's latencies: the steps' proxies, and for the region's other SASS (hoisted
+        # setup such as a divisor's reciprocal) a proxy found the same way
+        others = {op: idx.find(op) for op in {i.full for i in region} - stepped}
+        sched = _schedule(controls, _proxy_latency({**others, **proxies}), pos) if controls is not None else None
+        if sched is None:  # the old comparison: the dataflow path, flagged
+            controls_why = controls_why or "its timed region spans too few instances for a schedule"
+            path_value, path_hw, floor = dataflow, dataflow_hw, 0.0
+            incomplete, inexact, what = sorted(path.missing & stepped), _not_exact(proxies, "latency", on_path), \
+                "latency (dataflow path)"
+            below = exceed = None
+            flags.append(f"no-schedule: latency: no control codes ({controls_why}): the steps' dataflow path is "
+                         "compared, which leaves out ptxas's in-order issue schedule (a whole above it is expected)")
+            statistic = DATAFLOW_STAT if path_value is not None else "none"
+            params["latency_method"] = "dataflow"
+        else:
+            path_value, path_hw, floor, sp = sched["value"], sched["halfwidth"], sched["resolution"], sched
+            cyc = ((row.get("samples") or {}).get("cycles_per_repeat") or {}).get(str(lengths[-1])) or []
+            sp["whole_kernel_cycles"] = float(statistics.median(cyc)) if cyc else None
+            params.update({k: v for k, v in sp.items() if k not in ("value", "halfwidth")},
+                          latency_method="issue schedule", scoreboarded_proxies={
+                              op: (others.get(op) or proxies[op]).variant for op in sp["scoreboarded"]},
+                          schedule_minus_dataflow=path_value - dataflow if dataflow is not None else None)
+            incomplete, what = sp["missing"], "latency (issue schedule)"
+            inexact = _not_exact({**others, **proxies}, "latency", set(sp["scoreboarded"]))
+            below, exceed = _schedule_reasons(sp)
+            statistic = SUM_STAT
+        params.update(path_latency=path_value, path_latency_halfwidth=path_hw)
+        # the whole's resolution: one clock tick over the shortest chain; the schedule's: one cycle
+        # over the instances its slope spans (its issue times are whole cycles)
+        params["latency_tolerance"] = {"whole_halfwidth": float(whole_hw), "whole_resolution": 1 / min(lengths),
+                                       "steps_halfwidth": path_hw, "steps_resolution": floor}
+        word, fl = verdict(path_value, path_hw, whole, whole_hw, 1 / min(lengths) + floor, incomplete, inexact,
+                           what, below, exceed)
         if whole is not None and path_value is not None:
             params["latency_difference"] = path_value - whole
     flags += fl
@@ -490,23 +789,60 @@ def check_variant(row: dict, peak: dict | None, steps: list[tuple[str, float]], 
     params["throughput_verdict"] = tword
     if whole_cost is not None:
         params["cost_difference"] = cost[busiest] - whole_cost
-    return Result(name, CHECK, path_value, "cycles", SUM_STAT if path_value is not None else "none",
+    return Result(name, CHECK, path_value, "cycles", statistic,
                   params=params, flags=flags + tfl, sass=list(row.get("sass") or []), cls=row.get("cls") or "")
 
 
 def step_results(rows: list[dict], kernel_text: Callable[[str], str | None], limits: Limits,
-                 rate_tol: float = 0.0) -> list[Result]:
+                 rate_tol: float = 0.0,
+                 controls: Callable[[dict], tuple[Pairs | None, str]] | None = None) -> list[Result]:
     """Every multi-SASS CUDA-core variant of a run's rows, split into its steps and checked
-    (``rate_tol``: the relative tolerance of a peak rate)."""
+    (``rate_tol``: the relative tolerance of a peak rate; ``controls``: a whole's latency row ->
+    its timed region with control codes, or (None, why), e.g. :func:`whole_controls`)."""
     idx = ProxyIndex(rows)
     peak = {r["variant"]: r for r in rows if r.get("measure") == "throughput_peak"}
     out: list[Result] = []
     for r in rows:
         if r.get("measure") != "latency" or r.get("value") is None or is_candidate(r) is not None:
             continue
+        pairs, why = controls(r) if controls is not None else (None, "no control codes asked for")
         out += split_variant(r, peak.get(r["variant"]), idx, limits,
-                             kernel_text(r["sass_hash"]) if r.get("sass_hash") else None, rate_tol)
+                             kernel_text(r["sass_hash"]) if r.get("sass_hash") else None, rate_tol, pairs, why)
     return out
+
+
+SECTION_NOTE = ("Latency: the steps' issue schedule against the whole's measured latency. An sm_90 warp issues "
+                "in order and only ptxas's control codes hold a consumer back, so the schedule issues the "
+                "whole's own timed SASS one instruction after another: each its predecessor's stall count "
+                "later, and no earlier than the measured proxy latency of a variable-latency step whose "
+                "scoreboard it waits on; the value is its slope per instance. Tolerance: the whole's spread "
+                "and clock resolution plus the schedule's (the proxies' spreads on its scoreboard waits, one "
+                "cycle over the instances it spans). steps-below with \"hardware stall ptxas does not "
+                "encode\": a step's measured latency exceeds the stall ptxas gives its consumer.")
+
+
+def conclusion(records: list[dict]) -> str | None:
+    """One line over a run's ``sass_step_sum`` records: the latency verdicts of the steps' issue
+    schedule against the wholes, with the causes the records name (None without records)."""
+    rows = [r.get("params") or {} for r in records if r.get("measure") == CHECK and (r.get("params") or {}).get("steps")]
+    if not rows:
+        return None
+    words = Counter(p.get("latency_verdict") for p in rows)
+    hw = sum(p.get("latency_verdict") == "steps-below" and bool(p.get("latency_exceeds_ptxas_stall")) for p in rows)
+    own = sum(p.get("latency_verdict") == "steps-exceed" and p.get("whole_kernel_cycles") is not None
+              and p.get("region_cycles") is not None and p["region_cycles"] <= p["whole_kernel_cycles"] for p in rows)
+    flow = Counter(p.get("latency_method") or "dataflow" for p in rows)  # records of before: the dataflow path
+    parts = [f"{w} {n}" + (f" ({hw} a hardware stall ptxas does not encode)" if w == "steps-below" and hw else "")
+             + (f" ({own} where the cited kernel's own cycles hold its schedule: a slope across lengths)"
+                if w == "steps-exceed" and own else "")
+             for w, n in sorted(words.items(), key=lambda kv: str(kv[0]))]
+    if not flow.get("issue schedule"):
+        return (f"Multi-SASS latency, the steps' dataflow path (no control codes: ptxas's in-order issue schedule "
+                f"left out) against the whole, {len(rows)} variants: " + ", ".join(parts) + ".")
+    tail = f"; {flow['dataflow']} without control codes, compared by the dataflow path" if flow.get("dataflow") else ""
+    return (f"Multi-SASS latency, the steps' issue schedule (ptxas's stall counts and the measured latencies of "
+            f"scoreboarded steps, over the whole's own SASS) against the whole, {len(rows)} variants: "
+            + ", ".join(parts) + tail + ".")
 
 
 def shipped_map(arch: str) -> list[dict]:
@@ -546,10 +882,12 @@ def proxy_references(selected: list[str], arch: str) -> list[str]:
 
 def derive(store, run_id: int, arch: str, rate_tol: float = 0.0) -> str | None:
     """Store the steps of every multi-SASS CUDA-core variant of a run (with the variant's own
-    item), from its own results; None, or one line saying why not (never raises: a failure is
-    one flagged result under item ``sass_steps``)."""
+    item), from its own results and the control codes of the wholes' kernels (their stored PTX
+    recompiled, :func:`whole_controls`: ptxas and nvdisasm, no GPU); None, or one line saying why
+    not (never raises: a failure is one flagged result under item ``sass_steps``)."""
     try:
-        res = step_results(store.results(run_id), store.kernel_text, load_limits(arch), rate_tol)
+        res = step_results(store.results(run_id), store.kernel_text, load_limits(arch), rate_tol,
+                           lambda row: whole_controls(row, store.kernel_text, arch))
         by_variant: dict[str, list[Result]] = {}
         for r in res:  # stored with each variant's own item: an item's results stay its own
             by_variant.setdefault(r.variant, []).append(r)
