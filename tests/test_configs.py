@@ -75,18 +75,22 @@ def test_table_decides_measures_shared_operand_and_predicates(table):
     assert config_specs(variant("mad.lo.u32")) == [ConfigSpec(RR, 3, 3), ConfigSpec(WW, 3, 3)]
     assert config_specs(variant("ex2.approx.ftz.f32")) == [ConfigSpec(WW, 1, 3)]
     assert config_specs(variant("add.f32")) == []
+    with pytest.raises(ValueError, match="unknown measure control_read_read"):  # a control is no entry
+        config_specs(variant("fma.rn.f32"), TABLE.replace('"latency_read_read", "latency_write_write"',
+                                                          '"control_read_read"'))
     with pytest.raises(ValueError, match="unknown measure latency_x"):
         config_specs(variant("fma.rn.f32"), TABLE.replace('"latency_read_read", "latency_write_write"',
                                                           '"latency_x"'))
 
 
 def test_lengths_stay_within_the_register_budget(table):
-    # fma.rn.f32 read_read: b, c and d per instance, 3 registers: 64 // 3 = 21 instances at most
-    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(RR), (16, 32, 48), 4) == (7, 14, 21)
-    # fma.rn.f64: 2 registers per value, 6 per instance: 10
-    assert max(config_lengths(variant("fma.rn.f64"), ConfigSpec(RR), (16, 32, 48), 4)) == 10
-    # write_write: one value of its own per instance: the units themselves fit
-    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(WW), (16, 32, 48), 4) == (16, 32, 48)
+    # the budget is the control's (no register shared), so that both time the same lengths:
+    # fma.rn.f32 read_read: a, b, c and d per instance, 4 registers: 64 // 4 = 16 instances at most
+    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(RR), (16, 32, 48), 4) == (5, 11, 16)
+    # fma.rn.f64: 2 registers per value, 8 per instance: 8
+    assert max(config_lengths(variant("fma.rn.f64"), ConfigSpec(RR), (16, 32, 48), 4)) == 8
+    # write_write: one value and one destination of its own per instance (the control): 32
+    assert config_lengths(variant("fma.rn.f32"), ConfigSpec(WW), (16, 32, 48), 4) == (11, 21, 32)
 
 
 # --- generation ----------------------------------------------------------------------------
@@ -222,22 +226,37 @@ def test_configurations_measured_from_synthetic_timings(table, sm90):
     cat = load_catalog()
     vs = [cat.get(n) for n in names]
     works = {w.variant.name: w for w in prepare_works(vs, autoverify_many(vs, sm90, jobs=1), sm90, PLAN, jobs=1)}
-    per = {"_rr_": 1.0, "_ww_": 2.5}
+    # read-read as fast as its control; write-write 0.5 cycle per instance slower than its control
+    per = {"_rr_": 1.0, "_ww_r": 2.5, "_ww_c": 2.0}
 
     def model(kernel: str, chains: int, length: int, warps: int) -> float:
         return 80 + length * next((c for tag, c in per.items() if tag in kernel), 4.0)
 
     got = {r.measure: r for r in measure_work(FakeDevice(model), works["fma.rn.f32"], PLAN, sm90).results}
     rr, ww = got[RR], got[WW]
-    assert rr.value == pytest.approx(1.0) and ww.value == pytest.approx(2.5)
+    # the fake clock counts whole cycles: a slope over the lengths is within its resolution
+    assert rr.value == pytest.approx(1.0, abs=0.05) and ww.value == pytest.approx(2.5, abs=0.05)
     assert got["latency"].value == pytest.approx(4.0)
-    assert rr.params["shared_slots"] == {"FFMA": [1]} and rr.params["lengths"] == [7, 14, 21]
-    assert ww.params["lengths"] == [16, 32, 48] and ww.params["predicates"]
+    assert rr.params["shared_slots"] == {"FFMA": [1]} and rr.params["lengths"] == [5, 11, 16]
+    assert ww.params["lengths"] == [11, 21, 32] and ww.params["predicates"]
+    # each against its control (the same lengths, no register shared), at one warp and over warps
+    assert got["control_read_read"].params["lengths"] == rr.params["lengths"]
+    assert got["control_write_write"].value == pytest.approx(2.0, abs=0.05)
+    assert rr.params["one_warp"]["verdict"] == "same" and rr.params["verdict"] == "same"
+    assert ww.params["one_warp"]["verdict"] == "slower" and ww.params["verdict"] == "slower"
+    assert ww.params["one_warp"]["excess_cycles"] == pytest.approx(0.5, abs=0.1)
+    over = ww.params["over_warps"]
+    ran = [W for W in PLAN.config_warps if W in over["warps"]]
+    assert over["warps"] == ran and len(ran) >= 5 and over["verdict"] == "slower"
+    assert ran == list(PLAN.config_warps) or "refused" in ww.params["notes"][0]  # registers per SM
+    n = max(ww.params["lengths"])  # a span of one region: (80 + 2.0 n) / (80 + 2.5 n) - 1
+    assert [d for _, d in over["differ"]] == pytest.approx([(80 + 2.0 * n) / (80 + 2.5 * n) - 1] * len(ran),
+                                                           abs=0.005)
     assert "cycles_per_repeat" in rr.samples and rr.sass == ["FFMA"] and rr.ptx_hash
     assert "read one register" in rr.statistic and "write one register" in ww.statistic
     ex2 = {r.measure: r for r in measure_work(FakeDevice(model), works["ex2.approx.ftz.f32"], PLAN, sm90).results}
-    assert RR not in ex2 and ex2[WW].value == pytest.approx(2.5)
+    assert RR not in ex2 and ex2[WW].value == pytest.approx(2.5, abs=0.05)
     f64 = {r.measure: r for r in measure_work(FakeDevice(model), works["fma.rn.f64"], PLAN, sm90).results}
-    assert f64[RR].value == pytest.approx(1.0) and f64[RR].params["shared_slots"] == {"DFMA": [0]}
+    assert f64[RR].value == pytest.approx(1.0, abs=0.05) and f64[RR].params["shared_slots"] == {"DFMA": [0]}
     # ptxas turns guarded 64-bit writes into selects: not timed, with the reason (nothing else timed)
     assert f64[WW].value is None and f64[WW].flags[0].startswith("not timed: ") and "FSEL" in f64[WW].flags[0]

@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 
+from gpudissect.bench.limits import parse_sass
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice, RunSpec
 from gpudissect.suites.instructions.grid import (
@@ -209,3 +210,35 @@ def test_a_quick_run_stores_the_grid_and_the_reference_shows_it(sweep, tmp_path)
     assert "### int" in text and re.search(r"`add.u32` \| 1\.5\d? \| 4 @ d=2 \|", text)
     assert grid_maps({"records": rows}, tmp_path / "fig")[0].name == "instructions_grid.png"
     assert timing_reference is not None
+
+
+def test_warp_latency_is_per_sass_issue():
+    # paired half precision: two PTX instances in one SASS; the scheduler issues SASS
+    r = grid()
+    out = analyse(r, np.zeros_like(r), WARPS, DISTS, sass_per_instance=0.5)
+    assert out["warp_latency_per_instance"] == pytest.approx(2.0)
+    assert out["warp_latency_cycles"] == pytest.approx(4.0)
+    assert out["sass_per_instance"] == 0.5
+
+
+def test_a_cell_is_held_to_the_limit_of_its_own_region(work):
+    # the cell's limit is what the timed kernel's region issues (harness instructions included),
+    # not the family's slope mix, which may count moves only the other length has
+    w, target = work
+    f = next(f for f in w.families if f.measure == "throughput" and f.chains == 1)
+    b = f.built[0]
+    assert set(f.region_sass) == {x.kernel.name for x in f.built}
+    mix = parse_sass(f.region_sass[b.kernel.name])
+    # add.u32: ptxas balances IADD3 and IMAD.IADD, one SASS per instance (in this region's own mix)
+    assert {op for op, _ in mix} <= {"IADD3", "IMAD.IADD"}
+    assert sum(c for _, c in mix) == pytest.approx(1.0, abs=0.05)
+    saved = dict(f.region_sass)
+    try:  # a region that issued 4 SASS per instance: the same rates now exceed its limit
+        for k in f.region_sass:
+            f.region_sass[k] = ["4*IADD3"]
+        out = measure_work(FakeDevice(fake_cycles(peak=1.5), sm_count=3), w, PLAN, target)
+        g = next(r for r in out.results if r.measure == GRID)
+        assert any(x.startswith("exceeds-limit") for x in g.flags)
+        assert g.params["region_sass"]["1"] == ["4*IADD3"]
+    finally:
+        f.region_sass.update(saved)

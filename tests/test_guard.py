@@ -5,6 +5,8 @@ measured again; after a clock change, all of them."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpudissect.bench.runner import RETRIES
@@ -33,16 +35,18 @@ class Counting(ScriptedDevice):
 
     def run(self, cubin, kernel, *a, **k):
         self.runs.append(kernel)
-        own = [r for r in self.runs if r.startswith(F32)]
-        noisy = kernel.startswith(F32) and len(own) <= self.noisy_runs
+        own = [r for r in self.runs if F32.match(r)]
+        noisy = bool(F32.match(kernel)) and len(own) <= self.noisy_runs
         self.noisy_calls = self.calls + 1 if noisy else 0  # ScriptedDevice: noisy while calls < it
         return super().run(cubin, kernel, *a, **k)
 
     def f32_runs(self) -> int:
-        return sum(r.startswith(F32) for r in self.runs)
+        """Runs of add.f32's latency, throughput and distance kernels (its configurations'
+        kernels, guarded, read-read and write-write, run beside them)."""
+        return sum(bool(F32.match(r)) for r in self.runs)
 
 
-F32 = "v0_"  # the kernels of add.f32, the first variant of the run
+F32 = re.compile(r"v0_[ltd]\d+_n")  # add.f32's (the run's first variant) chain and throughput kernels
 
 # three kept repeats per launch (the first of four is dropped), two launches per point, so
 # that repeats can disagree; chain lengths: latency 8, 16, 32; throughput 4, 8 (4 chains);
@@ -105,7 +109,8 @@ def test_noisy_repeats_are_remeasured_and_a_clean_repeat_wins(tmp_path, sweep):
     assert res[("latency", None, None)]["value"] == pytest.approx(4.0)
     # only the noisy family (latency: 3 kernels) was measured again; the others were kept
     assert dev.f32_runs() == RUNS + 3
-    assert dev.runs[RUNS : RUNS + 3] == [r for r in dev.runs[:3]]  # the same latency kernels
+    own = [r for r in dev.runs if F32.match(r)]
+    assert own[RUNS : RUNS + 3] == own[:3]  # the same latency kernels
 
 
 def test_repeats_that_stay_noisy_are_flagged_after_the_retries(tmp_path, sweep):

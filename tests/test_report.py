@@ -392,16 +392,21 @@ def test_timing_reference_lists_operand_and_guarded_latencies():
     from gpudissect.report.markdown import _operand_section
     from gpudissect.suites.instructions.view import instruction_rows
 
-    def rec(m, v, flags=()):
-        return {"variant": "fma.rn.f32", "measure": m, "value": v, "flags": list(flags), "sass": ["FFMA"]}
+    def rec(m, v, flags=(), params=None):
+        return {"variant": "fma.rn.f32", "measure": m, "value": v, "flags": list(flags), "sass": ["FFMA"],
+                "params": params or {}}
 
     rows = instruction_rows([rec("latency", 4.0), rec("latency_operand_1", 4.0), rec("latency_operand_3", 4.5),
                              rec("latency_operand_2", None, ["unverified: two slots"]),
                              rec("latency_guarded_true", 4.0), rec("latency_guarded_false", 2.0),
-                             rec("latency_read_read", 1.0), rec("latency_write_write", None, ["not timed: select"])])
+                             rec("latency_read_read", 1.0, params={"verdict": "same"}),
+                             rec("control_read_read", 1.0),
+                             rec("latency_write_write", None, ["not timed: select"])])
     md = "\n".join(_operand_section(rows))
-    assert "| write-read | read-read | write-write | guard true | guard false | op 1 | op 2 | op 3 |" in md
-    assert "| `fma.rn.f32` | FFMA | 4 | 1 | - (not timed) | 4 | 2 | 4 | - (unverified) | 4.5 |" in md
+    assert ("| write-read | read-read | its control | vs control | write-write | its control | vs control | "
+            "guard true | guard false | op 1 | op 2 | op 3 |") in md
+    assert "| `fma.rn.f32` | FFMA | 4 | 1 | 1 | same | - (not timed) |  |  | 4 | 2 | 4 | - (unverified) | 4.5 |" in md
+    assert "read-read against its control: same 1; write-write against its control: none timed." in md
     assert _operand_section(instruction_rows([rec("latency", 4.0)])) == []
 
 

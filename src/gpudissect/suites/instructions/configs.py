@@ -18,14 +18,16 @@ from __future__ import annotations
 import fnmatch
 import tomllib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.control import attach, kernel_controls
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.sass import SassInstr
+from gpudissect.store.db import Result
 from gpudissect.suites.instructions.checks import Sample
 from gpudissect.suites.instructions.operands import equivalent
 from gpudissect.suites.instructions.strategies import STRATEGY_FILE
@@ -39,7 +41,12 @@ from gpudissect.suites.instructions.template import (
 from gpudissect.target import Target
 
 # measure -> the configuration template.generate_config builds
-MODES = {"latency_read_read": READ_READ, "latency_write_write": WRITE_WRITE}
+CONFIGS = {"latency_read_read": READ_READ, "latency_write_write": WRITE_WRITE}
+# each configuration's control: the same instructions with no register shared (each instance
+# reads, or writes, its own: template distance = length), timed alike
+CONTROLS = {"control_read_read": READ_READ, "control_write_write": WRITE_WRITE}
+CONTROL_OF = {"latency_read_read": "control_read_read", "latency_write_write": "control_write_write"}
+MODES = {**CONFIGS, **CONTROLS}
 STRATEGY = "reg"  # values loaded at run time; no chain, no companion
 WORDS = {"h": 1, "r": 1, "rd": 2}  # 32-bit registers one value of a register class takes
 
@@ -55,33 +62,55 @@ def _table(doc: str | None) -> dict:
     return tomllib.loads(doc if doc is not None else STRATEGY_FILE.read_text()).get("dependence_types", {})
 
 
+def applies(v: Variant, measure: str, shared: int = 1) -> bool:
+    """Whether ``v`` has the configuration at all: one PTX instruction of register operands with
+    a register result (a predicate result would need a predicate register per instance), and
+    for read_read a register source ``shared`` beside another source (an instruction of one
+    source reading one register computes the same in every instance), for write_write a
+    register source to vary per instance."""
+    if v.dest is None or v.dest.reg_class == "p" or v.ptx.count(";") != 1:
+        return False
+    if any(o.is_address or o.scratch for o in v.operands):
+        return False
+    regs = [o for o in v.sources if o.reg_class != "p"]
+    if CONFIGS[measure] == READ_READ:
+        return (len(v.sources) >= 2 and 1 <= shared <= len(v.sources)
+                and v.sources[shared - 1].reg_class != "p")
+    return bool(regs)
+
+
 def config_specs(v: Variant, doc: str | None = None) -> list[ConfigSpec]:
     """The read-read / write-write measures the table (strategies.toml ``[dependence_types]``,
-    first matching entry per measure) gives ``v``; [] when none."""
+    first matching entry per measure) gives ``v`` where they apply (:func:`applies`); [] when
+    none."""
     t = _table(doc)
     out: dict[str, ConfigSpec] = {}
     for entry in t.get("set", []):
         if not any(fnmatch.fnmatchcase(v.name, p) for p in entry.get("variants", [])):
             continue
-        for m in entry.get("measures", list(MODES)):
-            if m not in MODES:
-                raise ValueError(f"[dependence_types]: unknown measure {m} (known: {', '.join(MODES)})")
-            out.setdefault(m, ConfigSpec(m, int(entry.get("shared", 1)), int(t.get("predicates", 4))))
-    return [out[m] for m in MODES if m in out]
+        for m in entry.get("measures", list(CONFIGS)):
+            if m not in CONFIGS:
+                raise ValueError(f"[dependence_types]: unknown measure {m} (known: {', '.join(CONFIGS)})")
+            spec = ConfigSpec(m, int(entry.get("shared", 1)), int(t.get("predicates", 4)))
+            if m not in out and applies(v, m, spec.shared):
+                out[m] = spec
+    return [out[m] for m in CONFIGS if m in out]
 
 
 def config_lengths(v: Variant, spec: ConfigSpec, units: tuple[int, ...], min_length: int,
                    doc: str | None = None) -> tuple[int, ...]:
     """Instances per region: as many lengths as ``units`` holds, the largest at most max(units)
     and within the register budget (strategies.toml: every instance keeps its own values, and
-    under read_read its own destination, live across the region; more would spill)."""
+    under read_read its own destination, live across the region; more would spill). The
+    budget is the control's (each instance also its own shared value, or destination), so that
+    a configuration and its control time the same lengths."""
     budget = int(_table(doc).get("register_budget", 128))
     srcs = [o for o in v.sources if o.reg_class != "p"]
+    dest = WORDS.get(v.dest.reg_class if v.dest else "r", 1)
     if MODES[spec.measure] == READ_READ:
-        own = [o for j, o in enumerate(v.sources) if j != spec.shared - 1 and o.reg_class != "p"]
-        words = sum(WORDS.get(o.reg_class, 1) for o in own) + WORDS.get(v.dest.reg_class if v.dest else "r", 1)
+        words = sum(WORDS.get(o.reg_class, 1) for o in srcs) + dest
     else:
-        words = WORDS.get(srcs[0].reg_class, 1) if srcs else 1
+        words = (WORDS.get(srcs[0].reg_class, 1) if srcs else 1) + dest
     top = max(min_length, min(max(units), budget // max(words, 1)))
     n = max(len(units), 2)
     out = tuple(sorted({max(min_length, round(top * (k + 1) / n)) for k in range(n)}))
@@ -89,20 +118,28 @@ def config_lengths(v: Variant, spec: ConfigSpec, units: tuple[int, ...], min_len
 
 
 def config_kernels(v: Variant, target: Target, units: tuple[int, ...], min_length: int, reps: int,
-                   idx: int) -> list[tuple[ConfigSpec, list[Kernel], str | None]]:
-    """The kernels of every read-read / write-write family of variant number ``idx``, or why
-    none can be generated."""
-    out: list[tuple[ConfigSpec, list[Kernel], str | None]] = []
+                   idx: int, build: bool = True) -> list[tuple[str, list[Kernel], str | None]]:
+    """(measure, kernels, or why none can be generated) of every read-read / write-write family
+    of variant number ``idx`` and of its control (the same lengths); ``build`` False: the
+    measures alone, no kernels."""
+    out: list[tuple[str, list[Kernel], str | None]] = []
     for spec in config_specs(v):
         mode = MODES[spec.measure]
-        try:
-            ks = [generate_config(v, get_strategy(STRATEGY), target, mode, length=n, reps=reps,
-                                  measure=spec.measure, shared=spec.shared, preds=spec.preds,
-                                  name=f"v{idx}_{'rr_r' if mode == READ_READ else 'ww_w'}1_n{n}")
-                  for n in config_lengths(v, spec, units, min_length)]
-            out.append((spec, ks, None))
-        except GenerationError as e:
-            out.append((spec, [], f"{spec.measure}: {e}"))
+        tag = "rr" if mode == READ_READ else "ww"
+        lengths = config_lengths(v, spec, units, min_length)
+        for measure, control in ((spec.measure, False), (CONTROL_OF[spec.measure], True)):
+            if not build:
+                out.append((measure, [], None))
+                continue
+            try:
+                ks = [generate_config(v, get_strategy(STRATEGY), target, mode, length=n, reps=reps,
+                                      measure=measure, shared=spec.shared, preds=spec.preds,
+                                      distance=n if control else 1,
+                                      name=f"v{idx}_{tag}_{'c' if control else 'r'}1_n{n}")
+                      for n in lengths]
+                out.append((measure, ks, None))
+            except GenerationError as e:
+                out.append((measure, [], f"{measure}: {e}"))
     return out
 
 
@@ -208,6 +245,42 @@ def check_write_write(samples: list[Sample], own: dict[str, Fraction]) -> tuple[
     return None, {"predicates": sorted(preds)}
 
 
+def check_control(samples: list[Sample], own: dict[str, Fraction], mode: str) -> tuple[str | None, dict]:
+    """Why a control family (no register shared) does not show its pattern (None when it does):
+    in every kernel as many instances of the variant's one SASS instruction as PTX instances, no
+    instance reading a register written in the region, every instance writing its own register;
+    under read_read no register read by every instance (the shared slot really varies), under
+    write_write every instance predicated (its other sources are one register each, as in the
+    configuration). Info: the share of instance operands with ``.reuse``."""
+    why = _one_instruction(own)
+    if why:
+        return why, {}
+    reuse = total = 0
+    for s in samples:
+        inst = _instances(s.region, own)
+        why = _count(s, inst, "merged or removed instances")
+        if why:
+            return why, {}
+        written: set[str] = set()
+        for ins in s.region:
+            if ins in inst and any(r in written for _, rs in _src_tokens(ins) for r in rs):
+                return "an instance reads a register written in the region (write-read between instances)", {}
+            written.update(ins.dests())
+        dests = [tuple(i.dests()) for i in inst]
+        if len(set(dests)) != len(dests):
+            return "two instances write the same register (a write-write pair in the control)", {}
+        if mode == READ_READ and len(inst) > 1 and set.intersection(
+                *[{r for _, rs in _src_tokens(i) for r in rs if r.startswith("R")} for i in inst]):
+            return "a register is read by every instance (a read-read pair in the control)", {}
+        if mode == WRITE_WRITE and any(not i.predicate for i in inst):
+            return "an instance lost its predicate (ptxas turned the guarded write into a select)", {}
+        for ins in inst:
+            srcs = ins.operands[ins.n_dests():]
+            total += len(srcs)
+            reuse += sum(".reuse" in t for t in srcs)
+    return None, {"reuse_fraction": round(reuse / total, 3) if total else 0.0}
+
+
 def check_config(measure: str, samples: list[Sample], own: dict[str, Fraction],
                  per_unit: dict[str, Fraction]) -> tuple[str | None, dict]:
     """The check of a read-read / write-write family; ``per_unit``: the family's real SASS per
@@ -218,6 +291,8 @@ def check_config(measure: str, samples: list[Sample], own: dict[str, Fraction],
         return (f"the instance's SASS changed ({shown} where the variant is "
                 f"{', '.join(f'{float(c):g}*{op}' for op, c in own.items())})"), {}
     s = sorted(samples, key=lambda x: x.units)
+    if measure in CONTROLS:
+        return check_control(s, own, MODES[measure])
     return (check_read_read if MODES[measure] == READ_READ else check_write_write)(s, own)
 
 
@@ -239,8 +314,95 @@ def ptxas_gap(b: Built, own: dict[str, Fraction]) -> float | None:
 
 
 def statistic(measure: str) -> str:
+    if measure in CONTROLS:
+        what = ("reads its own registers" if MODES[measure] == READ_READ else
+                "writes its own register (each under a run-time predicate, all true)")
+        return (f"slope of median cycles vs instances, one warp, each of which {what}: the "
+                f"configuration's control (no register shared, no dependence)")
     if MODES[measure] == READ_READ:
         return ("slope of median cycles vs instances that all read one register (same source slot) and "
-                "write their own, no dependence between them")
+                "write their own, no dependence between them, one warp: the interval at which a warp "
+                "re-reads a register (the read-read latency is at most this); the control and the "
+                "rates over warps are in params")
     return ("slope of median cycles vs instances that all write one register (each under a run-time "
-            "predicate, all true), none reading it")
+            "predicate, all true), none reading it, one warp: the interval at which a warp re-writes "
+            "a register (the write-write latency is at most this); the control and the rates over "
+            "warps are in params")
+
+
+# --- a configuration against its control ---------------------------------------------------
+
+BAD_FLAGS = ("noisy", "poor-fit", "not timed", "error", "sass:")
+
+
+def _clean(r: Result | None) -> bool:
+    return r is not None and r.value is not None and not any(f.startswith(BAD_FLAGS) for f in r.flags)
+
+
+def slope_resolution(r: Result) -> float:
+    """The clock's resolution of a one-warp slope: one cycle over the span of its lengths
+    (cycles per instance); 0 where the lengths are unknown."""
+    xs = (r.params or {}).get("lengths") or []
+    return 1.0 / (max(xs) - min(xs)) if len(xs) > 1 and max(xs) > min(xs) else 0.0
+
+
+def _halfwidth(r: Result) -> float:
+    return robust_halfwidth(((r.samples or {}) if isinstance(r.samples, dict) else {}).get("slope_per_repeat") or [])
+
+
+def one_warp(r: Result, c: Result | None) -> dict:
+    """The configuration's one-warp slope against its control's: the excess (cycles per
+    instance), its uncertainty (the two slopes' 95% half-widths over repeats, at least the
+    clocks' resolution of each) and what it says; verdict None where either is not clean."""
+    if not (_clean(r) and _clean(c)):
+        return {"verdict": None, "why": "the configuration or its control has no clean value"}
+    assert r.value is not None and c is not None and c.value is not None
+    excess = r.value - c.value
+    unc = max(_halfwidth(r), slope_resolution(r)) + max(_halfwidth(c), slope_resolution(c))
+    verdict = "same" if abs(excess) <= unc else ("slower" if excess > 0 else "faster")
+    return {"verdict": verdict, "excess_cycles": round(excess, 4), "uncertainty_cycles": round(unc, 4),
+            "control_cycles": round(c.value, 4),
+            "control_ptxas_stall": (c.params or {}).get("ptxas_stall_between_instances")}
+
+
+def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[float, float, int]]) -> dict:
+    """The configuration's rate against its control's at each warp count both were timed at
+    (W -> (rate, 95% half-width, repeats), grid.warp_rates): where the two differ by more than
+    their intervals together, and by how much."""
+    ws = sorted(set(cfg) & set(ctrl))
+    rows = {"warps": ws, "rate": [round(cfg[W][0], 4) for W in ws],
+            "rate_halfwidth": [round(cfg[W][1], 4) for W in ws],
+            "control_rate": [round(ctrl[W][0], 4) for W in ws],
+            "control_halfwidth": [round(ctrl[W][1], 4) for W in ws]}
+    differ = []
+    for W in ws:
+        (a, ha, _), (b, hb, _) = cfg[W], ctrl[W]
+        if abs(a - b) > ha + hb and b > 0:
+            differ.append([W, round((a - b) / b, 4)])
+    rows["differ"] = differ  # [W, (rate - control) / control] where outside the intervals
+    rows["verdict"] = None if not ws else ("same" if not differ else
+                                           ("slower" if all(d < 0 for _, d in differ) else
+                                            "faster" if all(d > 0 for _, d in differ) else "mixed"))
+    return rows
+
+
+def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: dict | None = None,
+                    notes: list[str] | None = None) -> Result:
+    """``r`` (a read-read / write-write result) with its control's comparison in its params:
+    ``one_warp`` (the slopes) and ``over_warps`` (the rates at each warp count); ``verdict``:
+    whether sharing the register costs anything the hardware shows (``same``: no cost beyond
+    what the same instructions with no register shared cost, at one warp and at every warp
+    count; None where undetermined)."""
+    if r.value is None:
+        return r
+    one = one_warp(r, c)
+    params = {**r.params, "one_warp": one}
+    if cfg is not None and ctrl is not None:
+        params["over_warps"] = over_warps(cfg, ctrl)
+    if notes:
+        params["notes"] = notes
+    verdicts = {one["verdict"], params.get("over_warps", {}).get("verdict")}
+    differ = verdicts - {"same"}
+    params["verdict"] = (None if None in verdicts else "same" if not differ else
+                         next(iter(differ)) if len(differ) == 1 else "mixed")
+    return replace(r, params=params)

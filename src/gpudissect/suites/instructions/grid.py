@@ -11,7 +11,8 @@ batch (``Device.run_many``).
 
 From the grid (pure functions, :func:`analyse`): the maximum rate (MT), the fewest warps that
 reach it (MNW), the warp latency (WL: cycles before the scheduler issues the same warp again,
-1 / the rate of one warp at the largest distance), the latency seen from the grid (at distance 1
+per SASS issue: 1 / (the rate of one warp at the largest distance x SASS per instance); per PTX
+instance beside it), the latency seen from the grid (at distance 1
 and below saturation the rate of W warps is W / latency) and the local instabilities (adding a
 warp lowers the rate by more than the noise: uneven warps over the schedulers).
 """
@@ -23,7 +24,7 @@ import statistics
 
 import numpy as np
 
-from gpudissect.bench.limits import check, limit_for
+from gpudissect.bench.limits import check, limit_for, parse_sass
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.catalog.model import Variant
@@ -187,15 +188,22 @@ def instabilities(rates: np.ndarray, halfwidth: np.ndarray, warps: list[int], di
     return out
 
 
-def analyse(rates: np.ndarray, halfwidth: np.ndarray, warps: list[int], distances: list[int]) -> dict:
-    """Everything derived from one grid (rows ``warps``, columns ``distances``; NaN: no cell)."""
+def analyse(rates: np.ndarray, halfwidth: np.ndarray, warps: list[int], distances: list[int],
+            sass_per_instance: float = 1.0) -> dict:
+    """Everything derived from one grid (rows ``warps``, columns ``distances``; NaN: no cell).
+    ``sass_per_instance``: the SASS instructions one PTX instance issues (0.5 where ptxas pairs
+    two instances in one SASS): the warp latency is per SASS issue (the scheduler issues SASS),
+    and per PTX instance beside it."""
     top = max_rate(rates)
     mnw = min_warps(rates, warps, distances)
+    wl = warp_latency(rates, warps, distances)
     return {
         "max_rate": top and top[0],
         "max_at": top and {"warps": warps[top[1]], "distance": distances[top[2]]},
         "min_warps": mnw and {"warps": mnw[0], "distance": mnw[1]},
-        "warp_latency_cycles": warp_latency(rates, warps, distances),
+        "warp_latency_cycles": wl and wl / max(sass_per_instance, 1e-9),
+        "warp_latency_per_instance": wl,
+        "sass_per_instance": sass_per_instance,
         "latency_from_grid": latency_from_grid(rates, warps, distances),
         "instabilities": [list(x) for x in instabilities(rates, halfwidth, warps, distances)],
     }
@@ -289,6 +297,7 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
     notes: list[str] = []
     over: list[str] = []
     lengths: dict[str, int] = {}
+    cell_sass_by_d: dict[str, list[str]] = {}
     hashes: dict[str, str] = {}
     cols = columns(w, plan)
     flags: list[str] = []
@@ -305,7 +314,11 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
             flags, cite = c[0], {**c[1], "ptx_hash": b.ptx_hash, "sass_hash": b.sass_hash}
             texts.update(b.texts())
         hashes[str(d)] = b.ptx_hash
-        limit = limit_for(f.sass or c[1]["sass"], target.base)
+        # a cell is one span of this kernel: the limit of everything its region issues (the
+        # family's slope mix may count moves this length does not have)
+        cell_sass = f.region_sass.get(b.kernel.name) or f.sass or c[1]["sass"]
+        cell_sass_by_d[str(d)] = cell_sass
+        limit = limit_for(cell_sass, target.base)
         cap = min(facts["max_warps_per_block"], facts["registers_per_sm"] // max(32 * f.regs, 1))
         run_ws = [W for W in ws if W <= cap]
         if len(run_ws) < len(ws):
@@ -329,7 +342,9 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
         return [Result(v.name, GRID, None, UNIT, "none", params={"grid_warps": ws, "grid_distances": ds},
                        flags=["not timed: " + "; ".join(notes)], sass=w.record.sass, cls=v.cls,
                        strategy=w.record.strategy)]
-    derived = analyse(rates, hw, ws, ds)
+    last = cols.get(max(ds)) if ds else None  # the warp latency's column: its SASS per instance
+    spi = sum(c for _, c in parse_sass(last.sass)) if last is not None and last.sass else sass_per_instance(w.record)
+    derived = analyse(rates, hw, ws, ds, spi)
     rel = hw / np.where(_finite(rates), rates, np.nan)
     noisy = int(np.sum(np.nan_to_num(rel) > CELL_NOISE))
     timed = int(np.sum(_finite(rates)))
@@ -341,7 +356,8 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
                      f"+-{CELL_NOISE:.0%} (95% interval of the median of {repeats} repeats)")
     if timed < rates.size:
         flags.append(f"grid-incomplete: {rates.size - timed} of {rates.size} cells not timed")
-    params = {"grid_warps": ws, "grid_distances": ds, "lengths": lengths, "blocks": "one block of W warps per SM",
+    params = {"grid_warps": ws, "grid_distances": ds, "lengths": lengths, "region_sass": cell_sass_by_d,
+              "blocks": "one block of W warps per SM",
               "launches": plan.grid_launches, "repeats_per_launch": plan.reps - 1, **derived,
               **({"notes": notes} if notes else {})}
     samples = {"rates": [[sig(x) for x in row] for row in rates],

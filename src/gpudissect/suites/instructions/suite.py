@@ -40,9 +40,16 @@ from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions import steps
 from gpudissect.suites.instructions import values as value_latency
-from gpudissect.suites.instructions.checks import Sample
+from gpudissect.suites.instructions.checks import Sample, region_mix
+from gpudissect.suites.instructions.configs import CONFIGS as RW_CONFIGS
+from gpudissect.suites.instructions.configs import CONTROL_OF as RW_CONTROL_OF
 from gpudissect.suites.instructions.configs import MODES as RW_MODES
-from gpudissect.suites.instructions.configs import check_config, config_kernels, ptxas_gap
+from gpudissect.suites.instructions.configs import (
+    against_control,
+    check_config,
+    config_kernels,
+    ptxas_gap,
+)
 from gpudissect.suites.instructions.configs import statistic as rw_statistic
 from gpudissect.suites.instructions.operands import (
     GUARDS,
@@ -93,15 +100,23 @@ class Plan:
     grid_distances: tuple[int, ...] = ()
     grid_units: tuple[int, ...] = (64, 128)  # region sizes of the grid's own kernels (compile time)
     grid_launches: int = 1
+    # instruction configurations (guarded, read-read, write-write and their controls): region
+    # sizes of one warp's slope, and the warp counts their rates are compared at
+    config_units: tuple[int, ...] = (32, 64, 128)
+    config_warps: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-FULL_PLAN = Plan(grid_warps=tuple(range(1, 33)), grid_distances=tuple(range(1, 9)))
+# the grid's regions of 256 instances per thread (the throughput families' longest): the warps'
+# start skew, a few cycles that grow with the warps, is a smaller share of the span
+FULL_PLAN = Plan(grid_warps=tuple(range(1, 33)), grid_distances=tuple(range(1, 9)), grid_units=(128, 256),
+                 config_warps=tuple(range(1, 33)))
 QUICK_PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(4,), tp_units=(64, 128), tp_warps=(16, 32),
                   distances=(2, 4), distance_units=(32, 64), reps=3, launches=2,
-                  grid_warps=(1, 2, 3, 4, 8, 16, 32), grid_distances=(1, 2, 4), grid_units=(32, 64))
+                  grid_warps=(1, 2, 3, 4, 8, 16, 32), grid_distances=(1, 2, 4), grid_units=(32, 64),
+                  config_units=(32, 64), config_warps=(1, 4, 16, 32))
 
 PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak"
 RISE = 1.02  # more warps that raise the rate by less than this: saturated
@@ -125,6 +140,9 @@ class Family:
     regs: int = 0  # registers per thread (the most of its kernels)
     stall: float | None = None  # ptxas's stall model of a chain family (single-SASS variants)
     sass: list[str] | None = None  # a throughput family's own SASS per instance (its limit)
+    # per kernel name: its whole timed region per instance (checks.region_mix): the limit of a
+    # rate from one span of that kernel (the grid's cells)
+    region_sass: dict[str, list[str]] = field(default_factory=dict)
     paired: bool = False  # two instances in the two lanes of each SASS (checks.py)
     # per-operand latency (operands.py): the operand the chain runs through, the strategy its
     # kernels were generated with, the SASS slots the data flow showed the chain entering by;
@@ -209,11 +227,16 @@ def config_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
         try:
             f.kernels = [generate(v, get_strategy(rec.strategy or "reg"), target, chains=1, length=n,
                                   reps=plan.reps, measure=m, name=f"v{idx}_g{'t' if guard else 'f'}_l1_n{n}", guard=guard)
-                         for n in lengths_for(plan.latency_units, 1, sass_per_instance(rec), plan)]
+                         for n in lengths_for(plan.config_units, 1, sass_per_instance(rec), plan)]
         except GenerationError as e:
             f.error = f"{m}: {e}"
-    for spec, ks, why in config_kernels(v, target, plan.latency_units, plan.min_length, plan.reps, idx):
-        out.append(Family(spec.measure, 1, ks, error=why, strategy="reg"))  # read-read, write-write
+    one = sass_per_instance(rec) == 1
+    for measure, ks, why in config_kernels(v, target, plan.config_units, plan.min_length, plan.reps, idx,
+                                           build=one):
+        if not one:  # the register pattern is checked on the one SASS instruction of an instance
+            why = (f"{measure}: {sass_per_instance(rec):g} SASS instructions per instance: no single "
+                   f"register pattern to check")
+        out.append(Family(measure, 1, ks, error=why, strategy="reg"))  # read-read, write-write, controls
     return out
 
 
@@ -364,6 +387,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                     f.error = res.reason
                 elif f.measure in TP_MEASURES:
                     f.sass, f.paired = res.sass, res.paired  # its own mix (IADD3.X / IMAD.X vary)
+                    f.region_sass = {b.kernel.name: region_mix(b.region, b.kernel.units)  # type: ignore[union-attr]
+                                     for b in bs}
                 elif f.operand is not None:
                     f.sass = res.sass  # its own chain's SASS (the glue, if any, moved)
                 f.built = [b.light() for b in bs]  # type: ignore[union-attr]
@@ -453,6 +478,13 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
             w.results[i] = [_error_result(w, fams[i], f"error: {type(e).__name__}: {e}")]
             if type(e).__name__ == WORKER_FAILED:
                 failed = e
+    for i in [i for i in todo if fams[i].measure in RW_CONFIGS]:
+        if failed is None:
+            try:
+                _against_control(dev, w, i, plan, target)
+            except Exception as e:  # noqa: BLE001 - the worker failed: the rest would fail alike
+                if type(e).__name__ == WORKER_FAILED:
+                    failed = e
     tp = [i for i in todo if fams[i].measure == "throughput"]
     if tp:
         swept: dict[int, list[Result]] = {i: [] for i in tp}
@@ -479,6 +511,38 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
     # a per-operand chain with a companion: the pair's number; finish() derives the operand's own
     out = [_as_pair(r) if r.measure.startswith(OPERAND) and _with_companion(r) else r for r in out]
     return Outcome(out, texts)
+
+
+def _against_control(dev: Device, w: VariantWork, i: int, plan: Plan, target: Target) -> None:
+    """The read-read / write-write result of family ``i`` set against its control's (the family
+    of the same lengths with no register shared): the one-warp slopes, and both kernels' rates at
+    each of ``plan.config_warps`` warps per SM (as many as the registers allow; one batch each).
+    A launch the driver refuses is a note; a failed worker is raised."""
+    from gpudissect.suites.instructions.grid import warp_rates  # grid.py builds on this module
+
+    fams, f = w.families, w.families[i]
+    rs = w.results[i]
+    j = next((k for k, g in enumerate(fams) if g.measure == RW_CONTROL_OF[f.measure]), None)
+    if not rs or rs[0].value is None:
+        return
+    c = w.results[j][0] if j is not None and w.results[j] else None
+    rates: list[dict | None] = [None, None]
+    notes: list[str] = []
+    if j is not None and f.built and fams[j].built and c is not None and c.value is not None:
+        facts = target.facts["target"]
+        regs = max(f.regs, fams[j].regs, 1)
+        cap = min(facts["max_warps_per_block"], facts["registers_per_sm"] // (32 * regs))
+        ws = [W for W in plan.config_warps if W <= cap]
+        if len(ws) < len(plan.config_warps):
+            notes.append(f"W>{cap} refused ({regs} registers per thread)")
+        for k, g in enumerate((f, fams[j])):
+            try:
+                rates[k] = warp_rates(dev, g.built[-1], ws, plan, dev.info.sm_count, notes)
+            except Exception as e:
+                if type(e).__name__ == WORKER_FAILED:
+                    raise
+                notes.append(f"{g.measure}: error: {type(e).__name__}: {e}"[:200])
+    w.results[i] = [against_control(rs[0], c, rates[0], rates[1], notes)] + rs[1:]
 
 
 def _with_companion(r: Result) -> bool:

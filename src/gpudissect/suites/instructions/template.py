@@ -389,7 +389,7 @@ READ_READ, WRITE_WRITE = "read_read", "write_write"
 
 def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: str, *, length: int = 8,
                     reps: int = 2, name: str = "bench", measure: str = "", shared: int = 1,
-                    preds: int = 4) -> Kernel:
+                    preds: int = 4, distance: int = 1) -> Kernel:
     """A region of ``length`` instances of the variant's one PTX instruction, no instance reading
     another's result (one warp; the slope over lengths is the configuration's cost per instance).
 
@@ -401,6 +401,10 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
       first register source is a value of its own per instance, and instance i runs under
       predicate i mod ``preds`` (values loaded at run time, all true): a later instance under
       another predicate may not write, so no earlier write is provably dead.
+
+    ``distance``: the instances between two that share the register (instance i reads, or
+    writes, shared register i mod ``distance``); 1 is the configuration, a distance of ``length``
+    its control (no register shared: the same instructions, each reading, or writing, its own).
 
     All values are loaded at run time (lane-varied) before the region; after each repetition
     (outside the timed region) values the instances read are XORed with a run-time zero, so the
@@ -414,8 +418,8 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
                               "would need a predicate register per instance)")
     if variant.ptx.count(";") != 1 or any(o.is_address or o.scratch for o in variant.operands):
         raise GenerationError(f"{variant.name}: {mode} needs one PTX instruction of register operands")
-    if length < 1 or reps < 1 or preds < 1:
-        raise GenerationError("length, reps and preds must be >= 1")
+    if length < 1 or reps < 1 or preds < 1 or not 1 <= distance <= length:
+        raise GenerationError("length, reps and preds must be >= 1 and distance within 1..length")
     regs = _Regs()
     lines: list[str] = []
     inputs: list[int] = []
@@ -432,19 +436,24 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
             raise GenerationError(f"{variant.name}: source operand {shared} cannot be the shared register")
         own = [o for j, o in enumerate(srcs) if j != shared - 1 and o.reg_class != "p"]
         fixed = {o.name: value(o, 0) for j, o in enumerate(srcs) if j == shared - 1 or o.reg_class == "p"}
+        sh = srcs[shared - 1].name  # instance i reads the shared register number i mod distance
+        rotating = [{sh: fixed[sh]}] + [{sh: value(srcs[shared - 1], k)} for k in range(1, distance)]
     else:
         regd = [o for o in srcs if o.reg_class != "p"]
         if not regd:
             raise GenerationError(f"{variant.name}: write_write needs a register source to vary per instance")
         own = regd[:1]
         fixed = {o.name: value(o, 0) for o in srcs if o is not own[0]}
+        rotating = [{} for _ in range(distance)]
     per = [{o.name: value(o, i + 1) for o in own} for i in range(length)]
     guards = [load("p", 1, vary=True) for _ in range(preds)] if mode == WRITE_WRITE else []
     dcls = dest.reg_class
-    dests = [load(dcls, 0)] if mode == WRITE_WRITE else [regs.new(dcls) for _ in range(length)]
+    dests = ([load(dcls, 0) for _ in range(distance)] if mode == WRITE_WRITE
+             else [regs.new(dcls) for _ in range(length)])
     body: list[str] = []
     for i in range(length):
-        m = {**fixed, **per[i], dest.name: dests[0] if mode == WRITE_WRITE else dests[i]}
+        m = {**fixed, **rotating[i % distance], **per[i],
+             dest.name: dests[i % distance] if mode == WRITE_WRITE else dests[i]}
         pre = f"  @{guards[i % preds]} " if guards else "  "
         body.append(pre + fill(variant.ptx, m))
     # after each repetition: a value every instance reads (the shared one; under write_write the
@@ -453,7 +462,8 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
     # and ptxas moves the halves together again inside the region). The destinations are stored
     # after the loop, not folded after each repetition: ptxas sinks instances whose results a fold
     # reads right after the region below its closing clock read
-    carried = [fixed[o.name] for o in srcs if o.name in fixed and o.reg_class != "p"]
+    carried = [fixed[o.name] for o in srcs if o.name in fixed and o.reg_class != "p"] + [
+        r for m in rotating[1:] for r in m.values()]
     after = []
     for r in carried or [r for m in per for r in m.values()]:
         cls = next(c for c in ("rd", "h", "r") if r.startswith(REG_PREFIX[c]) and r[len(REG_PREFIX[c]):].isdigit())
@@ -461,6 +471,7 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
             zero[cls] = load(cls, 0)
         after.append(f"  xor.b{LD_TYPE[cls][1:]} {r}, {r}, {zero[cls]};")
     meta = {"strategy": strategy.name, "glue": None, "companion": None, "uses_smem": False,
-            "uses_gmem": False, "config": mode, **({"shared": shared} if mode == READ_READ else {"preds": preds})}
+            "uses_gmem": False, "config": mode, "distance": distance,
+            **({"shared": shared} if mode == READ_READ else {"preds": preds})}
     return _assemble(variant, strategy, target, name, measure, 1, length, reps, regs, lines, inputs, body,
                      after, dests, meta)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from gpudissect.report.fmt import fmt_num
 from gpudissect.report.metrics import lookup
-from gpudissect.suites.instructions.configs import MODES
+from gpudissect.suites.instructions import steps
+from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, MODES
 from gpudissect.suites.instructions.operands import GUARDS, MEASURE
 from gpudissect.suites.instructions.steps import CHECK as STEP_CHECK
 from gpudissect.suites.instructions.steps import MEASURES as STEP_MEASURES
@@ -43,6 +44,7 @@ class InstrRow:
     guarded: dict[bool, tuple[float | None, list[str]]] = field(default_factory=dict)
     # read-read and write-write configurations (configs.py): measure -> (value, flags)
     rw: dict[str, tuple[float | None, list[str]]] = field(default_factory=dict)
+    rw_verdict: dict[str, str | None] = field(default_factory=dict)  # against the control (configs.py)
 
     @property
     def flags(self) -> list[str]:
@@ -101,6 +103,8 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
             row.guarded[GUARDED[m]] = (r.get("value"), flags)
         elif m in MODES:
             row.rw[m] = (r.get("value"), flags)
+            if m in CONFIGS:
+                row.rw_verdict[m] = (r.get("params") or {}).get("verdict")
         elif m == "distance":
             d = (r.get("params") or {}).get("distance")
             if d is not None:
@@ -132,19 +136,35 @@ def configuration_lines(rows: list[InstrRow]) -> list[str]:
          "predicate, all true); both are one warp's slope over independent instances, so an upper "
          "bound (re-reading or re-writing the register needs no more than this), which ptxas's "
          "stall count between the instances can set (stored beside each: "
-         "params.ptxas_stall_between_instances); guard true / false the chain under a predicate that is true or "
+         "params.ptxas_stall_between_instances). Each is set against its control, the same "
+         "instructions with no register shared, at one warp (the slopes, within their 95% "
+         "intervals and the clock's resolution) and at every warp count of the run (the SM's "
+         "rates, within their intervals): 'same' means sharing the register costs nothing the "
+         "hardware shows, 'slower' / 'faster' that it does (params.one_warp, params.over_warps); "
+         "guard true / false the chain under a predicate that is true or "
          "false at run time; op i the chain through source operand i alone (the others independent "
          "run-time values; the SASS data flow shows which slot it enters). Empty: not applicable "
          "or refused by verification (the suite stores why, e.g. ptxas turning a guarded write "
          "into a select).", "",
-         "| PTX | SASS | write-read | read-read | write-write | guard true | guard false | "
-         + "".join(f"op {i} | " for i in range(1, n + 1)), "|---|---|" + "---:|" * (5 + n)]
-    rr, ww = ({x: m for m, x in MODES.items()}[k] for k in (READ_READ, WRITE_WRITE))
+         "| PTX | SASS | write-read | read-read | its control | vs control | write-write | its control | "
+         "vs control | guard true | guard false | "
+         + "".join(f"op {i} | " for i in range(1, n + 1)), "|---|---|" + "---:|" * 3 + "---|" + "---:|" * 2
+         + "---|" + "---:|" * (2 + n)]
+    rr, ww = ({x: m for m, x in CONFIGS.items()}[k] for k in (READ_READ, WRITE_WRITE))
+    tally: dict[str, dict[str, int]] = {rr: {}, ww: {}}
     for r in rs:
+        for m in (rr, ww):
+            if r.rw.get(m) and r.rw[m][0] is not None:
+                key = r.rw_verdict.get(m) or "undetermined"
+                tally[m][key] = tally[m].get(key, 0) + 1
         L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | {_cell(r.rw.get(rr))} | "
-                 f"{_cell(r.rw.get(ww))} | {_cell(r.guarded.get(True))} | {_cell(r.guarded.get(False))} | "
+                 f"{_cell(r.rw.get(CONTROL_OF[rr]))} | {r.rw_verdict.get(rr) or ''} | {_cell(r.rw.get(ww))} | "
+                 f"{_cell(r.rw.get(CONTROL_OF[ww]))} | {r.rw_verdict.get(ww) or ''} | "
+                 f"{_cell(r.guarded.get(True))} | {_cell(r.guarded.get(False))} | "
                  + "".join(f"{_cell(r.operands.get(i))} | " for i in range(1, n + 1)))
-    return L + [""]
+    summary = [f"{name} against its control: " + (", ".join(f"{k} {c}" for k, c in sorted(t.items())) or "none timed")
+               for name, t in (("read-read", tally[rr]), ("write-write", tally[ww]))]
+    return L[:3] + ["; ".join(summary) + ".", ""] + L[3:] + [""]
 
 
 def stall_comparison(rows: list[InstrRow], tol: float = 0.5) -> tuple[list[InstrRow], list[InstrRow]]:
@@ -319,20 +339,18 @@ def steps_section(records: list[dict]) -> list[str]:
          "Each SASS step of a multi-SASS CUDA-core instruction timed by a proxy: a variant of the same "
          "run whose verified SASS is exactly that instruction (* not exact: the proxy's chain holds moves "
          "too, or only the opcode matches; ? no proxy). Step cells: SASS <- proxy (latency cycles, rate "
-         "warp-instr/clk/SM). Path: the critical path of the steps' latencies through the whole's own "
-         "latency-chain SASS, per instance, against the whole's measured latency; cost: the busiest "
+         "warp-instr/clk/SM). " + steps.SECTION_NOTE + " Cost: the busiest "
          "unit's cycles per instance (sum of count / rate) against 1 / the whole's peak rate. Verdicts: "
-         "match (within the spreads), steps-exceed / steps-below (by how much: see the flags), "
+         "match (within the tolerance), steps-exceed / steps-below (by how much: see the flags), "
          "lower-bound (a step without a proxy counted as 0).", "",
-         "| PTX | steps | path / whole latency (cycles) | latency verdict | cost / whole (cycles, unit) "
+         "| PTX | steps | schedule / whole latency (cycles) | latency verdict | cost / whole (cycles, unit) "
          "| throughput verdict |", "|---|---|---:|---|---:|---|"]
     for r in sorted(rows, key=lambda r: r["variant"]):
         p = r["params"]
-        steps = "; ".join(_step_cell(st) for st in p["steps"])
+        cells = "; ".join(_step_cell(st) for st in p["steps"])
         lat = f"{fmt_num(p.get('path_latency'), 3)} / {fmt_num(p.get('whole_latency'), 3)}"
         cost = f"{fmt_num(p.get('busiest_cost'), 3)} / {fmt_num(p.get('whole_cost'), 3)} ({p.get('busiest_unit')})"
-        L.append(f"| `{r['variant']}` | {steps} | {lat} | {p.get('latency_verdict')} | {cost} | "
+        L.append(f"| `{r['variant']}` | {cells} | {lat} | {p.get('latency_verdict')} | {cost} | "
                  f"{p.get('throughput_verdict')} |")
-    words = [r["params"].get("latency_verdict") for r in rows]
-    L += ["", "Latency verdicts: " + ", ".join(f"{w} {words.count(w)}" for w in sorted(set(words), key=str)) + ".", ""]
-    return L
+    line = steps.conclusion(records)
+    return L + (["", line, ""] if line else [""])
