@@ -260,3 +260,18 @@ def test_configurations_measured_from_synthetic_timings(table, sm90):
     assert f64[RR].value == pytest.approx(1.0, abs=0.05) and f64[RR].params["shared_slots"] == {"DFMA": [0]}
     # ptxas turns guarded 64-bit writes into selects: not timed, with the reason (nothing else timed)
     assert f64[WW].value is None and f64[WW].flags[0].startswith("not timed: ") and "FSEL" in f64[WW].flags[0]
+
+
+def test_a_one_warp_slope_below_one_issue_per_cycle_is_flagged_not_used(table, sm90):
+    # a warp issues at most one SASS instruction per cycle: 0.5 cycles per FFMA is no hardware's
+    v = load_catalog().get("fma.rn.f32")
+    w = prepare_works([v], autoverify_many([v], sm90, jobs=1), sm90, PLAN, jobs=1)[0]
+
+    def model(kernel: str, chains: int, length: int, warps: int) -> float:
+        return 80 + length * (0.5 if "_rr_r" in kernel else 1.0)
+
+    got = {r.measure: r for r in measure_work(FakeDevice(model), w, PLAN, sm90).results}
+    rr = got[RR]
+    assert any(f.startswith("below-issue-limit: ") for f in rr.flags)
+    assert rr.params["one_warp"]["verdict"] is None and rr.params["verdict"] is None
+    assert not any(f.startswith("below-issue-limit") for f in got["control_read_read"].flags)

@@ -16,7 +16,16 @@ Two shapes exist:
 Nothing of the harness runs between the two clock reads of a repetition: the timestamps stay in
 registers (a shift register of the last ``keep`` repetitions) and lane 0 of each warp writes
 them after the loop, one row per warp: (start, end) per kept repetition, then ``%smid``
-(``2 * keep + 1`` u64). The kernel points ``Repeat.times`` at its warp's row.
+(``2 * keep + 1`` u64). The kernel points ``Repeat.times`` at its warp's row. With
+``Repeat.pin_start`` the start clock enters the shift register through a shuffle from lane 0
+(the same value: a warp reads one clock): a clock value is warp-uniform, and without it ptxas
+(13.0, sm_90) moves the start clock into uniform registers with two ``R2UR`` inside the timed
+region, at the region's start in one length and near its end in another (a few cycles of
+difference between the kernels of a slope: one-warp slopes below one issue per cycle,
+throughput slopes above the issue limit); SHFL takes no uniform register, so ptxas keeps the
+value where the clock read put it (and drops the shuffle of a value it knows uniform). Where
+the loop holds divergent code of the kernel's own, the shuffle's reconvergence puts a BSSY into
+the region: those kernels leave it off.
 
 Several blocks on one SM (more warps than a block holds) run their repetitions in step only
 with :class:`SmSync`: before each repetition, after the block's barrier, warp 0 of each block
@@ -55,6 +64,10 @@ class Repeat:
     t0: str = "%t0"
     t1: str = "%t1"
     nounroll: bool = False  # an explicit .pragma "nounroll" on the loop
+    # the start clock into the shift register through a shuffle from lane 0 (the module's text:
+    # no R2UR of it inside the timed region); for kernels whose loop has no divergent code of
+    # their own (the shuffle's reconvergence would put a BSSY into the region)
+    pin_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,11 +139,19 @@ def repeated(body: list[str], count: str, r: Repeat, keep: int,
     n = 2 * keep
     ts = [f"%ts{i}" for i in range(n)]
     shift = [f"  mov.b64 {ts[i]}, {ts[i + 2]};" for i in range(n - 2)]
-    shift += [f"  mov.b64 {ts[n - 2]}, {r.t0};", f"  mov.b64 {ts[n - 1]}, {r.t1};"]
+    if r.pin_start:  # the start clock through a shuffle (see the module's text)
+        shift += [f"  mov.b64 {{%tlo, %thi}}, {r.t0};",
+                  "  shfl.sync.idx.b32 %tlo, %tlo, 0, 31, -1;",
+                  "  shfl.sync.idx.b32 %thi, %thi, 0, 31, -1;",
+                  f"  mov.b64 {ts[n - 2]}, {{%tlo, %thi}};"]
+    else:
+        shift += [f"  mov.b64 {ts[n - 2]}, {r.t0};"]
+    shift += [f"  mov.b64 {ts[n - 1]}, {r.t1};"]
     return [
         "  {",
         f"  .reg .b64 %ts<{n}>;",
         "  .reg .b32 %tlane;",
+        *(["  .reg .b32 %tlo, %thi;"] if r.pin_start else []),
         "  .reg .pred %tlead;",
         *[f"  mov.b64 {t}, 0;" for t in ts],
         *setup,

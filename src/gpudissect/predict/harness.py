@@ -22,7 +22,8 @@ from gpudissect.predict.loops import Loop, branch_target, innermost_loops
 
 ITERS = 1024  # trips of the loop in one timed region
 REPS = 3  # repetitions of the region per launch; the first (cold) is dropped
-REPEAT = Repeat(times="%tp", label="$Lrep", pred="%loop", smid32="%sm", smid64="%toff", nounroll=True)
+REPEAT = Repeat(times="%tp", label="$Lrep", pred="%loop", smid32="%sm", smid64="%toff", nounroll=True,
+                pin_start=True)  # no R2UR of the start clock in the region (kernel/timing.py)
 LOOP_LABEL = "$Lpv"
 
 

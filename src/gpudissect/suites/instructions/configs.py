@@ -332,7 +332,7 @@ def statistic(measure: str) -> str:
 
 # --- a configuration against its control ---------------------------------------------------
 
-BAD_FLAGS = ("noisy", "poor-fit", "not timed", "error", "sass:")
+BAD_FLAGS = ("noisy", "poor-fit", "not timed", "error", "sass:", "below-issue-limit")
 
 
 def _clean(r: Result | None) -> bool:
@@ -365,10 +365,16 @@ def one_warp(r: Result, c: Result | None) -> dict:
             "control_ptxas_stall": (c.params or {}).get("ptxas_stall_between_instances")}
 
 
-def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[float, float, int]]) -> dict:
+def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[float, float, int]],
+               units: tuple[int, int] = (0, 0)) -> dict:
     """The configuration's rate against its control's at each warp count both were timed at
     (W -> (rate, 95% half-width, repeats), grid.warp_rates): where the two differ by more than
-    their intervals together, and by how much."""
+    their intervals together, each at least the clock's resolution (one cycle of the span of W
+    warps x ``units`` instances per thread, configuration and control), and by how much."""
+
+    def unc(r: tuple[float, float, int], W: int, n: int) -> float:
+        return max(r[1], r[0] * r[0] / (W * n)) if n > 0 and r[0] > 0 else r[1]
+
     ws = sorted(set(cfg) & set(ctrl))
     rows = {"warps": ws, "rate": [round(cfg[W][0], 4) for W in ws],
             "rate_halfwidth": [round(cfg[W][1], 4) for W in ws],
@@ -376,7 +382,8 @@ def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[f
             "control_halfwidth": [round(ctrl[W][1], 4) for W in ws]}
     differ = []
     for W in ws:
-        (a, ha, _), (b, hb, _) = cfg[W], ctrl[W]
+        a, b = cfg[W][0], ctrl[W][0]
+        ha, hb = unc(cfg[W], W, units[0]), unc(ctrl[W], W, units[1])
         if abs(a - b) > ha + hb and b > 0:
             differ.append([W, round((a - b) / b, 4)])
     rows["differ"] = differ  # [W, (rate - control) / control] where outside the intervals
@@ -387,7 +394,7 @@ def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[f
 
 
 def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: dict | None = None,
-                    notes: list[str] | None = None) -> Result:
+                    notes: list[str] | None = None, units: tuple[int, int] = (0, 0)) -> Result:
     """``r`` (a read-read / write-write result) with its control's comparison in its params:
     ``one_warp`` (the slopes) and ``over_warps`` (the rates at each warp count); ``verdict``:
     whether sharing the register costs anything the hardware shows (``same``: no cost beyond
@@ -398,7 +405,7 @@ def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: 
     one = one_warp(r, c)
     params = {**r.params, "one_warp": one}
     if cfg is not None and ctrl is not None:
-        params["over_warps"] = over_warps(cfg, ctrl)
+        params["over_warps"] = over_warps(cfg, ctrl, units)
     if notes:
         params["notes"] = notes
     verdicts = {one["verdict"], params.get("over_warps", {}).get("verdict")}

@@ -122,7 +122,7 @@ PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak"
 RISE = 1.02  # more warps that raise the rate by less than this: saturated
 # flags of a configuration that keep it out of the peak (the measurement is not trustworthy)
 BAD = ("noisy", "poor-fit", "sm-idle", "non-positive", "exceeds-limit", "not timed", "error", "sass:",
-       "clock-changed", "refused")
+       "clock-changed", "refused", "below-issue-limit")
 IDLE_TOL = 0.25  # an SM idle for more than this share of its span (late starts) is not saturated;
 # below it: the few cycles between one warp's end and the next one's clock read on a scheduler that
 # runs warps one after another (greedy issue), which the slope over lengths removes
@@ -542,7 +542,9 @@ def _against_control(dev: Device, w: VariantWork, i: int, plan: Plan, target: Ta
                 if type(e).__name__ == WORKER_FAILED:
                     raise
                 notes.append(f"{g.measure}: error: {type(e).__name__}: {e}"[:200])
-    w.results[i] = [against_control(rs[0], c, rates[0], rates[1], notes)] + rs[1:]
+    units = (f.built[-1].kernel.units, fams[j].built[-1].kernel.units) if j is not None and f.built and \
+        fams[j].built else (0, 0)
+    w.results[i] = [against_control(rs[0], c, rates[0], rates[1], notes, units)] + rs[1:]
 
 
 def _with_companion(r: Result) -> bool:
@@ -682,6 +684,8 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
     fit = fit_line(xs, ys)
     per_repeat = slopes_per_repeat(xs, [list(col) for col in zip(*series, strict=True)])
     flags = flags + _flags_of(fit, per_repeat)
+    if f.measure in RW_MODES or f.measure == "issue_interval":
+        flags += _below_issue(fit.slope, f.sass or cite.get("sass") or [], xs, per_repeat)
     params = {"chains": f.chains, "lengths": xs, "launches": plan.launches,
               "repeats_per_launch": plan.reps - 1}
     if f.stall is not None:
@@ -714,6 +718,19 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
                       flags=flags, **cite)
     return Result(v.name, "latency", fit.slope, "cycles", "slope of median cycles vs chain length",
                   params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
+
+
+def _below_issue(slope: float, sass: list[str], xs: list[int], per_repeat: list[float]) -> list[str]:
+    """A one-warp slope over independent instances below the issue limit of one warp (one SASS
+    instruction per cycle: at least the SASS per instance cycles per instance) by more than its
+    95% interval and the clock's resolution over the lengths: no hardware runs so; the kernels
+    of the lengths differ in more than their instances (flagged, not used)."""
+    spi = sum(c for _, c in parse_sass(sass))
+    unc = max(robust_halfwidth(per_repeat), 1.0 / max(max(xs) - min(xs), 1))
+    if spi > 0 and slope < spi - unc:
+        return [f"below-issue-limit: {slope:.4g} cycles per instance, one warp issues {spi:g} SASS per "
+                f"instance at one per cycle at most"]
+    return []
 
 
 def _operand_params(f: Family) -> dict:

@@ -86,7 +86,8 @@ def glue_ptx(src_cls: str, dst_cls: str) -> str | None:
 
 
 # the registers and label of the repeated timed region (kernel/timing.py), as declared below
-REPEAT = Repeat(times="%tp", label="$Lrep", pred="%loop", smid32="%sm", smid64="%toff", nounroll=True)
+REPEAT = Repeat(times="%tp", label="$Lrep", pred="%loop", smid32="%sm", smid64="%toff", nounroll=True,
+                pin_start=True)  # no R2UR of the start clock in the region (kernel/timing.py)
 
 
 class _Regs:
