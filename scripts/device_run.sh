@@ -3,7 +3,9 @@
 # repository root with OUT set (the device tool sets it). Phase 1: the instruction suite; phase 2
 # (the next call, on the same machine): memory, behaviour, the Hopper suites (cluster, async,
 # sync) and the GPU tests; phase 3: tensor and the predictor's validation (with this run's
-# tables); phase 4: fleet mode through a local Ray instance.
+# tables); phase 4: fleet mode through a local Ray instance. Phase 2 first finishes the
+# instruction suite where phase 1's call ran out of time (the runner resumes), then packs it;
+# GPU_TESTS=1 adds the GPU tests to phase 2.
 # Each suite has its own store in /tmp (kept between the calls); what comes back under $OUT:
 # <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py; several packs
 # as one tar: at most 8 files come back per call), the run log, nvidia-smi readings and the
@@ -23,18 +25,25 @@ pack() {  # the stores, packed after the timed suites (xz is slow; it runs besid
     for s in "$@"; do python3 -m gpudissect.store.pack /tmp/$s.db $OUT/$s.db.xz 2>&1 | tee -a $OUT/run.log; done
 }
 case "$1" in
-  1) start=$(date +%s)
+  1) start=$(date +%s)  # what a call's limit cuts short, phase 2 resumes (the same store)
      suite instructions 560
-     echo "phase 1 (instructions): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
-     pack instructions ;;
+     echo "phase 1 (instructions): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log ;;
   2) start=$(date +%s)
+     # the rest of phase 1, if its call's limit cut it short (a finished run is not run again)
+     unfinished=$(python3 -c "from gpudissect.store.db import Store
+print(sum(r['finished'] is None for r in Store('/tmp/instructions.db').runs()))" 2>/dev/null || echo 0)
+     if [ "$unfinished" != 0 ]; then suite instructions 300; fi
+     pack instructions
      suite memory 150; suite behaviour 90; suite cluster 90; suite async 90; suite sync 90
-     echo "phase 2 (memory, behaviour, cluster, async, sync): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
+     echo "phase 2 (the rest of the instructions, memory, behaviour, cluster, async, sync): $(( $(date +%s) - start )) s" \
+         | tee -a $OUT/run.log
      pack memory behaviour cluster async sync
      (cd $OUT && tar cf stores.tar memory.db.xz behaviour.db.xz cluster.db.xz async.db.xz sync.db.xz \
          && rm -f memory.db.xz behaviour.db.xz cluster.db.xz async.db.xz sync.db.xz)
-     echo "== GPU tests" >> $OUT/run.log  # in the log: at most 8 files come back per call
-     timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee -a $OUT/run.log ;;
+     if [ -n "$GPU_TESTS" ]; then  # in the log: at most 8 files come back per call
+         echo "== GPU tests" >> $OUT/run.log
+         timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee -a $OUT/run.log
+     fi ;;
   3) start=$(date +%s)
      TABLES=/tmp/gd-data; [ -f $TABLES/instructions.json.gz ] || TABLES=data/h100  # phases 1-2 of this run
      suite tensor 400

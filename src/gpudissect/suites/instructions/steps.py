@@ -880,13 +880,42 @@ def proxy_references(selected: list[str], arch: str) -> list[str]:
     return proxy_names(selected, shipped_map(arch))
 
 
+def _compile_one(job: tuple[str, str, int]) -> None:
+    from gpudissect.kernel.toolchain import compile_ptx
+
+    try:
+        compile_ptx(*job)
+    except Exception:  # noqa: BLE001 - whole_controls says why, serially
+        pass
+
+
+def _prewarm(rows: list[dict], kernel_text: Callable[[str], str | None], arch: str) -> None:
+    """The compile cache filled, in parallel processes, with the cited PTX of every multi-SASS
+    whole's latency (at -O3, :func:`whole_controls`' last resort and the suite's level), so that
+    :func:`whole_controls` reads cubins instead of running ptxas one kernel after another."""
+    import os
+
+    from gpudissect.kernel.parallel import pmap
+
+    jobs = []
+    for r in rows:
+        if r.get("measure") == "latency" and r.get("ptx_hash") and len(r.get("sass") or []) > 1:
+            ptx = kernel_text(r["ptx_hash"])
+            if ptx:
+                jobs.append((ptx, arch, 3))
+    if len(jobs) > 1:
+        pmap(_compile_one, jobs, os.cpu_count() or 1)
+
+
 def derive(store, run_id: int, arch: str, rate_tol: float = 0.0) -> str | None:
     """Store the steps of every multi-SASS CUDA-core variant of a run (with the variant's own
     item), from its own results and the control codes of the wholes' kernels (their stored PTX
     recompiled, :func:`whole_controls`: ptxas and nvdisasm, no GPU); None, or one line saying why
     not (never raises: a failure is one flagged result under item ``sass_steps``)."""
     try:
-        res = step_results(store.results(run_id), store.kernel_text, load_limits(arch), rate_tol,
+        rows = store.results(run_id)
+        _prewarm(rows, store.kernel_text, arch)
+        res = step_results(rows, store.kernel_text, load_limits(arch), rate_tol,
                            lambda row: whole_controls(row, store.kernel_text, arch))
         by_variant: dict[str, list[Result]] = {}
         for r in res:  # stored with each variant's own item: an item's results stay its own
