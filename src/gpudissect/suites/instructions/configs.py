@@ -173,6 +173,26 @@ def _src_tokens(ins: SassInstr) -> list[tuple[int, list[str]]]:
     return [(j, ins._regs(t)[:1]) for j, t in enumerate(ins.operands[ins.n_dests():])]
 
 
+def _independent(s: Sample, own: dict[str, Fraction], pair: str) -> tuple[list[SassInstr], str | None]:
+    """The instances of ``own`` in the region of ``s`` and why they are not independent
+    instances writing their own registers (None when they are): as many as PTX instances, none
+    reading a register written in the region, no two writing the same register (``pair``: what
+    such a pair is called in the message)."""
+    inst = _instances(s.region, own)
+    why = _count(s, inst, "merged or removed instances")
+    if why:
+        return inst, why
+    written: set[str] = set()
+    for ins in s.region:
+        if ins in inst and any(r in written for _, rs in _src_tokens(ins) for r in rs):
+            return inst, "an instance reads a register written in the region (write-read between instances)"
+        written.update(ins.dests())
+    dests = [tuple(i.dests()) for i in inst]
+    if len(set(dests)) != len(dests):
+        return inst, f"two instances write the same register ({pair})"
+    return inst, None
+
+
 def check_read_read(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
     """Why a read-read family does not show its pattern (None when it does), and what it shows:
     in every kernel as many instances of the variant's one SASS instruction as PTX instances (none
@@ -186,18 +206,9 @@ def check_read_read(samples: list[Sample], own: dict[str, Fraction]) -> tuple[st
     slots: Counter[str] = Counter()
     reuse = total = 0
     for s in samples:
-        inst = _instances(s.region, own)
-        why = _count(s, inst, "merged or removed instances")
+        inst, why = _independent(s, own, "write-write between instances")
         if why:
             return why, {}
-        written: set[str] = set()
-        for ins in s.region:
-            if ins in inst and any(r in written for _, rs in _src_tokens(ins) for r in rs):
-                return "an instance reads a register written in the region (write-read between instances)", {}
-            written.update(ins.dests())
-        dests = [tuple(i.dests()) for i in inst]
-        if len(set(dests)) != len(dests):
-            return "two instances write the same register (write-write between instances)", {}
         common = set.intersection(*[{r for _, rs in _src_tokens(i) for r in rs if r.startswith("R")}
                                     for i in inst])
         if not common:
@@ -257,18 +268,9 @@ def check_control(samples: list[Sample], own: dict[str, Fraction], mode: str) ->
         return why, {}
     reuse = total = 0
     for s in samples:
-        inst = _instances(s.region, own)
-        why = _count(s, inst, "merged or removed instances")
+        inst, why = _independent(s, own, "a write-write pair in the control")
         if why:
             return why, {}
-        written: set[str] = set()
-        for ins in s.region:
-            if ins in inst and any(r in written for _, rs in _src_tokens(ins) for r in rs):
-                return "an instance reads a register written in the region (write-read between instances)", {}
-            written.update(ins.dests())
-        dests = [tuple(i.dests()) for i in inst]
-        if len(set(dests)) != len(dests):
-            return "two instances write the same register (a write-write pair in the control)", {}
         if mode == READ_READ and len(inst) > 1 and set.intersection(
                 *[{r for _, rs in _src_tokens(i) for r in rs if r.startswith("R")} for i in inst]):
             return "a register is read by every instance (a read-read pair in the control)", {}
