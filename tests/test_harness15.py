@@ -254,7 +254,11 @@ def test_variants_without_a_chain_measure_issue_interval(catalog):
                 distances=(2, 4, 8), distance_units=(32, 64), sass_budget=384)
     add = catalog.get("add.f32")
     rec = MapRecord("add.f32", "sm_90", True, ["FADD"], "reg", sass_counts={"FADD": "1"})
-    fams = timing_families(add, rec, TARGET, plan, 7)
+    every = timing_families(add, rec, TARGET, plan, 7)
+    configs = ["latency_guarded_true", "latency_guarded_false", "latency_read_read", "control_read_read",
+               "latency_write_write", "control_write_write"]  # every variant where they apply
+    assert [f.measure for f in every if f.measure in configs] == configs
+    fams = [f for f in every if f.measure not in configs]
     assert [f.measure for f in fams] == (["latency"] + ["throughput"] * 4 + ["distance"] * 3)
     assert [f.chains for f in fams[1:]] == [1, 2, 4, 8, 2, 4, 8]
     assert [k.length for k in fams[0].kernels] == [32, 64, 96, 128]
@@ -469,6 +473,8 @@ class TooFastOnce(FakeDevice):
 PLAN = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
             distances=(2,), distance_units=(16, 32), reps=3, launches=2)
 # the chain families first (latency, distance), then the throughput sweep
+# variant 0's latency, distance and throughput kernels (its configurations' kernels run beside them)
+CHAINS = re.compile(r"v0_[ltd]\d+_n")
 FIRST = ["v0_l1_n8", "v0_l1_n16", "v0_l1_n32", "v0_d2_n8", "v0_d2_n16", "v0_t4_n4", "v0_t4_n8"]
 
 
@@ -481,7 +487,7 @@ def measured(dev, tmp_path, sweep) -> dict:
 def test_exceeding_a_limit_remeasures_only_the_flagged_family_once(tmp_path, sweep):
     dev = TooFastOnce(fast=2)  # the first attempt's two throughput kernels
     res = measured(dev, tmp_path, sweep)
-    own = [r for r in dev.runs if r.startswith("v0_")]
+    own = [r for r in dev.runs if CHAINS.match(r)]
     assert own == FIRST + ["v0_t4_n4", "v0_t4_n8"]  # the throughput family alone, once more
     t = res["throughput"]
     assert t["value"] == pytest.approx(2.0)
@@ -493,7 +499,7 @@ def test_exceeding_a_limit_remeasures_only_the_flagged_family_once(tmp_path, swe
 def test_a_limit_still_exceeded_after_the_retry_is_flagged_and_no_peak(tmp_path, sweep):
     dev = TooFastOnce(fast=10**6)
     res = measured(dev, tmp_path, sweep)
-    assert [r for r in dev.runs if r.startswith("v0_")] == FIRST + ["v0_t4_n4", "v0_t4_n8"]
+    assert [r for r in dev.runs if CHAINS.match(r)] == FIRST + ["v0_t4_n4", "v0_t4_n8"]
     t = res["throughput"]
     assert t["value"] == pytest.approx(8.0)
     assert any(f.startswith("exceeds-limit: 8 > 4 warp-instr/clk/SM (fp32 pipe") for f in t["flags"])
