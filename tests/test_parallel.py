@@ -37,12 +37,15 @@ def test_compile_work_in_processes_returns_built_and_checked_families():
         # the variants of the operand/guard/dependence-type tables (strategies.toml) add their own
         # latency families
         assert all(m.startswith(("latency_operand_", "latency_guarded_", "latency_read_read",
-                                 "latency_write_write")) for m in ms[3:])
+                                 "latency_write_write", "control_read_read", "control_write_write")) for m in ms[3:])
         for f in w.families:
             if getattr(f, "alias", None):  # an operand whose chain is the plain latency's kernels
                 assert f.measure.startswith("latency_operand_") and not f.built
                 continue
-            assert f.error is None and len(f.built) == 2 and f.regs > 0
+            # the configurations (guarded, read-read, write-write, controls) time the plan's config_units
+            n = len(plan.config_units) if f.measure.startswith(("latency_guarded_", "latency_read_read",
+                                                                 "latency_write_write", "control_")) else 2
+            assert f.error is None and len(f.built) == n and f.regs > 0, (w.variant.name, f.measure, f.error)
             assert f.built[0].cubin is f.built[1].cubin  # one module: loaded once on the device
             assert f.built[0].instrs == [] and "CS2R" in f.built[0].sass  # sent light
         # ptxas's own latency model of the single-SASS chain, read in the worker
