@@ -29,11 +29,17 @@ case "$1" in
      suite instructions 560
      echo "phase 1 (instructions): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log ;;
   2) start=$(date +%s)
-     # the rest of phase 1, if its call's limit cut it short (a finished run is not run again)
-     unfinished=$(python3 -c "from gpudissect.store.db import Store
+     # the rest of phase 1, if its call's limit cut it short (a finished run is not run again):
+     # then this call packs it and ends; phase 2 again runs the other suites
+     unfinished=0
+     [ -f /tmp/instructions.db ] && unfinished=$(python3 -c "from gpudissect.store.db import Store
 print(sum(r['finished'] is None for r in Store('/tmp/instructions.db').runs()))" 2>/dev/null || echo 0)
-     if [ "$unfinished" != 0 ]; then suite instructions 300; fi
-     pack instructions
+     if [ "$unfinished" != 0 ]; then
+         suite instructions 480; pack instructions && touch /tmp/instructions.packed
+         echo "phase 2: the instruction suite finished and packed; call phase 2 again for the others" | tee -a $OUT/run.log
+         exit 0
+     fi
+     [ -f /tmp/instructions.db ] && [ ! -f /tmp/instructions.packed ] && pack instructions && touch /tmp/instructions.packed
      suite memory 150; suite behaviour 90; suite cluster 90; suite async 90; suite sync 90
      echo "phase 2 (the rest of the instructions, memory, behaviour, cluster, async, sync): $(( $(date +%s) - start )) s" \
          | tee -a $OUT/run.log

@@ -275,3 +275,80 @@ def test_a_one_warp_slope_below_one_issue_per_cycle_is_flagged_not_used(table, s
     assert any(f.startswith("below-issue-limit: ") for f in rr.flags)
     assert rr.params["one_warp"]["verdict"] is None and rr.params["verdict"] is None
     assert not any(f.startswith("below-issue-limit") for f in got["control_read_read"].flags)
+
+
+def test_over_warps_decides_on_neighbouring_warp_counts_only():
+    same = {W: (1.0, 0.0, 3) for W in (1, 2, 4, 8, 16)}
+    lone = {**same, 4: (0.9, 0.0, 3)}  # one warp count apart: listed, decides nothing
+    assert configs.over_warps(lone, same, (1024, 1024))["differ"] == [[4, -0.1]]
+    assert configs.over_warps(lone, same, (1024, 1024))["verdict"] == "same"
+    two = {**lone, 8: (0.95, 0.0, 3)}  # two neighbours, one sign: slower
+    out = configs.over_warps(two, same, (1024, 1024))
+    assert out["verdict"] == "slower" and out["runs"] == [[4, 8]]
+    both = {**two, 1: (1.2, 0.0, 3), 2: (1.2, 0.0, 3)}  # faster at 1-2, slower at 4-8
+    assert configs.over_warps(both, same, (1024, 1024))["verdict"] == "mixed"
+    # within the clock's resolution of a short span (4 instances x 1 warp: 1 cycle is 25%)
+    assert configs.over_warps({1: (1.0, 0.0, 3), 2: (1.0, 0.0, 3)}, {1: (0.9, 0.0, 3), 2: (0.9, 0.0, 3)},
+                              (4, 4))["verdict"] == "same"
+    assert configs.over_warps({}, {}, (1, 1))["verdict"] is None
+
+
+def test_read_read_applies_only_beside_another_register_source(table):
+    # selp: two register sources and a predicate; the predicate cannot be the shared one
+    assert configs.applies(variant("selp.b32"), RR, 1)
+    assert not configs.applies(variant("selp.b32"), RR, 3)
+    assert not configs.applies(variant("popc.b32"), RR, 1)  # one source: every instance the same
+    assert configs.applies(variant("popc.b32"), WW)
+    bad = TABLE.replace("shared = 3", "shared = 7")
+    with pytest.raises(ValueError, match="mad.lo.u32: source operand 7 cannot be the shared register"):
+        config_specs(variant("mad.lo.u32"), bad)
+
+
+def test_a_control_measured_again_is_compared_again(table, sm90):
+    v = load_catalog().get("fma.rn.f32")
+    w = prepare_works([v], autoverify_many([v], sm90, jobs=1), sm90, PLAN, jobs=1)[0]
+    slow = {"_rr_r": 1.0, "_rr_c": 2.0}
+
+    def model(kernel: str, chains: int, length: int, warps: int) -> float:
+        return 80 + length * next((c for tag, c in slow.items() if tag in kernel), 4.0)
+
+    first = {r.measure: r for r in measure_work(FakeDevice(model), w, PLAN, sm90).results}
+    assert first[RR].params["one_warp"]["verdict"] == "faster"
+    slow["_rr_c"] = 1.0  # the control again (a retry of its family alone): now as fast
+    j = next(k for k, f in enumerate(w.families) if f.measure == "control_read_read")
+    again = {r.measure: r for r in measure_work(FakeDevice(model), w, PLAN, sm90, only={j}).results}
+    assert again[RR].params["one_warp"]["verdict"] == "same" and again[RR].params["verdict"] == "same"
+
+
+def test_below_issue_limit_leaves_data_dependent_paths_alone():
+    from gpudissect.suites.instructions.suite import _below_issue
+
+    assert _below_issue(0.5, ["FFMA"], [16, 32, 48], [0.5, 0.5])[0].startswith("below-issue-limit: ")
+    assert _below_issue(1.0, ["FFMA"], [16, 32, 48], [1.0, 1.0]) == []
+    assert _below_issue(0.5, ["FFMA", "BRA", "FFMA"], [16, 32, 48], [0.5]) == []  # not the static count
+
+
+def test_the_shipped_comparisons_are_rederived_from_their_stored_numbers():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rederive", Path(__file__).parents[1] / "scripts" / "rederive_configs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def row(rid, measure, value, slopes, params):
+        return {"id": rid, "variant": "fma.rn.f32", "measure": measure, "value": value, "unit": "cycles",
+                "statistic": "s", "params": {"lengths": [16, 32, 48], **params}, "fit": None,
+                "samples": {"slope_per_repeat": slopes}, "flags": [], "sass": ["FFMA"], "strategy": "reg",
+                "ptx_hash": None, "sass_hash": None, "cls": "fp32"}
+
+    over = {"warps": [1, 2, 4], "rate": [1.0, 1.0, 0.9], "rate_halfwidth": [0, 0, 0],
+            "control_rate": [1.0, 1.0, 1.0], "control_halfwidth": [0, 0, 0], "verdict": "slower"}
+    rows = [row(1, RR, 1.0, [1.0, 1.0], {"one_warp": {"verdict": "x"}, "over_warps": over, "verdict": "slower"}),
+            row(2, "control_read_read", 1.0, [1.0, 1.0], {}),
+            {"id": 3, "variant": "v", "measure": "grid", "params": {"grid_distances": [1, 8],
+             "region_sass": {"8": ["0.5*HFMA2"]}, "warp_latency_per_instance": 0.5}}]
+    new = mod.configs(rows)
+    # one warp count apart decides nothing now; the one-warp slopes agree: the same
+    assert new[1]["over_warps"]["verdict"] == "same" and new[1]["one_warp"]["verdict"] == "same"
+    assert new[1]["verdict"] == "same" and "lengths" in new[1]
+    assert mod.grids(rows)[3]["warp_latency_cycles"] == pytest.approx(1.0)  # per SASS issue

@@ -16,6 +16,7 @@ warp), as for the latency chains. The SASS check (:func:`check_read_read`,
 from __future__ import annotations
 
 import fnmatch
+import math
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -73,9 +74,9 @@ def applies(v: Variant, measure: str, shared: int = 1) -> bool:
     if any(o.is_address or o.scratch for o in v.operands):
         return False
     regs = [o for o in v.sources if o.reg_class != "p"]
-    if CONFIGS[measure] == READ_READ:
-        return (len(v.sources) >= 2 and 1 <= shared <= len(v.sources)
-                and v.sources[shared - 1].reg_class != "p")
+    if CONFIGS[measure] == READ_READ:  # another register source: else every instance is the same
+        return (1 <= shared <= len(v.sources) and v.sources[shared - 1].reg_class != "p"
+                and len(regs) >= 2)
     return bool(regs)
 
 
@@ -92,8 +93,13 @@ def config_specs(v: Variant, doc: str | None = None) -> list[ConfigSpec]:
             if m not in CONFIGS:
                 raise ValueError(f"[dependence_types]: unknown measure {m} (known: {', '.join(CONFIGS)})")
             spec = ConfigSpec(m, int(entry.get("shared", 1)), int(t.get("predicates", 4)))
-            if m not in out and applies(v, m, spec.shared):
+            if m in out:
+                continue
+            if applies(v, m, spec.shared):
                 out[m] = spec
+            elif "shared" in entry and m == "latency_read_read" and applies(v, m):
+                raise ValueError(f"[dependence_types]: {v.name}: source operand {spec.shared} cannot be "
+                                 f"the shared register (a register source of 1..{len(v.sources)})")
     return [out[m] for m in CONFIGS if m in out]
 
 
@@ -354,13 +360,14 @@ def _halfwidth(r: Result) -> float:
 
 def one_warp(r: Result, c: Result | None) -> dict:
     """The configuration's one-warp slope against its control's: the excess (cycles per
-    instance), its uncertainty (the two slopes' 95% half-widths over repeats, at least the
-    clocks' resolution of each) and what it says; verdict None where either is not clean."""
+    instance), its uncertainty (the two slopes' 95% half-widths over repeats, each at least the
+    clock's resolution, in quadrature: values.same_within's rule) and what it says; verdict
+    None where either is not clean."""
     if not (_clean(r) and _clean(c)):
         return {"verdict": None, "why": "the configuration or its control has no clean value"}
     assert r.value is not None and c is not None and c.value is not None
     excess = r.value - c.value
-    unc = max(_halfwidth(r), slope_resolution(r)) + max(_halfwidth(c), slope_resolution(c))
+    unc = math.hypot(max(_halfwidth(r), slope_resolution(r)), max(_halfwidth(c), slope_resolution(c)))
     verdict = "same" if abs(excess) <= unc else ("slower" if excess > 0 else "faster")
     return {"verdict": verdict, "excess_cycles": round(excess, 4), "uncertainty_cycles": round(unc, 4),
             "control_cycles": round(c.value, 4),
@@ -371,27 +378,40 @@ def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[f
                units: tuple[int, int] = (0, 0)) -> dict:
     """The configuration's rate against its control's at each warp count both were timed at
     (W -> (rate, 95% half-width, repeats), grid.warp_rates): where the two differ by more than
-    their intervals together, each at least the clock's resolution (one cycle of the span of W
-    warps x ``units`` instances per thread, configuration and control), and by how much."""
+    their intervals (each at least the clock's resolution, one cycle of the span of W warps x
+    ``units`` instances per thread; in quadrature), and by how much. The two kernels run in
+    separate launches, whose spread the repeats of one launch do not hold: a difference counts
+    only where it holds, with one sign, at two or more neighbouring warp counts (``runs``); a
+    lone one is listed (``differ``) but decides nothing."""
 
     def unc(r: tuple[float, float, int], W: int, n: int) -> float:
         return max(r[1], r[0] * r[0] / (W * n)) if n > 0 and r[0] > 0 else r[1]
 
     ws = sorted(set(cfg) & set(ctrl))
-    rows = {"warps": ws, "rate": [round(cfg[W][0], 4) for W in ws],
-            "rate_halfwidth": [round(cfg[W][1], 4) for W in ws],
-            "control_rate": [round(ctrl[W][0], 4) for W in ws],
-            "control_halfwidth": [round(ctrl[W][1], 4) for W in ws]}
+    rows: dict = {"warps": ws, "rate": [round(cfg[W][0], 4) for W in ws],
+                  "rate_halfwidth": [round(cfg[W][1], 4) for W in ws],
+                  "control_rate": [round(ctrl[W][0], 4) for W in ws],
+                  "control_halfwidth": [round(ctrl[W][1], 4) for W in ws]}
     differ = []
     for W in ws:
         a, b = cfg[W][0], ctrl[W][0]
-        ha, hb = unc(cfg[W], W, units[0]), unc(ctrl[W], W, units[1])
-        if abs(a - b) > ha + hb and b > 0:
+        if b > 0 and abs(a - b) > math.hypot(unc(cfg[W], W, units[0]), unc(ctrl[W], W, units[1])):
             differ.append([W, round((a - b) / b, 4)])
     rows["differ"] = differ  # [W, (rate - control) / control] where outside the intervals
-    rows["verdict"] = None if not ws else ("same" if not differ else
-                                           ("slower" if all(d < 0 for _, d in differ) else
-                                            "faster" if all(d > 0 for _, d in differ) else "mixed"))
+    runs: list[list[int]] = []  # neighbouring warp counts (in the order timed) differing with one sign
+    pos = {W: k for k, W in enumerate(ws)}
+    for k, (W, d) in enumerate(differ):
+        prev = differ[k - 1] if k else None
+        if prev is not None and pos[W] == pos[prev[0]] + 1 and (d > 0) == (prev[1] > 0):
+            runs[-1].append(W)
+        else:
+            runs.append([W])
+    held = [r for r in runs if len(r) >= 2]
+    signs = {d > 0 for W, d in differ if any(W in r for r in held)}
+    rows["runs"] = held
+    rows["verdict"] = None if not ws else ("same" if not held else
+                                           "mixed" if len(signs) > 1 else
+                                           "faster" if signs == {True} else "slower")
     return rows
 
 

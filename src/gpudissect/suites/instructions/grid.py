@@ -342,8 +342,9 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
         return [Result(v.name, GRID, None, UNIT, "none", params={"grid_warps": ws, "grid_distances": ds},
                        flags=["not timed: " + "; ".join(notes)], sass=w.record.sass, cls=v.cls,
                        strategy=w.record.strategy)]
-    last = cols.get(max(ds)) if ds else None  # the warp latency's column: its SASS per instance
-    spi = sum(c for _, c in parse_sass(last.sass)) if last is not None and last.sass else sass_per_instance(w.record)
+    # the warp latency's column (the largest distance): what its timed region issues per instance
+    last = cell_sass_by_d.get(str(max(ds))) if ds else None
+    spi = sum(c for _, c in parse_sass(last)) if last else sass_per_instance(w.record)
     derived = analyse(rates, hw, ws, ds, spi)
     rel = hw / np.where(_finite(rates), rates, np.nan)
     noisy = int(np.sum(np.nan_to_num(rel) > CELL_NOISE))

@@ -478,13 +478,20 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
             w.results[i] = [_error_result(w, fams[i], f"error: {type(e).__name__}: {e}")]
             if type(e).__name__ == WORKER_FAILED:
                 failed = e
-    for i in [i for i in todo if fams[i].measure in RW_CONFIGS]:
+    controls = {g.measure: k for k, g in enumerate(fams)}
+    # a configuration whose control was measured again (a retry) is compared again too
+    for i in [i for i, g in enumerate(fams) if g.measure in RW_CONFIGS
+              and (i in todo or controls.get(RW_CONTROL_OF[g.measure]) in todo)]:
         if failed is None:
             try:
                 _against_control(dev, w, i, plan, target)
-            except Exception as e:  # noqa: BLE001 - the worker failed: the rest would fail alike
+            except Exception as e:  # noqa: BLE001 - the comparison fails, not the variant
                 if type(e).__name__ == WORKER_FAILED:
-                    failed = e
+                    failed = e  # the device is gone: the variant's remaining kernels would fail alike
+                if w.results[i]:
+                    r = w.results[i][0]
+                    w.results[i][0] = replace(r, flags=[*r.flags, f"error: against the control: {type(e).__name__}: "
+                                                                 f"{e}"[:300]])
     tp = [i for i in todo if fams[i].measure == "throughput"]
     if tp:
         swept: dict[int, list[Result]] = {i: [] for i in tp}
@@ -725,7 +732,10 @@ def _below_issue(slope: float, sass: list[str], xs: list[int], per_repeat: list[
     instruction per cycle: at least the SASS per instance cycles per instance) by more than its
     95% interval and the clock's resolution over the lengths: no hardware runs so; the kernels
     of the lengths differ in more than their instances (flagged, not used)."""
-    spi = sum(c for _, c in parse_sass(sass))
+    ops = parse_sass(sass)
+    if any(op.split(".")[0] in BRANCHES for op, _ in ops):
+        return []  # a data-dependent path: the static count is not what issues
+    spi = sum(c for _, c in ops)
     unc = max(robust_halfwidth(per_repeat), 1.0 / max(max(xs) - min(xs), 1))
     if spi > 0 and slope < spi - unc:
         return [f"below-issue-limit: {slope:.4g} cycles per instance, one warp issues {spi:g} SASS per "
