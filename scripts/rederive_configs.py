@@ -14,10 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gpudissect.bench.limits import parse_sass
 from gpudissect.store.db import Result, Store
 from gpudissect.store.pack import pack, unpack
 from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, against_control
+from gpudissect.suites.instructions.grid import column_spi
 
 DERIVED = ("one_warp", "over_warps", "verdict")  # what against_control writes
 FIELDS = ("variant", "measure", "value", "unit", "statistic", "params", "fit", "samples", "flags", "sass",
@@ -63,8 +63,7 @@ def grids(rows: list[dict]) -> dict[int, dict]:
         p = r.get("params") or {}
         if r["measure"] != "grid" or p.get("warp_latency_per_instance") is None:
             continue
-        region = (p.get("region_sass") or {}).get(str(max(p.get("grid_distances") or [0])))
-        spi = sum(c for _, c in parse_sass(region)) if region else p.get("sass_per_instance") or 1.0
+        spi = column_spi(p.get("region_sass") or {}, p.get("grid_distances") or []) or p.get("sass_per_instance") or 1.0
         out[r["id"]] = {**p, "sass_per_instance": spi, "warp_latency_cycles": p["warp_latency_per_instance"] / spi}
     return out
 

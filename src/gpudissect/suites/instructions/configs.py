@@ -19,16 +19,16 @@ import fnmatch
 import math
 import tomllib
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
-from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.control import attach, kernel_controls
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.store.db import Result
+from gpudissect.suites.instructions import values as value_latency
 from gpudissect.suites.instructions.checks import Sample
 from gpudissect.suites.instructions.operands import equivalent
 from gpudissect.suites.instructions.strategies import STRATEGY_FILE
@@ -123,20 +123,21 @@ def config_lengths(v: Variant, spec: ConfigSpec, units: tuple[int, ...], min_len
     return out if len(out) > 1 else (out[0], 2 * out[0])  # a slope needs two lengths
 
 
+def config_measures(v: Variant) -> list[str]:
+    """The read-read / write-write measures of ``v``, each followed by its control's."""
+    return [m for spec in config_specs(v) for m in (spec.measure, CONTROL_OF[spec.measure])]
+
+
 def config_kernels(v: Variant, target: Target, units: tuple[int, ...], min_length: int, reps: int,
-                   idx: int, build: bool = True) -> list[tuple[str, list[Kernel], str | None]]:
+                   idx: int) -> list[tuple[str, list[Kernel], str | None]]:
     """(measure, kernels, or why none can be generated) of every read-read / write-write family
-    of variant number ``idx`` and of its control (the same lengths); ``build`` False: the
-    measures alone, no kernels."""
+    of variant number ``idx`` and of its control (the same lengths)."""
     out: list[tuple[str, list[Kernel], str | None]] = []
     for spec in config_specs(v):
         mode = MODES[spec.measure]
         tag = "rr" if mode == READ_READ else "ww"
         lengths = config_lengths(v, spec, units, min_length)
         for measure, control in ((spec.measure, False), (CONTROL_OF[spec.measure], True)):
-            if not build:
-                out.append((measure, [], None))
-                continue
             try:
                 ks = [generate_config(v, get_strategy(STRATEGY), target, mode, length=n, reps=reps,
                                       measure=measure, shared=spec.shared, preds=spec.preds,
@@ -347,29 +348,21 @@ def _clean(r: Result | None) -> bool:
     return r is not None and r.value is not None and not any(f.startswith(BAD_FLAGS) for f in r.flags)
 
 
-def slope_resolution(r: Result) -> float:
-    """The clock's resolution of a one-warp slope: one cycle over the span of its lengths
-    (cycles per instance); 0 where the lengths are unknown."""
-    xs = (r.params or {}).get("lengths") or []
-    return 1.0 / (max(xs) - min(xs)) if len(xs) > 1 and max(xs) > min(xs) else 0.0
-
-
-def _halfwidth(r: Result) -> float:
-    return robust_halfwidth(((r.samples or {}) if isinstance(r.samples, dict) else {}).get("slope_per_repeat") or [])
-
-
 def one_warp(r: Result, c: Result | None) -> dict:
     """The configuration's one-warp slope against its control's: the excess (cycles per
-    instance), its uncertainty (the two slopes' 95% half-widths over repeats, each at least the
-    clock's resolution, in quadrature: values.same_within's rule) and what it says; verdict
-    None where either is not clean."""
+    instance), its uncertainty (each slope's 95% half-width over repeats, at least the clock's
+    resolution, in quadrature: values.uncertainty and values.same_within, the suite's one rule)
+    and what it says; verdict None where either is not clean or has no interval."""
     if not (_clean(r) and _clean(c)):
         return {"verdict": None, "why": "the configuration or its control has no clean value"}
     assert r.value is not None and c is not None and c.value is not None
+    ua, uc = value_latency.uncertainty(asdict(r)), value_latency.uncertainty(asdict(c))
+    same = value_latency.same_within(r.value, ua, c.value, uc)
+    if same is None:
+        return {"verdict": None, "why": "the configuration or its control has no repeats to give an interval"}
     excess = r.value - c.value
-    unc = math.hypot(max(_halfwidth(r), slope_resolution(r)), max(_halfwidth(c), slope_resolution(c)))
-    verdict = "same" if abs(excess) <= unc else ("slower" if excess > 0 else "faster")
-    return {"verdict": verdict, "excess_cycles": round(excess, 4), "uncertainty_cycles": round(unc, 4),
+    return {"verdict": "same" if same else ("slower" if excess > 0 else "faster"),
+            "excess_cycles": round(excess, 4), "uncertainty_cycles": round(math.hypot(ua, uc), 4),  # type: ignore[arg-type]
             "control_cycles": round(c.value, 4),
             "control_ptxas_stall": (c.params or {}).get("ptxas_stall_between_instances")}
 

@@ -263,6 +263,13 @@ def _launch_column(dev: Device, b: Built, ws: list[int], plan: Plan, sm_count: i
     return out
 
 
+def column_spi(region_sass: dict[str, list[str]], distances: list[int]) -> float | None:
+    """The SASS per instance that the warp latency's column (the largest distance) issues: its
+    timed region's (params ``region_sass``); None where it is not known."""
+    last = region_sass.get(str(max(distances))) if distances else None
+    return sum(c for _, c in parse_sass(last)) if last else None
+
+
 def warp_rates(dev: Device, b: Built, warps: list[int], plan: Plan, sm_count: int,
                notes: list[str]) -> dict[int, tuple[float, float, int]]:
     """The rate of one kernel (warp-instructions per cycle per SM: W x instances per thread over
@@ -342,10 +349,7 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
         return [Result(v.name, GRID, None, UNIT, "none", params={"grid_warps": ws, "grid_distances": ds},
                        flags=["not timed: " + "; ".join(notes)], sass=w.record.sass, cls=v.cls,
                        strategy=w.record.strategy)]
-    # the warp latency's column (the largest distance): what its timed region issues per instance
-    last = cell_sass_by_d.get(str(max(ds))) if ds else None
-    spi = sum(c for _, c in parse_sass(last)) if last else sass_per_instance(w.record)
-    derived = analyse(rates, hw, ws, ds, spi)
+    derived = analyse(rates, hw, ws, ds, column_spi(cell_sass_by_d, ds) or sass_per_instance(w.record))
     rel = hw / np.where(_finite(rates), rates, np.nan)
     noisy = int(np.sum(np.nan_to_num(rel) > CELL_NOISE))
     timed = int(np.sum(_finite(rates)))

@@ -50,6 +50,7 @@ from gpudissect.suites.instructions.configs import (
     config_kernels,
     ptxas_gap,
 )
+from gpudissect.suites.instructions.configs import config_measures as rw_measures
 from gpudissect.suites.instructions.configs import statistic as rw_statistic
 from gpudissect.suites.instructions.operands import (
     GUARDS,
@@ -230,12 +231,11 @@ def config_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
                          for n in lengths_for(plan.config_units, 1, sass_per_instance(rec), plan)]
         except GenerationError as e:
             f.error = f"{m}: {e}"
-    one = sass_per_instance(rec) == 1
-    for measure, ks, why in config_kernels(v, target, plan.config_units, plan.min_length, plan.reps, idx,
-                                           build=one):
-        if not one:  # the register pattern is checked on the one SASS instruction of an instance
-            why = (f"{measure}: {sass_per_instance(rec):g} SASS instructions per instance: no single "
-                   f"register pattern to check")
+    spi = sass_per_instance(rec)
+    if spi != 1:  # the register pattern is checked on the one SASS instruction of an instance
+        return out + [Family(m, 1, [], error=f"{m}: {spi:g} SASS instructions per instance: no single register "
+                                             f"pattern to check", strategy="reg") for m in rw_measures(v)]
+    for measure, ks, why in config_kernels(v, target, plan.config_units, plan.min_length, plan.reps, idx):
         out.append(Family(measure, 1, ks, error=why, strategy="reg"))  # read-read, write-write, controls
     return out
 
@@ -736,7 +736,8 @@ def _below_issue(slope: float, sass: list[str], xs: list[int], per_repeat: list[
     if any(op.split(".")[0] in BRANCHES for op, _ in ops):
         return []  # a data-dependent path: the static count is not what issues
     spi = sum(c for _, c in ops)
-    unc = max(robust_halfwidth(per_repeat), 1.0 / max(max(xs) - min(xs), 1))
+    unc = value_latency.uncertainty({"value": slope, "fit": {"xs": xs, "slope": slope},
+                                     "samples": {"slope_per_repeat": per_repeat}}) or 0.0
     if spi > 0 and slope < spi - unc:
         return [f"below-issue-limit: {slope:.4g} cycles per instance, one warp issues {spi:g} SASS per "
                 f"instance at one per cycle at most"]
