@@ -15,6 +15,7 @@ import pytest
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_module
+from gpudissect.store.db import Result
 from gpudissect.suites.instructions import configs
 from gpudissect.suites.instructions.checks import Sample, check_family
 from gpudissect.suites.instructions.configs import (
@@ -352,3 +353,153 @@ def test_the_shipped_comparisons_are_rederived_from_their_stored_numbers():
     assert new[1]["over_warps"]["verdict"] == "same" and new[1]["one_warp"]["verdict"] == "same"
     assert new[1]["verdict"] == "same" and "lengths" in new[1]
     assert mod.grids(rows)[3]["warp_latency_cycles"] == pytest.approx(1.0)  # per SASS issue
+
+
+# --- instances of several SASS instructions: checked by data flow -------------------------
+
+ADD64 = {"IADD3": Fraction(1), "IADD3.X": Fraction(1)}  # add.u64: low word, then the carry into the high
+MIN64 = {"ISETP.LT.U32.AND": Fraction(1), "ISETP.LT.U32.AND.EX": Fraction(1), "SEL": Fraction(2)}
+
+
+def _add64(i: int, a: tuple[str, str] = ("R2", "R3"), b: tuple[str, str] | None = None, carry: str | None = None):
+    """One add.u64 instance: d = a + b (its own b and d), the carry through a predicate."""
+    b = b or (f"R{10 + 2 * i}", f"R{11 + 2 * i}")
+    p = f"P{i % 6}"
+    return [f"IADD3 R{40 + 2 * i}, {p}, {a[0]}, {b[0]}, RZ",
+            f"IADD3.X R{41 + 2 * i}, {a[1]}, {b[1]}, RZ, {carry or p}, !PT"]
+
+
+def test_multi_sass_read_read_check(sass):
+    good = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i)])
+    why, info = check_read_read(good, ADD64)
+    assert why is None and info["shared_slots"] == {"IADD3": [0], "IADD3.X": [0]}
+    # instances interleaved as ptxas schedules them, a carry predicate reused, a form of the
+    # group of equivalents (IMAD.X for IADD3.X), moves of an input beside: still the pattern
+    mixed = _fam(sass, lambda n: ["MOV R90, R3"] + [
+        ln for k in range(0, n, 2) for ln in
+        [f"IADD3 R{40 + 2 * i}, P{i % 2}, R2, R{10 + 2 * i}, RZ" for i in (k, k + 1)]
+        + [f"IMAD.X R{41 + 2 * i}, R90, 0x1, R{11 + 2 * i}, P{i % 2}" for i in (k, k + 1)]])
+    why, info = check_read_read(mixed, ADD64)
+    assert why is None and info["shared_slots"] == {"IADD3": [0], "IMAD.X": [0]}  # R90 reads as R3
+    # one instance reads another's result (its low word): write-read, one group fewer
+    chained = _fam(sass, lambda n: [ln for i in range(n) for ln in
+                                    _add64(i, b=(f"R{38 + 2 * i}" if i else "R10", f"R{11 + 2 * i}"))])
+    assert "write-read" in check_read_read(chained, ADD64)[0]
+    # no register read by every instance: each its own "shared" value
+    own_a = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i, a=(f"R{60 + 2 * i}", f"R{61 + 2 * i}"))])
+    assert "no register is read by every instance" in check_read_read(own_a, ADD64)[0]
+    # the shared register read by all but one instance
+    all_but = _fam(sass, lambda n: [ln for i in range(n) for ln in
+                                    _add64(i, a=("R2", "R3") if i else ("R70", "R71"))])
+    assert "no register is read by every instance" in check_read_read(all_but, ADD64)[0]
+    # two instances reading the same per-instance value: merged
+    twice = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i, b=("R10", f"R{11 + 2 * i}") if i < 2
+                                                                         else None)])
+    assert "read by 2 of" in check_read_read(twice, ADD64)[0]
+    # the carry from outside the region: the two halves are not one instance
+    split = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i, carry="P6")])
+    assert "unconnected" in check_read_read(split, ADD64)[0]
+    # the high word's add missing (moved out of the region)
+    half = _fam(sass, lambda n: [_add64(i)[0] for i in range(n)])
+    assert "an instance is IADD3 where the variant is" in check_read_read(half, ADD64)[0]
+    # an instruction the variant does not compile to
+    lop = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i) + [f"LOP3.LUT R{41 + 2 * i}, R{41 + 2 * i}, "
+                                                                            f"R5, RZ, 0x3c, !PT"]])
+    assert "LOP3.LUT per instance beside the variant's SASS" in check_read_read(lop, ADD64)[0]
+    # the control: each instance its own copy of the shared value
+    ctrl = own_a
+    assert configs.check_control(ctrl, ADD64, "read_read") == (None, {"reuse_fraction": 0.0})
+    assert "read by every instance" in configs.check_control(good, ADD64, "read_read")[0]
+    twice_c = _fam(sass, lambda n: [ln for i in range(n) for ln in
+                                    _add64(i, a=(f"R{60 + 2 * i}", f"R{61 + 2 * i}"),
+                                           b=("R10", f"R{11 + 2 * i}") if i < 2 else None)])
+    assert "R10 is read by 2 instances" in configs.check_control(twice_c, ADD64, "read_read")[0]
+    assert "write-read" in configs.check_control(chained, ADD64, "read_read")[0]
+
+
+def _min64(i: int, dest: tuple[str, str], pred: str, commit: bool = False):
+    a, b = (f"R{10 + 2 * i}", f"R{11 + 2 * i}"), ("R2", "R3")
+    lines = [f"ISETP.LT.U32.AND P0, PT, {a[0]}, {b[0]}, PT", f"ISETP.LT.U32.AND.EX P0, PT, {a[1]}, {b[1]}, PT, P0"]
+    if commit:  # the guard folded into a select that reads the destination
+        return lines + [f"SEL R{60 + i}, {a[0]}, {b[0]}, P0", f"SEL R{70 + i}, {a[1]}, {b[1]}, P0",
+                        f"SEL {dest[0]}, R{60 + i}, {dest[0]}, {pred}", f"SEL {dest[1]}, R{70 + i}, {dest[1]}, {pred}"]
+    return lines + [f"@{pred} SEL {dest[0]}, {a[0]}, {b[0]}, P0", f"@{pred} SEL {dest[1]}, {a[1]}, {b[1]}, P0"]
+
+
+def test_multi_sass_write_write_check(sass):
+    good = _fam(sass, lambda n: [ln for i in range(n) for ln in _min64(i, ("R7", "R8"), f"P{1 + i % 3}")]
+                + ["IMAD.MOV.U32 R30, RZ, RZ, R7"])  # a copy of the result after the last write
+    why, info = check_write_write(good, MIN64)
+    assert why is None and info["predicates"] == ["@P1", "@P2", "@P3"]
+    commit = _fam(sass, lambda n: [ln for i in range(n) for ln in _min64(i, ("R7", "R8"), f"P{1 + i % 3}", True)])
+    assert "no write-write pair" in check_write_write(commit, MIN64)[0]  # each SEL reads what the last wrote
+    # a variant without a SEL of its own: the selects are no instruction of its
+    add_commit = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i)
+                                       + [f"SEL R7, R{40 + 2 * i}, R7, P{1 + i % 3}", f"SEL R8, R{41 + 2 * i}, R8, "
+                                          f"P{1 + i % 3}"]])
+    why = check_write_write(add_commit, ADD64)[0]
+    assert "2*SEL per instance beside the variant's SASS" in why and "select" in why
+    # the same SEL count as the variant's, but the destination read: the instances chain
+    chain = _fam(sass, lambda n: [ln for i in range(n) for ln in
+                                  _min64(i, ("R7", "R8"), f"P{1 + i % 3}")[:2]
+                                  + [f"@P1 SEL R7, R{10 + 2 * i}, R7, P0", f"@P1 SEL R8, R{11 + 2 * i}, R3, P0"]])
+    assert "no write-write pair" in check_write_write(chain, MIN64)[0]
+    spread = _fam(sass, lambda n: [ln for i in range(n) for ln in _min64(i, (f"R{40 + 2 * i}", f"R{41 + 2 * i}"),
+                                                                         "P1")])
+    assert "different registers" in check_write_write(spread, MIN64)[0]
+    bare = _fam(sass, lambda n: [ln.removeprefix("@P1 ") for i in range(n) for ln in _min64(i, ("R7", "R8"), "P1")])
+    assert "lost its predicate" in check_write_write(bare, MIN64)[0]
+    # the control: each instance its own destination, each write predicated
+    assert configs.check_control(spread, MIN64, "write_write")[0] is None
+    unguarded = _fam(sass, lambda n: [ln.removeprefix("@P1 ") for i in range(n) for ln in
+                                      _min64(i, (f"R{40 + 2 * i}", f"R{41 + 2 * i}"), "P1")])
+    assert "lost its predicate" in configs.check_control(unguarded, MIN64, "write_write")[0]
+
+
+def _check_multi(sm90, name: str, mode: str, control: bool, own: dict, lengths=(8, 14)):
+    v = variant(name)
+    ks = [generate_config(v, strategy("reg"), sm90, mode, length=n, preds=4, distance=n if control else 1,
+                          name=f"k{n}") for n in lengths]
+    built = build_module(ks, sm90.arch)
+    samples = [Sample(k.units, k.length, built[k.name].region) for k in ks]
+    fam = check_family(samples, check_depth=False)
+    assert fam.ok, fam.reason
+    measure = ("control_" if control else "latency_") + mode
+    return samples, check_config(measure, samples, own, core_sass(fam.per_unit, None, {}))
+
+
+def test_ptxas_multi_sass_read_read_and_control_pass(sm90):
+    for name, own in (("add.u64", ADD64), ("min.u64", MIN64)):
+        rr, (why, info) = _check_multi(sm90, name, "read_read", False, own)
+        assert why is None, (name, why)
+        assert info["shared_slots"] and all(j == [0] for j in info["shared_slots"].values())
+        ctrl, (why, info) = _check_multi(sm90, name, "read_read", True, own)
+        assert why is None and "reuse_fraction" in info, (name, why)
+        # each is not the other: the configuration shares a register, the control none
+        assert "read by every instance" in configs.check_control(rr, own, "read_read")[0]
+        assert "no register is read by every instance" in check_read_read(ctrl, own)[0]
+
+
+def test_ptxas_multi_sass_write_write(sm90):
+    # min.u64: ptxas predicates the instance's own two SELs: a write-write pair
+    _, (why, info) = _check_multi(sm90, "min.u64", "write_write", False, MIN64)
+    assert why is None and len(info["predicates"]) >= 2
+    # add.u64: the guarded write committed through SELs, which read the destination
+    _, (why, _) = _check_multi(sm90, "add.u64", "write_write", True, ADD64, lengths=(11, 21))
+    assert "SEL" in why and "no write-write pair" in why
+
+
+def test_a_configuration_and_a_control_of_different_moves_are_not_compared(sass):
+    own = {"FFMA": Fraction(1)}
+    plain = [Sample(units=n, length=n, region=sass(*["FFMA R4, R0, R1, R2"] * n)) for n in (4, 8)]
+    moved = [Sample(units=n, length=n, region=sass(*["FFMA R4, R0, R1, R2", "MOV R6, R4"] * n)) for n in (4, 8)]
+    assert configs.moves_per_instance(plain, own) == 0.0
+    assert configs.moves_per_instance(moved, own) == 1.0
+
+    def res(measure: str, moves: float) -> Result:
+        return Result("fma.rn.f32", measure, 1.0, "cycles", "s", params={"moves_per_instance": moves},
+                      samples={"slope_per_repeat": [1.0, 1.0, 1.0]}, fit={"xs": [16, 32], "ys": [16, 32]})
+
+    assert configs.one_warp(res(RR, 0.0), res("control_read_read", 0.0))["verdict"] == "same"
+    apart = configs.one_warp(res(RR, 0.0), res("control_read_read", 1.0))
+    assert apart["verdict"] is None and "not the same instructions" in apart["why"]

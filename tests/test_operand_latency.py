@@ -134,9 +134,32 @@ def test_operand_flow_accepts_one_slot_and_rejects_two_or_a_wrong_one(sass):
 
 def test_guard_check_counts_predicated_instances(sass):
     own = {"FFMA": Fraction(1)}
-    assert check_guarded(_fam(sass, lambda n: ["@P1 FFMA R4, R0, R4, R5"] * n), own) is None
+    assert check_guarded(_fam(sass, lambda n: ["@P1 FFMA R4, R0, R4, R5"] * n), own) == (
+        None, {"guard_form": "predicated"})
+
+
+def test_guard_check_follows_a_commit_through_selects_and_predicated_moves(sass):
+    own = {"FFMA": Fraction(1)}
     conv = _fam(sass, lambda n: ["FFMA R6, R0, R4, R5", "SEL R4, R6, R4, P1"] * n)  # if-converted
-    assert "0 predicated" in check_guarded(conv, own)
+    assert check_guarded(conv, own) == (None, {"guard_form": "commit", "guard_commit": {"SEL": 1.0},
+                                               "guard_own_predicated": 0.0})
+    # a predicate the instance computes (P2) is not the guard; the guard (P1) lands the result
+    inner = _fam(sass, lambda n: ["FSETP.GEU.AND P2, PT, R4, R5, PT", "@!P2 FFMA R6, R0, R4, R5",
+                                  "@P1 MOV R4, R6"] * n)
+    why, info = check_guarded(inner, own)
+    assert why is None and info["guard_commit"] == {"@MOV": 1.0}
+    # nothing depends on the guard: no form of it
+    lost = _fam(sass, lambda n: ["FFMA R4, R0, R4, R5"] * n)
+    why, _ = check_guarded(lost, own)
+    assert why and "no one guard" in why
+    # a branch around the instance is not a guarded instruction
+    jump = _fam(sass, lambda n: ["@!P1 BRA 0x100", "FFMA R4, R0, R4, R5"] * n)
+    why, _ = check_guarded(jump, own)
+    assert why and "branches around" in why
+    # two predicates from outside the region guard: which one is the guard cannot be told
+    two = _fam(sass, lambda n: ["FFMA R6, R0, R4, R5", "SEL R4, R6, R4, P1", "@P3 MOV R7, R4"] * n)
+    why, _ = check_guarded(two, own)
+    assert why and "2 predicates" in why
 
 
 # --- real ptxas: the chain goes through the intended SASS slot ----------------------------
@@ -176,8 +199,10 @@ def test_guarded_families_keep_the_predicate_or_are_rejected(table, sm90):
     assert all(f.error is None for f in g.values())
     assert "@%p" in g["latency_guarded_false"].kernels[0].entry
     lop = [f for f in w["lop3.b32"].families if f.measure.startswith("latency_guarded")]
-    for f in lop:  # ptxas turns a guarded LOP3 into LOP3 + SEL: no guard left to time
-        assert f.error is None or "predicated" in f.error
+    assert {f.info["guard_form"] for f in g.values()} == {"predicated"}
+    for f in lop:  # ptxas computes a guarded LOP3 unguarded and lands it under the guard
+        assert f.error is None and f.info["guard_form"] == "commit", f.error
+        assert sum(f.info["guard_commit"].values()) >= 1
 
 
 # --- the analysis on synthetic timings ------------------------------------------------------

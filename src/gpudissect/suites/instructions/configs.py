@@ -10,7 +10,8 @@ Kernels: ``template.generate_config``; the table of variants: strategies.toml
 ``[dependence_types]``. The value is the slope of cycles against the number of instances (one
 warp), as for the latency chains. The SASS check (:func:`check_read_read`,
 :func:`check_write_write`) proves on every kernel of a family that the instances are all there
-(none merged or removed as dead) and have the intended register pattern.
+(none merged or removed as dead) and have the intended register pattern; an instance of several
+SASS instructions (mul.hi.u64, min.u64, ...) as the region's data-flow groups (:func:`_groups`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.control import attach, kernel_controls
 from gpudissect.kernel.ptx import Kernel
-from gpudissect.kernel.sass import SassInstr
+from gpudissect.kernel.region import is_move
+from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions import values as value_latency
 from gpudissect.suites.instructions.checks import Sample
@@ -200,13 +202,279 @@ def _independent(s: Sample, own: dict[str, Fraction], pair: str) -> tuple[list[S
     return inst, None
 
 
+# --- instances of several SASS instructions: grouped by data flow ---------------------------
+
+
+def _multi(own: dict[str, Fraction]) -> bool:
+    """Whether an instance of ``own`` is several SASS instructions (checked by data flow)."""
+    return sum(own.values(), Fraction(0)) > 1
+
+
+def _flow(ins: SassInstr) -> tuple[list[str], list[str]]:
+    """(registers read, registers written) of ``ins`` for data flow: every register of every
+    operand (a 64-bit operand's pair, as SassInstr gives it) and the guard predicate; of IMAD.WIDE
+    the two factors are 32-bit (only the addend is a pair, SassInstr cannot tell)."""
+    toks = ins.operands[ins.n_dests():]
+    srcs: list[str] = []
+    for j, t in enumerate(toks):
+        srcs.extend(ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t))
+    srcs.extend(r for r in REG_RE.findall(ins.predicate) if r not in ("PT", "UPT"))
+    return srcs, ins.dests()
+
+
+@dataclass
+class _Group:
+    """One instance as data flow shows it: its instructions (region order) and the registers
+    it reads that no instruction of the region wrote before (its inputs; a copy of an input
+    made in the region counts as that input)."""
+
+    instrs: list[SassInstr]
+    inputs: set[str]
+    slots: list[tuple[SassInstr, int, str]]  # (instruction, source slot, input register) per input read
+
+
+def _groups(region: list[SassInstr]) -> tuple[list[_Group], dict[str, list[SassInstr]]]:
+    """The region's instructions grouped into connected components of data flow (B reads a
+    register A wrote last before B: one group; RZ / PT / URZ are no registers); a move
+    copying an input (a register not written in the region, or a constant) is no instruction of
+    a group: its copy reads as the input. Also: the writes of each register that reach the
+    region's end (the last, and any predicated ones before it back to an unpredicated one)."""
+    n = len(region)
+    parent = list(range(n))
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    writers: dict[str, list[int]] = {}
+    alias: dict[str, str] = {}  # a register that holds a copy of an input -> that input
+    copies: set[int] = set()
+    reads: list[list[tuple[int, str]]] = [[] for _ in range(n)]
+    for k, ins in enumerate(region):
+        srcs, dsts = _flow(ins)
+        toks = ins.operands[ins.n_dests():]
+        slot_of = {}
+        for j, t in enumerate(toks):
+            for r in (ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t)):
+                slot_of.setdefault(r, j)
+        for r in srcs:
+            if writers.get(r):  # the latest write that reaches (a predicated one may not replace the
+                parent[root(writers[r][-1])] = root(k)  # one before: an instance then reads its own)
+            else:
+                reads[k].append((slot_of.get(r, -1), alias.get(r, r)))
+        if (is_move(ins.full, ins) and not ins.predicate and len(dsts) == 1
+                and not any(writers.get(r) for r in srcs) and len(srcs) <= 1):
+            copies.add(k)  # a copy of an input (or a constant): its register reads as the input
+            src = alias.get(srcs[0], srcs[0]) if srcs else f"#{', '.join(toks)}"
+            writers.pop(dsts[0], None)
+            alias[dsts[0]] = src
+            continue
+        for d in dsts:
+            alias.pop(d, None)
+            if ins.predicate:
+                writers.setdefault(d, []).append(k)
+            else:
+                writers[d] = [k]
+    by_root: dict[int, _Group] = {}
+    for k, ins in enumerate(region):
+        if k in copies:
+            continue
+        g = by_root.setdefault(root(k), _Group([], set(), []))
+        g.instrs.append(ins)
+        for j, r in reads[k]:
+            g.inputs.add(r)
+            g.slots.append((ins, j, r))
+    live = {r: [region[w] for w in ws] for r, ws in writers.items() if ws}
+    return list(by_root.values()), live
+
+
+def _mix(ops: Counter[str]) -> str:
+    return ", ".join(f"{c:g}*{op}" if c != 1 else op for op, c in sorted(ops.items())) or "nothing"
+
+
+def _own_of(g: _Group, own: dict[str, Fraction]) -> tuple[Counter[str], list[str]]:
+    """The group's instructions of the variant's own SASS (operands.equivalent forms as one;
+    a form of ``own`` counts even where it looks like a move, as IMAD.X R, RZ, RZ, RZ, P does)
+    and those neither own nor a move (what the variant does not compile to)."""
+    same = equivalent()
+    mine: Counter[str] = Counter()
+    foreign = []
+    for ins in g.instrs:
+        op = same.get(ins.full, ins.full)
+        if op in own:
+            mine[op] += 1
+        elif not is_move(ins.full, ins):
+            foreign.append(ins.full)
+    return mine, foreign
+
+
+def _whole(mine: Counter[str], own: dict[str, Fraction]) -> bool:
+    """Whether one instance's own SASS ``mine`` is the variant's ``own``: each form as many times
+    as ``own`` has it per instance (rounded either way: own is an average over a chain, where
+    ptxas may alternate forms), and as many in all."""
+    total = sum(own.values(), Fraction(0))
+    if not math.floor(total) <= sum(mine.values()) <= math.ceil(total):
+        return False
+    return all(math.floor(c) <= mine.get(op, 0) <= math.ceil(c) for op, c in own.items())
+
+
+def _multi_instances(s: Sample, own: dict[str, Fraction], mode: str,
+                     control: bool) -> tuple[list[_Group], dict[str, list[SassInstr]], str | None]:
+    """The instances of a multi-SASS variant in the region of ``s`` (data-flow groups holding its
+    own SASS), what registers the region leaves written by whom, and why they are not
+    ``s.units`` independent whole instances (None when they are)."""
+    groups, live = _groups(s.region)
+    ww = mode == WRITE_WRITE
+    foreign: Counter[str] = Counter()
+    for g in groups:
+        foreign.update(_own_of(g, own)[1])
+    if foreign:
+        per = Counter({op: c / s.units for op, c in foreign.items()})
+        sel = ww and any(op.startswith("SEL") for op in foreign)
+        return groups, live, (f"the region holds {_mix(per)} per instance beside the variant's SASS "
+                              f"({', '.join(own)})" + (": ptxas committed the guarded write through a select "
+                                                        "(SEL reads the destination: no write-write pair)" if sel else
+                                                        ": ptxas compiled the instance differently here"))
+    inst = [g for g in groups if _own_of(g, own)[0]]
+    if len(inst) < s.units:
+        what = ("each instance reads the register an earlier one wrote (a guarded write committed through an "
+                "instruction that reads the destination: no write-write pair)" if ww and not control else
+                "an instance reads a register another instance's SASS wrote (write-read between instances, "
+                "or a computation shared by instances: merged)")
+        return inst, live, f"{len(inst)} independent groups of SASS in the region of {s.units} PTX instances: {what}"
+    if len(inst) > s.units:
+        return inst, live, (f"{len(inst)} unconnected groups of SASS in the region of {s.units} PTX instances: an "
+                            f"instance's SASS is not connected inside the region (part of it, e.g. the "
+                            f"instruction joining its results, was moved out of the timed region)")
+    for g in inst:
+        mine = _own_of(g, own)[0]
+        if not _whole(mine, own):
+            return inst, live, (f"an instance is {_mix(mine)} where the variant is "
+                                f"{', '.join(f'{float(c):g}*{op}' for op, c in own.items())}: ptxas changed "
+                                f"the instance or moved part of it out of the timed region")
+    if not (ww and not control):  # every instance keeps a result of its own at the region's end
+        for g in inst:
+            if not any(r.startswith("R") and any(w in g.instrs for w in ws) for r, ws in live.items()):
+                return inst, live, ("an instance's results are all overwritten in the region (a write-write "
+                                    "between instances)")
+    return inst, live, None
+
+
+def _readers(inst: list[_Group]) -> dict[str, int]:
+    """Input register -> how many instances read it (32-bit registers only)."""
+    out: Counter[str] = Counter()
+    for g in inst:
+        out.update(r for r in g.inputs if r.startswith("R"))
+    return dict(out)
+
+
+def _check_read_read_multi(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
+    slots: Counter[str] = Counter()
+    reuse = total = 0
+    for s in samples:
+        inst, _, why = _multi_instances(s, own, READ_READ, control=False)
+        if why:
+            return why, {}
+        readers = _readers(inst)
+        common = {r for r, c in readers.items() if c == len(inst)}
+        some = sorted(r for r, c in readers.items() if 1 < c < len(inst))
+        if not common:
+            return ("no register is read by every instance: the shared operand was not kept in one register"
+                    + (f" ({some[0]} is read by {readers[some[0]]} of {len(inst)})" if some else "")), {}
+        if some:
+            return (f"{some[0]} is read by {readers[some[0]]} of {len(inst)} instances (per-instance values "
+                    f"were merged)"), {}
+        if len(common) > 2:  # one operand: a register, or the two of a 64-bit value
+            return (f"the registers every instance reads ({', '.join(sorted(common))}) are more than one "
+                    f"operand's (other per-instance values were merged)"), {}
+        for g in inst:
+            for ins, j, r in g.slots:
+                if r in common:
+                    slots[f"{ins.full}:{j}"] += 1
+                    total += 1
+                    reuse += ".reuse" in ins.operands[ins.n_dests() + j]
+    by_op: dict[str, list[int]] = {}
+    for key in sorted(slots):
+        op, j = key.rsplit(":", 1)
+        by_op.setdefault(op, []).append(int(j))
+    return None, {"shared_slots": by_op, "reuse_fraction": round(reuse / total, 3) if total else 0.0}
+
+
+def _is_own(ins: SassInstr, own: dict[str, Fraction]) -> bool:
+    return equivalent().get(ins.full, ins.full) in own
+
+
+def _results(g: _Group, own: dict[str, Fraction]) -> list[SassInstr]:
+    """The instructions of the variant's own SASS in ``g`` that write its result: a register
+    no later such instruction of ``g`` reads (a move copying it after is no result)."""
+    mine = [i for i in g.instrs if _is_own(i, own)]
+    return [i for k, i in enumerate(mine)
+            if any(r.startswith("R") and not any(r in _flow(j)[0] for j in mine[k + 1:]) for r in i.dests())]
+
+
+def _check_write_write_multi(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
+    preds: set[str] = set()
+    for s in samples:
+        inst, _, why = _multi_instances(s, own, WRITE_WRITE, control=False)
+        if why:
+            return why, {}
+        res = [_results(g, own) for g in inst]
+        dest = set.intersection(*[{r for i in rs for r in i.dests() if r.startswith("R")} for rs in res])
+        if not dest:
+            return "the instances' results are in different registers, not one", {}
+        writes = [i for rs in res for i in rs if set(i.dests()) & dest]
+        if any(not i.predicate for i in writes):
+            return "an instance lost its predicate (ptxas turned the guarded write into a select)", {}
+        pos = [s.region.index(i) for i in writes]
+        if any(dest & set(_flow(i)[0]) for i in s.region[min(pos):max(pos) + 1]):
+            return f"{', '.join(sorted(dest))} is read between the writes (no write-write pair)", {}
+        preds.update(i.predicate for i in writes)
+    return None, {"predicates": sorted(preds)}
+
+
+def _check_control_multi(samples: list[Sample], own: dict[str, Fraction], mode: str) -> tuple[str | None, dict]:
+    reuse = total = 0
+    for s in samples:
+        inst, _, why = _multi_instances(s, own, mode, control=True)
+        if why:
+            return why, {}
+        if mode == READ_READ and len(inst) > 1:
+            readers = _readers(inst)
+            if any(c == len(inst) for c in readers.values()):
+                return "a register is read by every instance (a read-read pair in the control)", {}
+            some = sorted(r for r, c in readers.items() if c > 1)
+            if some:
+                return f"{some[0]} is read by {readers[some[0]]} instances (a read-read pair in the control)", {}
+        if mode == WRITE_WRITE:
+            if any(not i.predicate for g in inst for i in _results(g, own)):
+                return "an instance lost its predicate (ptxas turned the guarded write into a select)", {}
+        for g in inst:
+            for ins in g.instrs:
+                if _is_own(ins, own):
+                    srcs = ins.operands[ins.n_dests():]
+                    total += len(srcs)
+                    reuse += sum(".reuse" in t for t in srcs)
+    return None, {"reuse_fraction": round(reuse / total, 3) if total else 0.0}
+
+
+
 def check_read_read(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
     """Why a read-read family does not show its pattern (None when it does), and what it shows:
     in every kernel as many instances of the variant's one SASS instruction as PTX instances (none
     merged), each writing a register of its own that no instance reads (no write-read, no
     write-write between instances), and all reading one register in one source slot (the shared
     one; no other register read by all: the per-instance values were not merged). Info: the
-    shared slot per opcode and the share of instances whose shared operand carries ``.reuse``."""
+    shared slot per opcode and the share of instances whose shared operand carries ``.reuse``.
+
+    An instance of several SASS instructions (:func:`_multi_instances`): as many data-flow groups
+    as PTX instances, each the variant's own SASS, none reading what another wrote, each leaving
+    a result of its own; every input register read by one instance or by all, those read by all
+    one operand (a register or a 64-bit value's two). Info: the slots, per opcode, that read the
+    shared registers, and the share of those reads with ``.reuse``."""
+    if _multi(own):
+        return _check_read_read_multi(samples, own)
     why = _one_instruction(own)
     if why:
         return why, {}
@@ -240,7 +508,14 @@ def check_write_write(samples: list[Sample], own: dict[str, Fraction]) -> tuple[
     many instances of the variant's one SASS instruction as PTX instances (no write removed as
     dead), each under its predicate (not converted to a select), all writing the same register,
     and no instruction of the region reading that register from the first instance to the last.
-    Info: the predicates the instances run under."""
+    Info: the predicates the instances run under.
+
+    An instance of several SASS instructions: as many data-flow groups as PTX instances, each the
+    variant's own SASS (a select added to commit a guarded write is refused: it reads the
+    destination), all writing the same registers (those the region leaves written), every
+    write of them predicated and none read between the first and the last."""
+    if _multi(own):
+        return _check_write_write_multi(samples, own)
     why = _one_instruction(own)
     if why:
         return why, {}
@@ -269,7 +544,12 @@ def check_control(samples: list[Sample], own: dict[str, Fraction], mode: str) ->
     instance reading a register written in the region, every instance writing its own register;
     under read_read no register read by every instance (the shared slot really varies), under
     write_write every instance predicated (its other sources are one register each, as in the
-    configuration). Info: the share of instance operands with ``.reuse``."""
+    configuration). Info: the share of instance operands with ``.reuse``. An instance of several
+    SASS instructions: as for the configuration (data-flow groups), under read_read no input
+    register read by more than one instance, under write_write every write of a register the
+    region leaves written predicated."""
+    if _multi(own):
+        return _check_control_multi(samples, own, mode)
     why = _one_instruction(own)
     if why:
         return why, {}
@@ -294,22 +574,42 @@ def check_config(measure: str, samples: list[Sample], own: dict[str, Fraction],
                  per_unit: dict[str, Fraction]) -> tuple[str | None, dict]:
     """The check of a read-read / write-write family; ``per_unit``: the family's real SASS per
     instance (check_family, moves out), which must be the variant's own: as many instructions,
-    of its forms (the mix of two forms, as HADD2 / HFMA2.MMA, may differ from its chain's)."""
-    if sum(per_unit.values(), Fraction(0)) != sum(own.values(), Fraction(0)) or not set(per_unit) <= set(own):
+    of its forms (the mix of two forms, as HADD2 / HFMA2.MMA, may differ from its chain's). An
+    instance of several SASS instructions is compared per instance instead (the checks' data-flow
+    groups: a move-like form of the variant, as IMAD.X R, RZ, RZ, RZ, P, counts there)."""
+    if not _multi(own) and (sum(per_unit.values(), Fraction(0)) != sum(own.values(), Fraction(0))
+                            or not set(per_unit) <= set(own)):
         shown = ", ".join(f"{float(c):g}*{op}" for op, c in per_unit.items()) or "nothing"
         return (f"the instance's SASS changed ({shown} where the variant is "
                 f"{', '.join(f'{float(c):g}*{op}' for op, c in own.items())})"), {}
     s = sorted(samples, key=lambda x: x.units)
     if measure in CONTROLS:
-        return check_control(s, own, MODES[measure])
-    return (check_read_read if MODES[measure] == READ_READ else check_write_write)(s, own)
+        why, info = check_control(s, own, MODES[measure])
+    else:
+        why, info = (check_read_read if MODES[measure] == READ_READ else check_write_write)(s, own)
+    return why, ({**info, "moves_per_instance": moves_per_instance(s, own)} if why is None else info)
+
+
+def moves_per_instance(samples: list[Sample], own: dict[str, Fraction]) -> float:
+    """The register moves (not of the variant's own SASS) a region holds per PTX instance: their
+    growth from the shortest region to the longest. A configuration and its control are the same
+    instructions only where they hold as many (:func:`one_warp`)."""
+    same = equivalent()
+    s = sorted(samples, key=lambda x: x.units)
+
+    def n(x: Sample) -> int:
+        return sum(1 for i in x.region if is_move(i.full, i) and same.get(i.full, i.full) not in own)
+
+    return round(float(Fraction(n(s[-1]) - n(s[0]), s[-1].units - s[0].units)), 4) if len(s) > 1 else 0.0
 
 
 def ptxas_gap(b: Built, own: dict[str, Fraction]) -> float | None:
     """ptxas's own model of the configuration: the median stall cycles (control codes,
     kernel/control.py) from one instance of the variant's instruction to the next in the region
-    of ``b``; None where the control codes cannot be read or a scoreboard (variable latency)
-    orders the instances instead."""
+    of ``b``; None where the control codes cannot be read, a scoreboard (variable latency)
+    orders the instances instead, or an instance is several SASS instructions (no one gap)."""
+    if _multi(own):
+        return None
     try:
         pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
     except (KeyError, ValueError):
@@ -341,6 +641,7 @@ def statistic(measure: str) -> str:
 
 # --- a configuration against its control ---------------------------------------------------
 
+MOVES_APART = 0.25  # moves per instance by which a configuration and its control are other instructions
 BAD_FLAGS = ("noisy", "poor-fit", "not timed", "error", "sass:", "below-issue-limit")
 
 
@@ -352,10 +653,15 @@ def one_warp(r: Result, c: Result | None) -> dict:
     """The configuration's one-warp slope against its control's: the excess (cycles per
     instance), its uncertainty (each slope's 95% half-width over repeats, at least the clock's
     resolution, in quadrature: values.uncertainty and values.same_within, the suite's one rule)
-    and what it says; verdict None where either is not clean or has no interval."""
+    and what it says; verdict None where either is not clean or has no interval, or where the
+    two regions hold different numbers of register moves per instance (other instructions)."""
     if not (_clean(r) and _clean(c)):
         return {"verdict": None, "why": "the configuration or its control has no clean value"}
     assert r.value is not None and c is not None and c.value is not None
+    mr, mc = (r.params or {}).get("moves_per_instance"), (c.params or {}).get("moves_per_instance")
+    if mr is not None and mc is not None and abs(mr - mc) >= MOVES_APART:
+        return {"verdict": None, "why": f"the configuration's region holds {mr:g} register moves per instance, "
+                                        f"its control's {mc:g}: not the same instructions"}
     ua, uc = value_latency.uncertainty(asdict(r)), value_latency.uncertainty(asdict(c))
     same = value_latency.same_within(r.value, ua, c.value, uc)
     if same is None:

@@ -204,19 +204,78 @@ def config_measures(v: Variant, doc: str | None = None) -> list[str]:
     return []
 
 
-def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> str | None:
-    """Why a guarded family's SASS does not carry the guard on every instance of the variant's own
-    instruction (None when it does): the predicated instructions of ``own``'s opcodes must grow
-    by as many per instance as ``own`` holds."""
+BRANCHES = ("BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "WARPSYNC", "BSSY", "BSYNC")
+SELECTS = ("SEL", "FSEL")  # opcodes that choose one of two registers by their last operand, a predicate
+_PRED = re.compile(r"!?(P\d+)")
+
+
+def _pred(tok: str) -> str | None:
+    """The predicate register a guard (``@!P1``) or a select's operand (``!P1``) names."""
+    m = _PRED.fullmatch(tok.strip().lstrip("@"))
+    return m.group(1) if m else None
+
+
+def _guarded_by(i: SassInstr) -> set[str]:
+    """The predicate registers that decide whether ``i``'s result lands: its guard, or the
+    choice of a select."""
+    out = {_pred(i.predicate)} if i.predicate else set()
+    if i.opcode in SELECTS and i.operands:
+        out.add(_pred(i.operands[-1]))
+    return {p for p in out if p}
+
+
+def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
+    """Why a guarded family's SASS does not keep the guard on every instance (None when it
+    does), and the form ptxas gave it (``guard_form``):
+
+    * ``predicated``: every instruction of ``own``'s opcodes carries the guard (the predicated
+      instructions of ``own`` grow by as many per instance as ``own`` holds);
+    * ``commit``: ptxas computes the instance unguarded, or guards only part of it, and lands the
+      result under the guard through predicated instructions or selects (SEL, FSEL) on it; the
+      guard is the one predicate register that guards or selects in the region and is not
+      written there (a predicate the instance computes is not the guard), and at least one
+      instruction per instance must depend on it (``guard_commit``: those instructions per
+      instance, opcode -> count, a guard written as ``@``; ``guard_own_predicated``: the
+      predicated instructions of ``own`` per instance).
+
+    The chain runs through the commit either way (the family's depth check holds it), so the
+    value is the guarded PTX instruction's cost as ptxas compiles it."""
     same = equivalent()
     s = sorted(samples, key=lambda x: x.units)
-
-    def guarded(region: list[SassInstr]) -> int:
-        return sum(1 for i in region if i.predicate and same.get(i.full, i.full) in own)
-
-    rate = Fraction(guarded(s[-1].region) - guarded(s[0].region), s[-1].units - s[0].units)
+    span = s[-1].units - s[0].units
     want = sum(own.values(), Fraction(0))
-    if rate != want:
-        return (f"guard: {float(rate):g} predicated instructions of the variant's own SASS per instance, "
-                f"{float(want):g} expected (ptxas removed or converted the predicate)")
-    return None
+    guards = []
+    for x in s:
+        written = {r for i in x.region for r in i.dests()}
+        cands = sorted({p for i in x.region for p in _guarded_by(i)} - written)
+        if len(cands) != 1:
+            return (f"guard: {len(cands)} predicates not computed in the region guard or select "
+                    f"({', '.join(cands) or 'none'}): no one guard to follow (ptxas removed or "
+                    f"converted it)"), {}
+        guards.append(cands[0])
+
+    def own_predicated(x: Sample, g: str) -> int:
+        return sum(1 for i in x.region if i.predicate and _pred(i.predicate) == g
+                   and same.get(i.full, i.full) in own)
+
+    rate = Fraction(own_predicated(s[-1], guards[-1]) - own_predicated(s[0], guards[0]), span)
+    if rate == want:
+        return None, {"guard_form": "predicated"}
+
+    def committed(x: Sample, g: str) -> Counter[str]:
+        return Counter(("@" if i.predicate and _pred(i.predicate) == g else "") + i.full
+                       for i in x.region if g in _guarded_by(i))
+
+    lo, hi = committed(s[0], guards[0]), committed(s[-1], guards[-1])
+    per = {op: Fraction(hi[op] - lo[op], span) for op in sorted(set(lo) | set(hi))}
+    per = {op: c for op, c in per.items() if c}
+    jumps = sorted(op for op in per if op.lstrip("@").split(".")[0] in BRANCHES)
+    if jumps:
+        return (f"guard: ptxas branches around the instance under the guard ({', '.join(jumps)}), "
+                f"not a guarded instruction"), {}
+    if sum(per.values(), Fraction(0)) < 1:
+        return (f"guard: {float(rate):g} of the variant's own SASS per instance under the guard "
+                f"{guards[-1]} ({float(want):g} expected), and {float(sum(per.values(), Fraction(0))):g} "
+                f"instructions per instance depend on it (ptxas removed or hoisted it)"), {}
+    return None, {"guard_form": "commit", "guard_commit": {op: float(c) for op, c in per.items()},
+                  "guard_own_predicated": float(rate)}

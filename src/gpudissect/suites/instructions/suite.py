@@ -50,7 +50,6 @@ from gpudissect.suites.instructions.configs import (
     config_kernels,
     ptxas_gap,
 )
-from gpudissect.suites.instructions.configs import config_measures as rw_measures
 from gpudissect.suites.instructions.configs import statistic as rw_statistic
 from gpudissect.suites.instructions.operands import (
     GUARDS,
@@ -231,10 +230,8 @@ def config_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
                          for n in lengths_for(plan.config_units, 1, sass_per_instance(rec), plan)]
         except GenerationError as e:
             f.error = f"{m}: {e}"
-    spi = sass_per_instance(rec)
-    if spi != 1:  # the register pattern is checked on the one SASS instruction of an instance
-        return out + [Family(m, 1, [], error=f"{m}: {spi:g} SASS instructions per instance: no single register "
-                                             f"pattern to check", strategy="reg") for m in rw_measures(v)]
+    # an instance of several SASS instructions is checked by data flow (configs.check_config),
+    # read-read and write-write alike: each family says itself why it cannot show its pattern
     for measure, ks, why in config_kernels(v, target, plan.config_units, plan.min_length, plan.reps, idx):
         out.append(Family(measure, 1, ks, error=why, strategy="reg"))  # read-read, write-write, controls
     return out
@@ -373,8 +370,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
                         f.sass = res.sass
                         f.info["ptxas_stall_between_instances"] = ptxas_gap(bs[-1], own_counts(v, rec))  # type: ignore[arg-type]
                     if res.ok and f.measure in GUARDS:
-                        why = check_guarded([Sample(b.kernel.units, b.kernel.length, b.region) for b in bs],  # type: ignore[union-attr]
-                                            own_counts(v, rec))
+                        why, f.info = check_guarded([Sample(b.kernel.units, b.kernel.length, b.region)
+                                                     for b in bs], own_counts(v, rec))  # type: ignore[union-attr]
                         if why:
                             res.ok, res.reason = False, why
                     f.regs = max(b.regs for b in bs)  # type: ignore[union-attr]
@@ -709,10 +706,14 @@ def _chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str],
                       "(an issue interval of one warp, not a latency)",
                       params=params, fit=fit.to_json(), samples=samples, flags=flags, **cite)
     if f.measure in GUARDS:
+        commit = f.info.get("guard_form") == "commit"
         return Result(v.name, f.measure, fit.slope, "cycles",
                       f"slope of median cycles vs chain length, every instance under a predicate "
-                      f"{'true' if GUARDS[f.measure] else 'false'} at run time",
-                      params={**params, "guard": GUARDS[f.measure]}, fit=fit.to_json(), samples=samples,
+                      f"{'true' if GUARDS[f.measure] else 'false'} at run time"
+                      + ("; ptxas computes the instance unguarded (or partly) and lands its result under "
+                         "the guard (params.guard_commit: the SASS per instance that depend on it): the "
+                         "guarded instruction's cost as compiled" if commit else ""),
+                      params={**params, "guard": GUARDS[f.measure], **f.info}, fit=fit.to_json(), samples=samples,
                       flags=flags, **cite)
     if f.measure in RW_MODES:
         return Result(v.name, f.measure, fit.slope, "cycles", rw_statistic(f.measure),

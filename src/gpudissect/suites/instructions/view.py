@@ -100,7 +100,8 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
         elif m and m.startswith(OPERAND_PREFIX) and m.removeprefix(OPERAND_PREFIX).isdigit():
             row.operands[int(m.removeprefix(OPERAND_PREFIX))] = (r.get("value"), flags)
         elif m in GUARDED:
-            row.guarded[GUARDED[m]] = (r.get("value"), flags)
+            commit = (r.get("params") or {}).get("guard_commit")  # ptxas lands the result under the guard
+            row.guarded[GUARDED[m]] = (r.get("value"), flags + ([f"via {'+'.join(commit)}"] if commit else []))
         elif m in MODES:
             row.rw[m] = (r.get("value"), flags)
             if m in CONFIGS:
@@ -148,7 +149,9 @@ def configuration_lines(rows: list[InstrRow]) -> list[str]:
          "kernels of its lengths differ in more than their instances (ptxas balanced the "
          "instances over two pipes otherwise), not used; "
          "guard true / false the chain under a predicate that is true or "
-         "false at run time; op i the chain through source operand i alone (the others independent "
+         "false at run time ('via SEL', 'via @MOV': ptxas computes the instance unguarded and lands its "
+         "result through those SASS under the guard, so the value is the guarded instruction's cost as "
+         "compiled; params.guard_commit); op i the chain through source operand i alone (the others independent "
          "run-time values; the SASS data flow shows which slot it enters). Empty: not applicable "
          "or refused by verification (the suite stores why, e.g. ptxas turning a guarded write "
          "into a select).", "",
