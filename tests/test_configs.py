@@ -503,3 +503,13 @@ def test_a_configuration_and_a_control_of_different_moves_are_not_compared(sass)
     assert configs.one_warp(res(RR, 0.0), res("control_read_read", 0.0))["verdict"] == "same"
     apart = configs.one_warp(res(RR, 0.0), res("control_read_read", 1.0))
     assert apart["verdict"] is None and "not the same instructions" in apart["why"]
+
+
+def test_a_chunk_with_nothing_left_to_build_is_returned_as_it_is(sm90):
+    """A retry whose families all failed to generate (no kernels) builds no empty module."""
+    from gpudissect.suites.instructions.suite import Family, _build_chunk
+
+    v = load_catalog().get("add.u64")
+    rec = autoverify_many([v], sm90, jobs=1)[0]
+    f = Family("latency_operand_1", 1, [], error="not generated", strategy="companion")
+    assert _build_chunk(([(v, rec, [f])], "sm_90"))[0][0].error == "not generated"

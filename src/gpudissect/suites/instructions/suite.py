@@ -330,6 +330,8 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
         by_opt.setdefault(get_strategy(item[1].strategy).opt, []).append(item)
     for opt, items in by_opt.items():
         kernels = [k for _, _, fams in items for f in fams for k in f.kernels]
+        if not kernels:  # every family of the group already failed to generate: nothing to build
+            continue
         try:
             built = build_module(kernels, arch, opt)
         except PtxasError:
