@@ -406,6 +406,10 @@ def test_multi_sass_read_read_check(sass):
     lop = _fam(sass, lambda n: [ln for i in range(n) for ln in _add64(i) + [f"LOP3.LUT R{41 + 2 * i}, R{41 + 2 * i}, "
                                                                             f"R5, RZ, 0x3c, !PT"]])
     assert "LOP3.LUT per instance beside the variant's SASS" in check_read_read(lop, ADD64)[0]
+    # the low words of both operands shared (two operands merged), the high words per instance
+    two = _fam(sass, lambda n: [ln for i in range(n) for ln in
+                                _add64(i, a=("R2", f"R{61 + 2 * i}"), b=("R10", f"R{11 + 2 * i}"))])
+    assert "not one operand's" in check_read_read(two, ADD64)[0]
     # the control: each instance its own copy of the shared value
     ctrl = own_a
     assert configs.check_control(ctrl, ADD64, "read_read") == (None, {"reuse_fraction": 0.0})
@@ -446,7 +450,7 @@ def test_multi_sass_write_write_check(sass):
     assert "no write-write pair" in check_write_write(chain, MIN64)[0]
     spread = _fam(sass, lambda n: [ln for i in range(n) for ln in _min64(i, (f"R{40 + 2 * i}", f"R{41 + 2 * i}"),
                                                                          "P1")])
-    assert "different registers" in check_write_write(spread, MIN64)[0]
+    assert "different sets of registers" in check_write_write(spread, MIN64)[0]
     bare = _fam(sass, lambda n: [ln.removeprefix("@P1 ") for i in range(n) for ln in _min64(i, ("R7", "R8"), "P1")])
     assert "lost its predicate" in check_write_write(bare, MIN64)[0]
     # the control: each instance its own destination, each write predicated

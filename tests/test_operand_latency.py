@@ -152,10 +152,24 @@ def test_guard_check_follows_a_commit_through_selects_and_predicated_moves(sass)
     lost = _fam(sass, lambda n: ["FFMA R4, R0, R4, R5"] * n)
     why, _ = check_guarded(lost, own)
     assert why and "no one guard" in why
+    # the guard lands one result after the chain, not each instance's: not a guarded chain
+    once = _fam(sass, lambda n: ["FFMA R4, R0, R4, R5"] * n + ["@P1 MOV R7, R4"])
+    why, _ = check_guarded(once, own)
+    assert why and "0 instructions per instance depend on it" in why
     # a branch around the instance is not a guarded instruction
     jump = _fam(sass, lambda n: ["@!P1 BRA 0x100", "FFMA R4, R0, R4, R5"] * n)
     why, _ = check_guarded(jump, own)
     assert why and "branches around" in why
+    # selp: the variant's own SEL chooses by its operand (P1), the guard (P2) predicates it
+    selp = _fam(sass, lambda n: ["@P2 SEL R19, R19, R0, P1"] * n)
+    assert check_guarded(selp, {"SEL": Fraction(1)}) == (None, {"guard_form": "predicated"})
+    assert "no one guard" in check_guarded(_fam(sass, lambda n: ["SEL R19, R19, R0, P1"] * n),
+                                           {"SEL": Fraction(1)})[0]  # no guard at all
+    # a step predicated by a loop-invariant predicate beside the guard's select: refused, not
+    # taken for the commit
+    inv = _fam(sass, lambda n: ["@!P3 LOP3.LUT R6, R4, R5, RZ, 0x3c, !PT", "SEL R4, R6, R4, P1"] * n)
+    why, _ = check_guarded(inv, {"LOP3.LUT": Fraction(1)})
+    assert why and "2 predicates" in why
     # two predicates from outside the region guard: which one is the guard cannot be told
     two = _fam(sass, lambda n: ["FFMA R6, R0, R4, R5", "SEL R4, R6, R4, P1", "@P3 MOV R7, R4"] * n)
     why, _ = check_guarded(two, own)

@@ -210,14 +210,18 @@ def _multi(own: dict[str, Fraction]) -> bool:
     return sum(own.values(), Fraction(0)) > 1
 
 
+def _operand_regs(ins: SassInstr) -> list[tuple[int, list[str]]]:
+    """(source slot, its registers) of ``ins``: a 64-bit operand's pair as SassInstr gives it,
+    but of IMAD.WIDE the two factors are 32-bit (only the addend is a pair; SassInstr cannot
+    tell)."""
+    return [(j, ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t))
+            for j, t in enumerate(ins.operands[ins.n_dests():])]
+
+
 def _flow(ins: SassInstr) -> tuple[list[str], list[str]]:
     """(registers read, registers written) of ``ins`` for data flow: every register of every
-    operand (a 64-bit operand's pair, as SassInstr gives it) and the guard predicate; of IMAD.WIDE
-    the two factors are 32-bit (only the addend is a pair, SassInstr cannot tell)."""
-    toks = ins.operands[ins.n_dests():]
-    srcs: list[str] = []
-    for j, t in enumerate(toks):
-        srcs.extend(ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t))
+    source operand (:func:`_operand_regs`) and the guard predicate."""
+    srcs = [r for _, rs in _operand_regs(ins) for r in rs]
     srcs.extend(r for r in REG_RE.findall(ins.predicate) if r not in ("PT", "UPT"))
     return srcs, ins.dests()
 
@@ -233,11 +237,12 @@ class _Group:
     slots: list[tuple[SassInstr, int, str]]  # (instruction, source slot, input register) per input read
 
 
-def _groups(region: list[SassInstr]) -> tuple[list[_Group], dict[str, list[SassInstr]]]:
+def _groups(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[list[_Group], dict[str, list[SassInstr]]]:
     """The region's instructions grouped into connected components of data flow (B reads a
     register A wrote last before B: one group; RZ / PT / URZ are no registers); a move
     copying an input (a register not written in the region, or a constant) is no instruction of
-    a group: its copy reads as the input. Also: the writes of each register that reach the
+    a group, unless it is a form of the variant's own SASS (``own``): its copy reads as the
+    input. Also: the writes of each register that reach the
     region's end (the last, and any predicated ones before it back to an unpredicated one)."""
     n = len(region)
     parent = list(range(n))
@@ -255,16 +260,17 @@ def _groups(region: list[SassInstr]) -> tuple[list[_Group], dict[str, list[SassI
     for k, ins in enumerate(region):
         srcs, dsts = _flow(ins)
         toks = ins.operands[ins.n_dests():]
-        slot_of = {}
-        for j, t in enumerate(toks):
-            for r in (ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t)):
+        slot_of: dict[str, int] = {}
+        for j, rs in _operand_regs(ins):
+            for r in rs:
                 slot_of.setdefault(r, j)
         for r in srcs:
             if writers.get(r):  # the latest write that reaches (a predicated one may not replace the
                 parent[root(writers[r][-1])] = root(k)  # one before: an instance then reads its own)
             else:
                 reads[k].append((slot_of.get(r, -1), alias.get(r, r)))
-        if (is_move(ins.full, ins) and not ins.predicate and len(dsts) == 1
+        if (is_move(ins.full, ins) and equivalent().get(ins.full, ins.full) not in own
+                and not ins.predicate and len(dsts) == 1
                 and not any(writers.get(r) for r in srcs) and len(srcs) <= 1):
             copies.add(k)  # a copy of an input (or a constant): its register reads as the input
             src = alias.get(srcs[0], srcs[0]) if srcs else f"#{', '.join(toks)}"
@@ -321,11 +327,11 @@ def _whole(mine: Counter[str], own: dict[str, Fraction]) -> bool:
 
 
 def _multi_instances(s: Sample, own: dict[str, Fraction], mode: str,
-                     control: bool) -> tuple[list[_Group], dict[str, list[SassInstr]], str | None]:
+                     control: bool) -> tuple[list[_Group], str | None]:
     """The instances of a multi-SASS variant in the region of ``s`` (data-flow groups holding its
-    own SASS), what registers the region leaves written by whom, and why they are not
+    own SASS) and why they are not
     ``s.units`` independent whole instances (None when they are)."""
-    groups, live = _groups(s.region)
+    groups, live = _groups(s.region, own)
     ww = mode == WRITE_WRITE
     foreign: Counter[str] = Counter()
     for g in groups:
@@ -333,7 +339,7 @@ def _multi_instances(s: Sample, own: dict[str, Fraction], mode: str,
     if foreign:
         per = Counter({op: c / s.units for op, c in foreign.items()})
         sel = ww and any(op.startswith("SEL") for op in foreign)
-        return groups, live, (f"the region holds {_mix(per)} per instance beside the variant's SASS "
+        return groups, (f"the region holds {_mix(per)} per instance beside the variant's SASS "
                               f"({', '.join(own)})" + (": ptxas committed the guarded write through a select "
                                                         "(SEL reads the destination: no write-write pair)" if sel else
                                                         ": ptxas compiled the instance differently here"))
@@ -343,23 +349,24 @@ def _multi_instances(s: Sample, own: dict[str, Fraction], mode: str,
                 "instruction that reads the destination: no write-write pair)" if ww and not control else
                 "an instance reads a register another instance's SASS wrote (write-read between instances, "
                 "or a computation shared by instances: merged)")
-        return inst, live, f"{len(inst)} independent groups of SASS in the region of {s.units} PTX instances: {what}"
+        return inst, f"{len(inst)} independent groups of SASS in the region of {s.units} PTX instances: {what}"
     if len(inst) > s.units:
-        return inst, live, (f"{len(inst)} unconnected groups of SASS in the region of {s.units} PTX instances: an "
-                            f"instance's SASS is not connected inside the region (part of it, e.g. the "
-                            f"instruction joining its results, was moved out of the timed region)")
+        return inst, (f"{len(inst)} unconnected groups of SASS in the region of {s.units} PTX instances: an "
+                            f"instance's SASS is not connected by data flow inside the region (its halves "
+                            f"do not feed each other, as of a 64-bit logical op, or the instruction "
+                            f"joining them was moved out of the timed region): no instance to check")
     for g in inst:
         mine = _own_of(g, own)[0]
         if not _whole(mine, own):
-            return inst, live, (f"an instance is {_mix(mine)} where the variant is "
+            return inst, (f"an instance is {_mix(mine)} where the variant is "
                                 f"{', '.join(f'{float(c):g}*{op}' for op, c in own.items())}: ptxas changed "
                                 f"the instance or moved part of it out of the timed region")
     if not (ww and not control):  # every instance keeps a result of its own at the region's end
         for g in inst:
             if not any(r.startswith("R") and any(w in g.instrs for w in ws) for r, ws in live.items()):
-                return inst, live, ("an instance's results are all overwritten in the region (a write-write "
+                return inst, ("an instance's results are all overwritten in the region (a write-write "
                                     "between instances)")
-    return inst, live, None
+    return inst, None
 
 
 def _readers(inst: list[_Group]) -> dict[str, int]:
@@ -370,11 +377,24 @@ def _readers(inst: list[_Group]) -> dict[str, int]:
     return dict(out)
 
 
+def _one_operand(common: set[str], inst: list[_Group]) -> bool:
+    """Whether the registers every instance reads are one operand's: at most two (a 64-bit
+    value's words), and no instruction reads them in two source slots (two operands shared)."""
+    if len(common) > 2:
+        return False
+    slots: dict[int, set[int]] = {}
+    for g in inst:
+        for ins, j, r in g.slots:
+            if r in common:
+                slots.setdefault(id(ins), set()).add(j)
+    return all(len(js) == 1 for js in slots.values())
+
+
 def _check_read_read_multi(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
     slots: Counter[str] = Counter()
     reuse = total = 0
     for s in samples:
-        inst, _, why = _multi_instances(s, own, READ_READ, control=False)
+        inst, why = _multi_instances(s, own, READ_READ, control=False)
         if why:
             return why, {}
         readers = _readers(inst)
@@ -386,8 +406,8 @@ def _check_read_read_multi(samples: list[Sample], own: dict[str, Fraction]) -> t
         if some:
             return (f"{some[0]} is read by {readers[some[0]]} of {len(inst)} instances (per-instance values "
                     f"were merged)"), {}
-        if len(common) > 2:  # one operand: a register, or the two of a 64-bit value
-            return (f"the registers every instance reads ({', '.join(sorted(common))}) are more than one "
+        if not _one_operand(common, inst):
+            return (f"the registers every instance reads ({', '.join(sorted(common))}) are not one "
                     f"operand's (other per-instance values were merged)"), {}
         for g in inst:
             for ins, j, r in g.slots:
@@ -417,13 +437,14 @@ def _results(g: _Group, own: dict[str, Fraction]) -> list[SassInstr]:
 def _check_write_write_multi(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
     preds: set[str] = set()
     for s in samples:
-        inst, _, why = _multi_instances(s, own, WRITE_WRITE, control=False)
+        inst, why = _multi_instances(s, own, WRITE_WRITE, control=False)
         if why:
             return why, {}
         res = [_results(g, own) for g in inst]
-        dest = set.intersection(*[{r for i in rs for r in i.dests() if r.startswith("R")} for rs in res])
-        if not dest:
-            return "the instances' results are in different registers, not one", {}
+        dests = {frozenset(r for i in rs for r in i.dests() if r.startswith("R")) for rs in res}
+        if len(dests) != 1 or not next(iter(dests)):
+            return f"the instances' results are in {len(dests)} different sets of registers, not one", {}
+        dest = set(next(iter(dests)))
         writes = [i for rs in res for i in rs if set(i.dests()) & dest]
         if any(not i.predicate for i in writes):
             return "an instance lost its predicate (ptxas turned the guarded write into a select)", {}
@@ -437,7 +458,7 @@ def _check_write_write_multi(samples: list[Sample], own: dict[str, Fraction]) ->
 def _check_control_multi(samples: list[Sample], own: dict[str, Fraction], mode: str) -> tuple[str | None, dict]:
     reuse = total = 0
     for s in samples:
-        inst, _, why = _multi_instances(s, own, mode, control=True)
+        inst, why = _multi_instances(s, own, mode, control=True)
         if why:
             return why, {}
         if mode == READ_READ and len(inst) > 1:

@@ -20,7 +20,7 @@ from fractions import Fraction
 from functools import cache
 
 from gpudissect.catalog.model import Operand, Variant
-from gpudissect.kernel.region import is_move
+from gpudissect.kernel.region import is_move, kind_of
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.suites.instructions.checks import Sample
 from gpudissect.suites.instructions.strategies import STRATEGY_FILE
@@ -204,7 +204,6 @@ def config_measures(v: Variant, doc: str | None = None) -> list[str]:
     return []
 
 
-BRANCHES = ("BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "WARPSYNC", "BSSY", "BSYNC")
 SELECTS = ("SEL", "FSEL")  # opcodes that choose one of two registers by their last operand, a predicate
 _PRED = re.compile(r"!?(P\d+)")
 
@@ -215,13 +214,23 @@ def _pred(tok: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _guarded_by(i: SassInstr) -> set[str]:
+def _guarded_by(i: SassInstr, own: dict[str, Fraction] | None = None) -> set[str]:
     """The predicate registers that decide whether ``i``'s result lands: its guard, or the
-    choice of a select."""
+    choice of a select that is not of the variant's own SASS (``own``: selp's own SEL chooses by
+    its operand, not by the guard)."""
     out = {_pred(i.predicate)} if i.predicate else set()
-    if i.opcode in SELECTS and i.operands:
+    if i.opcode in SELECTS and i.operands and (own is None or equivalent().get(i.full, i.full) not in own):
         out.add(_pred(i.operands[-1]))
     return {p for p in out if p}
+
+
+def _guard(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[str | None, list[str]]:
+    """The guard of a guarded region: the one predicate register not written in the region that
+    guards an instruction (``@P``) or that a select not of ``own`` chooses by; with the
+    candidates seen (none or several: no one guard, the family is refused)."""
+    written = {r for i in region for r in i.dests()}
+    cands = sorted({p for i in region for p in _guarded_by(i, own)} - written)
+    return (cands[0] if len(cands) == 1 else None), cands
 
 
 def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
@@ -233,7 +242,8 @@ def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str 
     * ``commit``: ptxas computes the instance unguarded, or guards only part of it, and lands the
       result under the guard through predicated instructions or selects (SEL, FSEL) on it; the
       guard is the one predicate register that guards or selects in the region and is not
-      written there (a predicate the instance computes is not the guard), and at least one
+      written there (a predicate the instance computes is not the guard; the select operand of
+      the variant's own SEL, as selp's, is its operand), and at least one
       instruction per instance must depend on it (``guard_commit``: those instructions per
       instance, opcode -> count, a guard written as ``@``; ``guard_own_predicated``: the
       predicated instructions of ``own`` per instance).
@@ -246,13 +256,12 @@ def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str 
     want = sum(own.values(), Fraction(0))
     guards = []
     for x in s:
-        written = {r for i in x.region for r in i.dests()}
-        cands = sorted({p for i in x.region for p in _guarded_by(i)} - written)
-        if len(cands) != 1:
+        g, cands = _guard(x.region, own)
+        if g is None:
             return (f"guard: {len(cands)} predicates not computed in the region guard or select "
                     f"({', '.join(cands) or 'none'}): no one guard to follow (ptxas removed or "
                     f"converted it)"), {}
-        guards.append(cands[0])
+        guards.append(g)
 
     def own_predicated(x: Sample, g: str) -> int:
         return sum(1 for i in x.region if i.predicate and _pred(i.predicate) == g
@@ -264,12 +273,12 @@ def check_guarded(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str 
 
     def committed(x: Sample, g: str) -> Counter[str]:
         return Counter(("@" if i.predicate and _pred(i.predicate) == g else "") + i.full
-                       for i in x.region if g in _guarded_by(i))
+                       for i in x.region if g in _guarded_by(i, own))
 
     lo, hi = committed(s[0], guards[0]), committed(s[-1], guards[-1])
     per = {op: Fraction(hi[op] - lo[op], span) for op in sorted(set(lo) | set(hi))}
     per = {op: c for op, c in per.items() if c}
-    jumps = sorted(op for op in per if op.lstrip("@").split(".")[0] in BRANCHES)
+    jumps = sorted(op for op in per if "branch" in kind_of(op.lstrip("@").split(".")[0]))
     if jumps:
         return (f"guard: ptxas branches around the instance under the guard ({', '.join(jumps)}), "
                 f"not a guarded instruction"), {}
