@@ -178,3 +178,16 @@ def fit_flag(fit: Fit) -> str | None:
 def slopes_per_repeat(xs, series: list[list[float]]) -> list[float]:
     """The slope of each repeat: ``series[i][j]`` is repeat i's value at ``xs[j]``."""
     return [fit_line(xs, ys).slope for ys in series if len(ys) == len(xs)]
+
+
+def components(n: int, edges: list[tuple[int, int]]) -> list[int]:
+    """The connected component of each of ``n`` nodes joined by ``edges`` (undirected): a label
+    per node, equal within a component (scipy's connected_components)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    if not edges:
+        return list(range(n))
+    a, b = zip(*edges, strict=True)
+    graph = coo_matrix(([1] * len(edges), (a, b)), shape=(n, n))
+    return [int(x) for x in connected_components(graph, directed=False)[1]]

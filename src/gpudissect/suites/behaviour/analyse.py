@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect.bench.stats import robust_halfwidth
+from gpudissect.bench.stats import components, robust_halfwidth
 from gpudissect.target import TargetError
 
 if TYPE_CHECKING:
@@ -228,19 +228,10 @@ def scheduler_groups(n_warps: int, pair_slowdown: dict[tuple[int, int], float]) 
     """Which warps share a scheduler, from the slowdown of warp pairs running together
     (pair time / solo time). Tests the rules 'w mod k' and 'w // k'."""
     compete = {p for p, s in pair_slowdown.items() if s >= SLOWDOWN}
-    parent = list(range(n_warps))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in compete:
-        parent[find(a)] = find(b)
+    label = components(n_warps, sorted(compete))
     groups: dict[int, list[int]] = {}
     for w in range(n_warps):
-        groups.setdefault(find(w), []).append(w)
+        groups.setdefault(label[w], []).append(w)
     found = sorted(groups.values())
     rule, mod = None, None
     for k in (1, 2, 3, 4, 6, 8, 16):

@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
+from gpudissect.bench.stats import components
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.control import attach, kernel_controls
@@ -245,14 +246,7 @@ def _groups(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[list[_Gr
     input. Also: the writes of each register that reach the
     region's end (the last, and any predicated ones before it back to an unpredicated one)."""
     n = len(region)
-    parent = list(range(n))
-
-    def root(k: int) -> int:
-        while parent[k] != k:
-            parent[k] = parent[parent[k]]
-            k = parent[k]
-        return k
-
+    edges: list[tuple[int, int]] = []
     writers: dict[str, list[int]] = {}
     alias: dict[str, str] = {}  # a register that holds a copy of an input -> that input
     copies: set[int] = set()
@@ -266,7 +260,7 @@ def _groups(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[list[_Gr
                 slot_of.setdefault(r, j)
         for r in srcs:
             if writers.get(r):  # the latest write that reaches (a predicated one may not replace the
-                parent[root(writers[r][-1])] = root(k)  # one before: an instance then reads its own)
+                edges.append((writers[r][-1], k))  # one before: an instance then reads its own)
             else:
                 reads[k].append((slot_of.get(r, -1), alias.get(r, r)))
         if (is_move(ins.full, ins) and equivalent().get(ins.full, ins.full) not in own
@@ -283,11 +277,12 @@ def _groups(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[list[_Gr
                 writers.setdefault(d, []).append(k)
             else:
                 writers[d] = [k]
+    root = components(n, edges)
     by_root: dict[int, _Group] = {}
     for k, ins in enumerate(region):
         if k in copies:
             continue
-        g = by_root.setdefault(root(k), _Group([], set(), []))
+        g = by_root.setdefault(int(root[k]), _Group([], set(), []))
         g.instrs.append(ins)
         for j, r in reads[k]:
             g.inputs.add(r)
