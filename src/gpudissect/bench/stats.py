@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from gpudissect.kernel.timing import end_word, start_word
+
 
 @dataclass
 class Summary:
@@ -65,9 +67,12 @@ def fit_line(xs, ys) -> Fit:
     return Fit(float(slope), float(intercept), float(r2), stderr, x.tolist(), y.tolist())
 
 
+SMID = -1  # a row's last word: its %smid (kernel/timing.py smid_word: after the kept repetitions)
+
+
 def rep_cycles(times: np.ndarray, rep: int) -> np.ndarray:
     """Cycles of repetition ``rep`` for every warp (one row per warp): t1 - t0."""
-    return (times[:, 2 * rep + 1].astype(np.int64) - times[:, 2 * rep].astype(np.int64))
+    return (times[:, end_word(rep)].astype(np.int64) - times[:, start_word(rep)].astype(np.int64))
 
 
 @dataclass
@@ -86,9 +91,9 @@ def per_sm(times: np.ndarray, rep: int) -> SmStats:
     row per warp (lane 0 writes it: the threads of a warp share the SM and run the region
     together)."""
     w = times
-    smid = w[:, -1].astype(np.int64)
-    t0 = w[:, 2 * rep].astype(np.int64)
-    t1 = w[:, 2 * rep + 1].astype(np.int64)
+    smid = w[:, SMID].astype(np.int64)
+    t0 = w[:, start_word(rep)].astype(np.int64)
+    t1 = w[:, end_word(rep)].astype(np.int64)
     sms, inv = np.unique(smid, return_inverse=True)
     n = sms.size
     big = np.iinfo(np.int64).max
@@ -121,10 +126,10 @@ def sm_windows(times: np.ndarray, rep: int) -> list[tuple[int, int]]:
     """Per-warp (start, end) of repetition ``rep`` on the lowest-numbered SM, relative to its
     first start: the evidence kept beside a throughput figure."""
     w = times
-    smid = w[:, -1].astype(np.int64)
+    smid = w[:, SMID].astype(np.int64)
     m = smid == smid.min()
-    t0 = w[m, 2 * rep].astype(np.int64)
-    t1 = w[m, 2 * rep + 1].astype(np.int64)
+    t0 = w[m, start_word(rep)].astype(np.int64)
+    t1 = w[m, end_word(rep)].astype(np.int64)
     base = int(t0.min())
     return [(int(a - base), int(b - base)) for a, b in zip(t0, t1, strict=True)]
 

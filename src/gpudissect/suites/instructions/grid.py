@@ -26,10 +26,11 @@ import numpy as np
 
 from gpudissect.bench.limits import check, limit_for, parse_sass
 from gpudissect.bench.runner import WORKER_FAILED
-from gpudissect.bench.stats import robust_halfwidth
+from gpudissect.bench.stats import SMID, robust_halfwidth
 from gpudissect.catalog.model import Variant
 from gpudissect.device.device import Device, LaunchResult, RunSpec
 from gpudissect.kernel.build import Built
+from gpudissect.kernel.timing import end_word, start_word
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.suite import (
@@ -90,11 +91,12 @@ def launch_spans(runs: list[tuple[np.ndarray, int]], reps: int) -> list[np.ndarr
     offsets = np.cumsum([0] + [n * w for (_, w), n in zip(runs, sizes, strict=True)])[:-1]
     starts = np.concatenate([o + w * np.arange(n) for o, (_, w), n in zip(offsets, runs, sizes, strict=True)])
     owner = np.repeat(np.arange(len(runs)), sizes)
-    key = times[starts, -1].astype(np.int64) + (owner.astype(np.int64) << 32)  # SM id within its launch
+    key = times[starts, SMID].astype(np.int64) + (owner.astype(np.int64) << 32)  # SM id within its launch
     _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
     alone = counts[inv] == 1
-    t0 = np.minimum.reduceat(times[:, 2 : 2 * reps : 2].T.astype(np.int64), starts, axis=1)
-    t1 = np.maximum.reduceat(times[:, 3 : 2 * reps : 2].T.astype(np.int64), starts, axis=1)
+    kept = range(1, reps)  # the first repetition (cold instruction cache) left out
+    t0 = np.minimum.reduceat(times[:, [start_word(k) for k in kept]].T.astype(np.int64), starts, axis=1)
+    t1 = np.maximum.reduceat(times[:, [end_word(k) for k in kept]].T.astype(np.int64), starts, axis=1)
     span = (t1 - t0).astype(float)
     edges = np.cumsum([0, *sizes])
     for i, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
