@@ -86,6 +86,13 @@ class SassInstr:
             out.extend(self._regs(tok))
         return out
 
+    def source_slots(self) -> list[tuple[int, list[str]]]:
+        """(source slot, its registers) of each source operand, slots from 0 after the
+        destinations: a 64-bit operand's pair as :meth:`_regs` gives it, but IMAD.WIDE's two
+        factors are 32-bit (the ISA: only its addend and its result are pairs)."""
+        return [(j, self._regs(t)[:1] if "WIDE" in self.modifiers and j < 2 else self._regs(t))
+                for j, t in enumerate(self.operands[self.n_dests():])]
+
     def sources(self) -> list[str]:
         toks = self.operands[self.n_dests():]
         out: list[str] = []

@@ -211,18 +211,11 @@ def _multi(own: dict[str, Fraction]) -> bool:
     return sum(own.values(), Fraction(0)) > 1
 
 
-def _operand_regs(ins: SassInstr) -> list[tuple[int, list[str]]]:
-    """(source slot, its registers) of ``ins``: a 64-bit operand's pair as SassInstr gives it,
-    but of IMAD.WIDE the two factors are 32-bit (only the addend is a pair; SassInstr cannot
-    tell)."""
-    return [(j, ins._regs(t)[:1] if "WIDE" in ins.modifiers and j < 2 else ins._regs(t))
-            for j, t in enumerate(ins.operands[ins.n_dests():])]
-
-
 def _flow(ins: SassInstr) -> tuple[list[str], list[str]]:
     """(registers read, registers written) of ``ins`` for data flow: every register of every
-    source operand (:func:`_operand_regs`) and the guard predicate."""
-    srcs = [r for _, rs in _operand_regs(ins) for r in rs]
+    source operand (``SassInstr.source_slots``: IMAD.WIDE's factors 32-bit) and the guard
+    predicate."""
+    srcs = [r for _, rs in ins.source_slots() for r in rs]
     srcs.extend(r for r in REG_RE.findall(ins.predicate) if r not in ("PT", "UPT"))
     return srcs, ins.dests()
 
@@ -255,7 +248,7 @@ def _groups(region: list[SassInstr], own: dict[str, Fraction]) -> tuple[list[_Gr
         srcs, dsts = _flow(ins)
         toks = ins.operands[ins.n_dests():]
         slot_of: dict[str, int] = {}
-        for j, rs in _operand_regs(ins):
+        for j, rs in ins.source_slots():
             for r in rs:
                 slot_of.setdefault(r, j)
         for r in srcs:

@@ -304,17 +304,13 @@ def positions(instrs: list[SassInstr], steps: dict[str, float], instances: int) 
 
 def wide_reads(ins: SassInstr) -> set[str]:
     """The registers an instruction reads, with IMAD.WIDE's two 32-bit sources as such.
-    ``kernel/sass.py`` reads every register operand of a ``.WIDE`` instruction as a pair (the
+    ``predict/graph.py`` reads every register operand of a ``.WIDE`` instruction as a pair (the
     model of the predictor, kept for the verdict); the ISA's IMAD.WIDE multiplies two 32-bit
-    sources (only its addend and result are pairs): the path under both is stored."""
-    srcs = set(reads(ins))
+    sources (only its addend and result are pairs, ``SassInstr.source_slots``): the path under
+    both is stored."""
     if "WIDE" not in ins.modifiers:
-        return srcs
-    ops = ins.operands[ins.n_dests():]
-    named = {r for tok in ops for r in REG_RE.findall(tok)}
-    pairs = {f"{r[:len(r.rstrip('0123456789'))]}{int(r[len(r.rstrip('0123456789')):]) + 1}"
-             for tok in ops[2:] for r in REG_RE.findall(tok) if r[-1].isdigit()}
-    return {r for r in srcs if r in named or r in pairs} | ({ins.predicate.lstrip("@!")} & srcs)
+        return set(reads(ins))
+    return {r for _, rs in ins.source_slots() for r in rs} | set(REG_RE.findall(ins.predicate))
 
 
 def critical_path(instrs: list[SassInstr], latency: Callable[[str], tuple[float, float] | None],
