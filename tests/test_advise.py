@@ -189,8 +189,9 @@ def test_efficacy_region_intrusions():
     branch; the work loop (its counter, test and back edge), moves and zeroing pass."""
     from gpudissect.kernel.region import find_region
     from gpudissect.kernel.sass import parse_sass
+    from gpudissect.predict.source import labels_of
 
-    labels = eff.label_offsets(SYNTH_SASS)
+    labels = labels_of(SYNTH_SASS)  # predict/source.py's, which the efficacy probe reads
     assert labels == {"k": {".L_x_1": 0x50, ".L_x_2": 0xe0}}
     region = find_region(parse_sass(SYNTH_SASS)["k"].instrs)
     assert eff.region_intrusions(region, labels["k"], "FFMA") == [

@@ -34,7 +34,6 @@ registers and SASS (the region's opcodes: what nvcc left in the timed region, lo
 
 from __future__ import annotations
 
-import re
 import subprocess
 import tempfile
 from collections import Counter
@@ -47,9 +46,11 @@ from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import RegionNotFound, find_region, is_move, kind_of
-from gpudissect.kernel.sass import FUNC_RE, LINE_RE, SassInstr, parse_sass
+from gpudissect.kernel.sass import SassInstr, parse_sass
 from gpudissect.kernel.timing import cuda_repeated
 from gpudissect.kernel.toolchain import disassemble, find_tool, sha256
+from gpudissect.predict.loops import branch_target
+from gpudissect.predict.source import labels_of
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour.kernels import REPS, ROW, pipe_kernel, pipe_name
@@ -161,27 +162,6 @@ def nvcc_cubin(source: str, arch: str) -> bytes:
         return out.read_bytes()
 
 
-LABEL_RE = re.compile(r"^\s*(?P<label>\.L_x_\d+):")
-TARGET_RE = re.compile(r"`\((?P<label>\.L_x_\d+)\)")
-HARNESS_KINDS = ("barrier", "memory", "branch", "clock")  # kinds of kernel/region.py
-
-
-def label_offsets(disasm: str) -> dict[str, dict[str, int]]:
-    """Per function of an ``nvdisasm -c`` text, the offset each branch label stands for (the
-    instruction after it)."""
-    out: dict[str, dict[str, int]] = {}
-    fn, pending = "", []
-    for line in disasm.splitlines():
-        if fm := FUNC_RE.match(line.strip()):
-            fn, pending = fm["name"], []
-        elif lm := LABEL_RE.match(line):
-            pending.append(lm["label"])
-        elif (im := LINE_RE.match(line)) and pending:
-            out.setdefault(fn, {}).update({lab: int(im["off"], 16) for lab in pending})
-            pending = []
-    return out
-
-
 def region_intrusions(region: list[SassInstr], labels: dict[str, int], work: str) -> list[str]:
     """What nvcc left between the two clock reads that ``kernel/timing.py`` keeps out of a
     timed region: barriers, memory accesses, special register reads (``CS2R Rx, SRZ``, a
@@ -191,15 +171,14 @@ def region_intrusions(region: list[SassInstr], labels: dict[str, int], work: str
     start): the harness's own arithmetic (its repetition counter) moved into the region."""
     loops = []
     for i in region:
-        m = TARGET_RE.search(" ".join(i.operands)) if i.opcode == "BRA" else None
-        target = labels.get(m["label"]) if m else None
+        target = branch_target(i, labels)
         if target is not None and region[0].offset <= target <= i.offset:
             loops.append((target, i.offset))
     out = []
     for i in region:
         if i.opcode == "CS2R" and "SRZ" in i.operands:  # a zeroing: a move
             continue
-        kinds = kind_of(i.opcode) & set(HARNESS_KINDS)
+        kinds = kind_of(i.opcode)
         in_loop = any(a <= i.offset <= z for a, z in loops)
         back_edge = any(i.offset == z for _a, z in loops)
         if (kinds and not back_edge) or not (kinds or in_loop or i.opcode == work or is_move(i.full, i)):
@@ -214,7 +193,7 @@ def build_nvcc(variants: list[str], ptx_built: dict[str, Built | Exception], arc
     try:
         cubin = nvcc_cubin(cuda_source(variants), arch)
         disasm = disassemble(cubin)
-        funcs, labels = parse_sass(disasm), label_offsets(disasm)
+        funcs, labels = parse_sass(disasm), labels_of(disasm)
     except Exception as e:  # every kernel of the module fails with the reason
         return {nvcc_name(v, k, n): e for v, k, n in names}
     out: dict[str, Built | Exception] = {}

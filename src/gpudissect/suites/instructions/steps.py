@@ -480,40 +480,36 @@ def same_sass(a: str, b: str) -> bool:
 def whole_controls(row: dict, kernel_text: Callable[[str], str | None], arch: str) -> tuple[Pairs | None, str]:
     """The timed region of the kernel that the whole's latency ``row`` cites, paired with its
     control codes: its stored PTX recompiled alone with the project's cached toolchain (ptxas at
-    the row's strategy's -O level, then -O3), accepted only where the kernel's SASS is the stored
-    one (:func:`same_sass`). (None, why) otherwise."""
+    the row's strategy's -O level, the suite's -O3 where it names none), accepted only where the
+    kernel's SASS is the stored one (:func:`same_sass`). (None, why) otherwise."""
     from gpudissect.kernel.toolchain import compile_ptx, disassemble
 
     ptx = kernel_text(row["ptx_hash"]) if row.get("ptx_hash") else None
     stored = kernel_text(row["sass_hash"]) if row.get("sass_hash") else None
     if not ptx or not stored:
         return None, "the PTX or SASS of the whole's latency kernel is not in the store"
-    opts = [3]
-    try:
-        from gpudissect.suites.instructions.strategies import strategy
+    opt = 3  # the suite's level, unless the row's strategy names another
+    if row.get("strategy"):
+        try:
+            from gpudissect.suites.instructions.strategies import strategy
 
-        opts = [strategy(row["strategy"]).opt] + opts if row.get("strategy") else opts
-    except (KeyError, OSError, ValueError):
-        pass
-    why = "no -O level tried"
-    for opt in dict.fromkeys(opts):
-        try:
-            cub = compile_ptx(ptx, arch, opt).cubin
-            funcs = parse_sass_text(disassemble(cub))
-        except Exception as e:  # noqa: BLE001 - no toolchain, a PTX it rejects: the old method
-            return None, f"recompiling its PTX failed: {type(e).__name__}: {e}"[:300]
-        if len(funcs) != 1:
-            why = f"its recompiled PTX holds {len(funcs)} kernels, not 1"
-            continue
-        (name, f), = funcs.items()
-        if not same_sass("\n".join(i.text for i in f.instrs), stored):
-            why = f"its PTX recompiled at -O{opt} gives other SASS than the stored"
-            continue
-        try:
-            return attach(find_region(f.instrs), kernel_controls(cub)[name]), ""
-        except (RegionNotFound, KeyError, ValueError) as e:
-            return None, f"no control codes for its timed region: {e}"[:300]
-    return None, why
+            opt = strategy(row["strategy"]).opt
+        except (KeyError, OSError, ValueError):
+            pass
+    try:
+        cub = compile_ptx(ptx, arch, opt).cubin
+        funcs = parse_sass_text(disassemble(cub))
+    except Exception as e:  # noqa: BLE001 - no toolchain, a PTX it rejects: the old method
+        return None, f"recompiling its PTX failed: {type(e).__name__}: {e}"[:300]
+    if len(funcs) != 1:
+        return None, f"its recompiled PTX holds {len(funcs)} kernels, not 1"
+    (name, f), = funcs.items()
+    if not same_sass("\n".join(i.text for i in f.instrs), stored):
+        return None, f"its PTX recompiled at -O{opt} gives other SASS than the stored"
+    try:
+        return attach(find_region(f.instrs), kernel_controls(cub)[name]), ""
+    except (RegionNotFound, KeyError, ValueError) as e:
+        return None, f"no control codes for its timed region: {e}"[:300]
 
 
 def issue_cost(steps: list[tuple[str, float]], proxies: dict[str, Proxy], limits: Limits
@@ -886,8 +882,8 @@ def _compile_one(job: tuple[str, str, int]) -> None:
 
 
 def _prewarm(rows: list[dict], kernel_text: Callable[[str], str | None], arch: str) -> None:
-    """The compile cache filled, in parallel processes, with the cited PTX of every multi-SASS
-    whole's latency (at -O3, :func:`whole_controls`' last resort and the suite's level), so that
+    """The compile cache filled, in parallel processes, with the cited PTX of every whole's
+    latency that is split into steps (:func:`is_candidate`; at -O3, the suite's level), so that
     :func:`whole_controls` reads cubins instead of running ptxas one kernel after another."""
     import os
 
@@ -895,7 +891,7 @@ def _prewarm(rows: list[dict], kernel_text: Callable[[str], str | None], arch: s
 
     jobs = []
     for r in rows:
-        if r.get("measure") == "latency" and r.get("ptx_hash") and len(r.get("sass") or []) > 1:
+        if r.get("measure") == "latency" and r.get("ptx_hash") and is_candidate(r) is None:
             ptx = kernel_text(r["ptx_hash"])
             if ptx:
                 jobs.append((ptx, arch, 3))
