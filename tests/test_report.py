@@ -424,3 +424,14 @@ def test_timing_reference_shows_the_predictor_validation_beside_the_data(full):
     md = timing_reference(rs)
     assert "## How well the tables predict real code" in md and "2 loops measured on FakeGPU `GPU-x`" in md
     assert re.search(r"generated\s+4\s+5\.0%\s+50\.0%\s+100\.0%\s+0\.90", md)
+
+
+def test_every_suite_figures_module_is_found_through_the_registry(tmp_path):
+    """A suite whose package name differs from its registry name (async: async_copy) has its
+    figures drawn too (they were once looked up by the registry name and never found)."""
+    from gpudissect.report.figures import suite_figures
+
+    rs = load_result_set(Path(__file__).resolve().parents[1] / "data" / "h100")
+    warnings: list[str] = []
+    figs = suite_figures("async", rs.docs["async"], tmp_path, None, warnings)
+    assert figs and all(f.suite == "async" for f in figs), warnings

@@ -1,4 +1,4 @@
-"""Figures for the report: each suite's ``report/figures_<suite>.py`` module, if there is one.
+"""Figures for the report: each suite's ``figures`` module (found through the registry), if it has one.
 
 A figure module exposes ``figures(doc, outdir) -> list[Path]`` (PNG and/or SVG drawn from
 the per-suite JSON document). Where a module is missing or fails, the pictures committed
@@ -10,10 +10,11 @@ the bands its data makes (checked by the browser test) and the group it is shown
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gpudissect.suites import suite_module
 
 
 @dataclass
@@ -62,9 +63,7 @@ def suite_figures(suite: str, doc: dict, workdir: Path, data_dir: Path | None = 
                   warnings: list[str] | None = None) -> list[Figure]:
     paths: list[Path] = []
     try:
-        mod = importlib.import_module(f"gpudissect.suites.{suite}.figures")
-    except ModuleNotFoundError:
-        mod = None
+        mod = suite_module(suite, "figures")
     except Exception as e:  # a broken module must not take the report down
         mod = None
         if warnings is not None:
