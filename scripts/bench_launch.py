@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 import time
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import CudaDevice
 from gpudissect.device.worker import WorkerDevice
 from gpudissect.kernel.build import build_module
 from gpudissect.suites.instructions.strategies import strategy
 from gpudissect.suites.instructions.template import generate
-from gpudissect.target import make_target
 
 
 def main(argv: list[str]) -> int:

@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.clock import WORDS, clock_kernel
 from gpudissect.device.device import Buf, CudaDevice
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.target import make_target
 
 CHAINS = 8
 _MMA = """

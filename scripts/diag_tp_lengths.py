@@ -13,6 +13,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from gpudissect.arch.target import target_of_device
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import CudaDevice
 from gpudissect.suites.instructions.suite import (
@@ -22,7 +23,6 @@ from gpudissect.suites.instructions.suite import (
     prepare_works,
 )
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import target_of_device
 
 
 def main() -> None:

@@ -55,9 +55,9 @@ def forms(raw: bytes) -> dict[str, object]:
 def main() -> None:
     from cuda.core import LaunchConfig, launch
 
+    from gpudissect.arch.target import target_of_device
     from gpudissect.device.device import CudaDevice
     from gpudissect.kernel.toolchain import compile_ptx
-    from gpudissect.target import target_of_device
 
     dev = CudaDevice(0)
     tgt = target_of_device(dev.info)

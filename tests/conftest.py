@@ -60,10 +60,10 @@ def sweep():
     """``sweep(dev, store, patterns, suite=None, quick=True, resume=True)``: a suite (default: the
     instructions suite, quick plan) run on ``dev`` into ``store`` by the one runner, for sm_90;
     returns the runner's ``RunOutcome``."""
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.suites import get_suite
-    from gpudissect.target import make_target
 
     target = make_target("sm_90")
 

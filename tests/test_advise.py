@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from gpudissect.advise import efficiency as ef
 from gpudissect.advise.report import efficacy_report_table, efficiency_section
+from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
+from gpudissect.arch.target import make_target
 from gpudissect.cli import app
-from gpudissect.report.load import ResultSet
+from gpudissect.report.read.results import ResultSet
 from gpudissect.suites.behaviour import efficacy as eff
-from gpudissect.suites.behaviour.analyse import occupancy_rules, predict_blocks
-from gpudissect.target import make_target
 
 LAT, PEAK = 5.0, 3.0  # synthetic: deliberately not the H100's numbers
 NSM = 10
@@ -188,8 +188,7 @@ def test_efficacy_region_intrusions():
     harness's counter outside the work loop, a store, a special register read, a forward
     branch; the work loop (its counter, test and back edge), moves and zeroing pass."""
     from gpudissect.kernel.region import find_region
-    from gpudissect.kernel.sass import parse_sass
-    from gpudissect.predict.source import labels_of
+    from gpudissect.kernel.sass import labels_of, parse_sass
 
     labels = labels_of(SYNTH_SASS)  # predict/source.py's, which the efficacy probe reads
     assert labels == {"k": {".L_x_1": 0x50, ".L_x_2": 0xe0}}

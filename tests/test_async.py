@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
@@ -32,7 +33,6 @@ from gpudissect.suites.async_copy.kernels import (
     module_header,
 )
 from gpudissect.suites.async_copy.summary import summarize
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 

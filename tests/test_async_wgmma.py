@@ -8,10 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.device.device import FakeDevice, TensorMap
+from gpudissect.kernel import wgmma as wd
 from gpudissect.kernel.build import Built
+from gpudissect.kernel.mma import TIMED_REPS
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.store.db import Store
@@ -20,8 +23,6 @@ from gpudissect.suites.async_copy import suite as su
 from gpudissect.suites.async_copy import wgmma_feed as wf
 from gpudissect.suites.async_copy import wgmma_kernels as wk
 from gpudissect.suites.async_copy.kernels import REPS, ROW
-from gpudissect.suites.tensor.kernels import TIMED_REPS
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 
@@ -34,7 +35,7 @@ def enc(x: int) -> int:  # PTX ISA: matrix-descriptor-encode(x) = (x & 0x3FFFF) 
 @pytest.mark.parametrize("sw,code,lbo,sbo", [("none", 0, 64 * 16, 128), ("32B", 3, 16, 256), ("64B", 2, 16, 512),
                                              ("128B", 1, 16, 1024)])
 def test_descriptor_fields_per_swizzle(sw, code, lbo, sbo):
-    d = wf.wk.feed_descriptor(sw, 64, addr=0x1400, kk=0)
+    d = wf.wd.feed_descriptor(sw, 64, addr=0x1400, kk=0)
     assert d & 0x3FFF == enc(0x1400)
     assert (d >> 16) & 0x3FFF == enc(lbo)
     assert (d >> 32) & 0x3FFF == enc(sbo)
@@ -44,35 +45,35 @@ def test_descriptor_fields_per_swizzle(sw, code, lbo, sbo):
 
 def test_descriptor_known_answers():
     # 128B swizzle, K-major: LBO unused (1), SBO = 8 rows x 128 B = 1024 (64 encoded), type 1
-    assert wk.feed_descriptor("128B", 64) == 0x4000004000010000
-    assert wk.feed_descriptor("64B", 256) == 0x8000002000010000
-    assert wk.feed_descriptor("32B", 64) == 0xC000001000010000
+    assert wd.feed_descriptor("128B", 64) == 0x4000004000010000
+    assert wd.feed_descriptor("64B", 256) == 0x8000002000010000
+    assert wd.feed_descriptor("32B", 64) == 0xC000001000010000
     # none: core matrices along K 64 x 16 B apart (A) / 256 x 16 B (B), 8-row groups 128 B apart
-    assert wk.feed_descriptor("none", 64) == (8 << 32) | (64 << 16)
-    assert wk.feed_descriptor("none", 256) == (8 << 32) | (256 << 16)
+    assert wd.feed_descriptor("none", 64) == (8 << 32) | (64 << 16)
+    assert wd.feed_descriptor("none", 256) == (8 << 32) | (256 << 16)
 
 
-@pytest.mark.parametrize("sw", list(wk.SWIZZLES))
+@pytest.mark.parametrize("sw", list(wd.SWIZZLES))
 def test_k_steps_and_boxes_cover_the_tile(sw):
-    rows, w = 256, wk.atom(sw)
+    rows, w = 256, wd.atom(sw)
     boxes = wk.box_placements(sw, rows)
     # every box is (w bytes x 64 rows); together they fill rows x 128 bytes exactly once
     offs = sorted(off for _x, _r, off in boxes)
-    assert offs == list(range(0, rows * wk.ROW_BYTES, wk.BOX_ROWS * w))
-    assert {x for x, _r, _o in boxes} == set(range(0, wk.K_TILE, w // 2))
+    assert offs == list(range(0, rows * wd.ROW_BYTES, wk.BOX_ROWS * w))
+    assert {x for x, _r, _o in boxes} == set(range(0, wd.K_TILE, w // 2))
     # K step kk starts where the box holding K bytes 32 kk .. lies, at 32 kk within its row
-    lbo, _ = wk.lbo_sbo(sw, rows)
-    for kk in range(wk.K_STEPS):
-        off = wk.kstep_offset(sw, rows, kk)
-        kbyte = kk * wk.K_STEP_BYTES
+    lbo, _ = wd.lbo_sbo(sw, rows)
+    for kk in range(wd.K_STEPS):
+        off = wd.kstep_offset(sw, rows, kk)
+        kbyte = kk * wd.K_STEP_BYTES
         box = next(o for x, r, o in boxes if r == 0 and x * 2 <= kbyte < x * 2 + w)
         assert off == box + kbyte % w
         if sw == "none":  # the second core matrix along K: the next box, LBO further
             assert off + lbo == next(o for x, r, o in boxes if r == 0 and x * 2 == kbyte + 16)
     # descriptors of the K steps differ by the encoded offsets only
-    d0 = wk.feed_descriptor(sw, rows)
-    assert [wk.feed_descriptor(sw, rows, kk=k) - d0 for k in range(4)] == \
-        [wk.kstep_offset(sw, rows, k) >> 4 for k in range(4)]
+    d0 = wd.feed_descriptor(sw, rows)
+    assert [wd.feed_descriptor(sw, rows, kk=k) - d0 for k in range(4)] == \
+        [wd.kstep_offset(sw, rows, k) >> 4 for k in range(4)]
 
 
 def test_d_fragment_positions_are_a_bijection():
@@ -115,7 +116,7 @@ def test_pipeline_loop_holds_tma_mbarrier_and_hgmma(built):
             continue
         fulls = [i.full for i in out[s.name].region]
         assert fulls.count("UTMALDG.2D") == 2 * 1 + 4  # A: 2 x 64 rows, B: 4 x 64 rows (one K box each)
-        assert fulls.count("HGMMA.64x256x16.F32") == wk.K_STEPS
+        assert fulls.count("HGMMA.64x256x16.F32") == wd.K_STEPS
         assert "SYNCS.ARRIVE.TRANS64" in fulls and "SYNCS.PHASECHK.TRANS64.TRYWAIT" in fulls
         assert fulls.count("WARPGROUP.DEPBAR.LE") == 2  # wait_group 1 in the loop, 0 after it
         assert out[s.name].kernel.smem == wk.pipe_smem(s.params["stages"]) <= 227 * 1024
@@ -226,7 +227,7 @@ def _model(nsm: int, pipe_cycles: float):
             return {"tc_times": t.ravel()}
         if kernel.startswith("wf_layout_"):
             tmap = next(a for a in args if isinstance(a, TensorMap))
-            g = tmap.buf.data.view(np.float16).reshape(wk.LAYOUT_ROWS, wk.K_TILE).astype(np.float32)
+            g = tmap.buf.data.view(np.float16).reshape(wk.LAYOUT_ROWS, wd.K_TILE).astype(np.float32)
             return {args[0].name: _fragments(g[:64] @ g[64:].T)}
         if kernel.startswith("wf_pipe_"):
             return {"wf_out": _pipe_rows(grid, pipe_cycles).ravel()}
@@ -236,7 +237,7 @@ def _model(nsm: int, pipe_cycles: float):
 
 def test_wgmma_items_end_to_end_on_a_fake_gpu(tmp_path):
     nsm = 4
-    flop_cta = 2.0 * wk.CONSUMERS * wk.M_WG * wk.N * wk.K_TILE * wk.PIPE_KBLOCKS
+    flop_cta = 2.0 * wk.CONSUMERS * wd.M_WG * wk.N * wd.K_TILE * wk.PIPE_KBLOCKS
     # planted: the pipeline at 80% of the wgmma-only rate (flop per cycle per SM)
     pipe_cycles = flop_cta / (0.8 * 2 * 64 * 256 * 16 / CYC_PER_WGMMA)
     dev = FakeDevice(sm_count=nsm, launch_model=_model(nsm, pipe_cycles))

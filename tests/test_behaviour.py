@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 from test_behaviour_verdicts import SimGPU
 
+from gpudissect.arch import occupancy
+from gpudissect.arch.target import Target, TargetError, make_target
+from gpudissect.bench import stats
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
@@ -16,10 +19,9 @@ from gpudissect.store.db import Store
 from gpudissect.suites import get_suite
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour import suite as bh
-from gpudissect.target import Target, TargetError, make_target
 
 TARGET = make_target("sm_90")
-RULES = an.occupancy_rules(TARGET)
+RULES = occupancy.occupancy_rules(TARGET)
 
 
 # ----------------------------------------------------------------- a simulated block dispatcher
@@ -73,7 +75,7 @@ def fake_launch_model(nsm: int, policy: str = "breadth", **sim):
             gx, gy = (grid, 1) if isinstance(grid, int) else grid[:2]
             n = gx * gy
             spins = next(a for a in args if isinstance(a, Buf) and a.name == "spin").data
-            cap = an.predict_blocks(threads, 16, smem, RULES)["blocks"]
+            cap = occupancy.predict_blocks(threads, 16, smem, RULES)["blocks"]
             if cap == 0:
                 raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
             g0, g1, c0, c1, sm = simulate(n, nsm, cap, spins, policy)
@@ -102,7 +104,7 @@ def fake_launch_model(nsm: int, policy: str = "breadth", **sim):
     (1024, 128, 0, 0, "registers"),
 ])
 def test_occupancy_rules(threads, regs, smem, blocks, limiter):
-    p = an.predict_blocks(threads, regs, smem, RULES)
+    p = occupancy.predict_blocks(threads, regs, smem, RULES)
     assert p["blocks"] == blocks
     assert limiter in p["limiters"]
     assert p["warps"] == blocks * (-(-threads // 32))
@@ -110,16 +112,16 @@ def test_occupancy_rules(threads, regs, smem, blocks, limiter):
 
 def test_occupancy_rules_unknown_arch():
     with pytest.raises(TargetError, match="sm_75"):
-        an.occupancy_rules(Target("sm_75", "sm_75", "9.0", {"target": {}}))
+        occupancy.occupancy_rules(Target("sm_75", "sm_75", "9.0", {"target": {}}))
     borrowed = Target("sm_75", "sm_75", "9.0", {"target": {"occupancy": "occupancy_sm90.toml"}})
     with pytest.raises(TargetError, match="sm_75"):
-        an.occupancy_rules(borrowed)
+        occupancy.occupancy_rules(borrowed)
 
 
 # ----------------------------------------------------------------- residency and dispatch
 def test_max_concurrency_touching_intervals_do_not_overlap():
-    assert an.max_concurrency(np.array([0, 10, 20]), np.array([10, 20, 30])) == 1
-    assert an.max_concurrency(np.array([0, 5, 6]), np.array([10, 20, 30])) == 3
+    assert stats.max_concurrency(np.array([0, 10, 20]), np.array([10, 20, 30])) == 1
+    assert stats.max_concurrency(np.array([0, 5, 6]), np.array([10, 20, 30])) == 3
 
 
 @pytest.mark.parametrize("cap", [1, 3])

@@ -11,6 +11,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
+from gpudissect.bench import stats
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
@@ -20,7 +22,6 @@ from gpudissect.suites import get_suite
 from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour import suite as bh
 from gpudissect.suites.behaviour.kernels import REPS
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 ROW = row_words(REPS)
@@ -178,12 +179,12 @@ def test_agree_values_within_tolerance():
 
 # ----------------------------------------------------------------- saturation
 def test_saturation_rejects_a_still_rising_solo():
-    s = an.saturation([1.0, 1.8, 2.5])
+    s = stats.saturation([1.0, 1.8, 2.5])
     assert not s["saturated"] and s["rise"] == pytest.approx(2.5 / 1.8, abs=1e-3) and "still rising" in s["why"]
-    assert not an.saturation([3.8, 3.9, 4.0])["saturated"]  # +2.6%: still rising
-    assert an.saturation([2.0, 3.95, 4.0])["saturated"]  # +1.3%: levelled off
-    assert an.saturation([2.0, 4.0, 3.9])["saturated"]  # falling is not rising
-    assert not an.saturation([4.0])["saturated"]
+    assert not stats.saturation([3.8, 3.9, 4.0])["saturated"]  # +2.6%: still rising
+    assert stats.saturation([2.0, 3.95, 4.0])["saturated"]  # +1.3%: levelled off
+    assert stats.saturation([2.0, 4.0, 3.9])["saturated"]  # falling is not rising
+    assert not stats.saturation([4.0])["saturated"]
 
 
 # ----------------------------------------------------------------- pipes

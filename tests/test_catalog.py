@@ -9,7 +9,7 @@ import pytest
 
 from gpudissect.catalog import CatalogError, UnknownVariant, load_catalog
 from gpudissect.catalog.model import REG_CLASS, parse_signature
-from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.catalog.operand_values import bits_for, chain_init_spec, operand_spec
 
 PLACEHOLDER = re.compile(r"\{([a-z][a-z0-9]*)\}")
 

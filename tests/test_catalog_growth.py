@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import CatalogError, load_catalog
 from gpudissect.suites.instructions.checks import Sample, check_family
 from gpudissect.suites.instructions.strategies import strategy
 from gpudissect.suites.instructions.template import GenerationError, generate
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.clock import WORDS, clock_kernel, measure_sm_clock, mhz_per_sm
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.region import find_region
-from gpudissect.target import make_target
 
 
 def _words(cycles: list[int], ns: list[int]) -> np.ndarray:

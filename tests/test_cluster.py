@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
@@ -18,7 +19,6 @@ from gpudissect.suites.cluster import analyse as an
 from gpudissect.suites.cluster import kernels as kn
 from gpudissect.suites.cluster import suite as cs
 from gpudissect.suites.cluster.checks import check_region
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 HEADER = ptx_header(TARGET.ptx_isa, TARGET.arch)

@@ -5,8 +5,8 @@ the closest."""
 
 from __future__ import annotations
 
-from gpudissect.report import compare as cmp
-from gpudissect.report.load import load_reference
+from gpudissect.report.assemble import compare as cmp
+from gpudissect.report.read.results import load_reference
 
 REF = load_reference("a100")
 
@@ -85,7 +85,7 @@ def test_alignment_is_idempotent_and_leaves_measured_sets_alone():
 
 
 def test_markdown_lists_the_methods():
-    from gpudissect.report.load import load_result_set
+    from gpudissect.report.read.results import load_result_set
 
     sets = [load_result_set("a100"), load_result_set("a100")]
     md = cmp.comparison_markdown(sets, [], 0.1)

@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
-from gpudissect.report import compare as cmp
-from gpudissect.report import html as report_html
-from gpudissect.report.load import load_result_set
+from gpudissect.report.assemble import compare as cmp
+from gpudissect.report.assemble import html as report_html
+from gpudissect.report.read.results import load_result_set
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100"
 SUITES = ("instructions", "memory", "tensor", "behaviour")

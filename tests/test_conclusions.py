@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.suites.instructions import values as V
@@ -20,7 +21,6 @@ from gpudissect.suites.instructions.conclusions import (
 )
 from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 PLAN = Plan(latency_units=(32, 64), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,), distances=(2,),
             distance_units=(32, 64), reps=3, launches=1, grid_warps=(1,), grid_distances=(1,))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_module
@@ -31,7 +32,6 @@ from gpudissect.suites.instructions.strategies import strategy
 from gpudissect.suites.instructions.suite import Plan, measure_work, prepare_works
 from gpudissect.suites.instructions.template import GenerationError, generate_config
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 RR, WW = "latency_read_read", "latency_write_write"
 TABLE = """

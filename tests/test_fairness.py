@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from test_behaviour import simulate
 
+from gpudissect.arch import occupancy
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
 from gpudissect.store.db import Store
 from gpudissect.suites import get_suite
-from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour import fairness as fa
 from gpudissect.suites.behaviour import suite as bh
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
-RULES = an.occupancy_rules(TARGET)
+RULES = occupancy.occupancy_rules(TARGET)
 EQUAL = 20_000  # every block the same work, as the probes launch them
 
 
@@ -165,7 +165,7 @@ def planted(nsm: int, policy: str, seed: int = 0):
         gx, gy = (grid, 1) if isinstance(grid, int) else grid[:2]
         n = gx * gy
         spins = next(a for a in args if isinstance(a, Buf) and a.name == "spin").data
-        cap = an.predict_blocks(threads, 16, smem, RULES)["blocks"]
+        cap = occupancy.predict_blocks(threads, 16, smem, RULES)["blocks"]
         order = [int(x) for x in rng.permutation(nsm)] if policy == "shuffle" else None
         g0, g1, c0, c1, sm = simulate(n, nsm, cap, spins, "depth" if policy == "depth" else "breadth", order)
         rec = np.zeros((n, 8), np.uint64)
@@ -200,7 +200,7 @@ def test_probe_names_and_selection():
     quick = bh.select(bh.all_probes(132, quick=True), ["fairness"])
     assert len(quick) < len(fair)
     # the rules give the limits the names promise at 256 threads (smem; registers depend on the cubin)
-    caps = {lim: an.predict_blocks(bh.FAIR_THREADS, 16, kib * 1024, RULES)["blocks"]
+    caps = {lim: occupancy.predict_blocks(bh.FAIR_THREADS, 16, kib * 1024, RULES)["blocks"]
             for lim, (live, kib) in bh.FAIR_LIMITS.items() if live == 0}
     assert caps == {"free": 8, "smem48KiB": 4, "smem100KiB": 2, "smem200KiB": 1}
 

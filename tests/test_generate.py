@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from gpudissect.catalog.values import bits_for
+from gpudissect.arch.target import make_target, ptx_isa_for
+from gpudissect.catalog.operand_values import bits_for
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.region import find_region
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.kernel.toolchain import compile_ptx, disassemble, tool_version
 from gpudissect.suites.instructions.strategies import all_strategies, default_order, strategy
 from gpudissect.suites.instructions.template import GenerationError, generate, glue_ptx
-from gpudissect.target import make_target, ptx_isa_for
 
 LOAD_RE = re.compile(r"^\s*ld\.global\.b(?:16|32|64) (%\w+), \[%in\+(\d+)\];$")
 OPERAND_TOKEN = re.compile(r"^\{[a-z][a-z0-9]*\}$")

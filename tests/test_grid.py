@@ -12,7 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from gpudissect.bench.limits import parse_sass
+from gpudissect.arch.limits import parse_sass
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice, RunSpec
 from gpudissect.suites.instructions.grid import (
@@ -28,7 +29,6 @@ from gpudissect.suites.instructions.grid import (
 )
 from gpudissect.suites.instructions.suite import Plan, measure_work, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 WARPS = list(range(1, 33))
 DISTS = list(range(1, 9))
@@ -195,7 +195,7 @@ def test_run_many_through_a_worker():
 
 
 def test_a_quick_run_stores_the_grid_and_the_reference_shows_it(sweep, tmp_path):
-    from gpudissect.report.markdown import timing_reference
+    from gpudissect.report.assemble.timing_reference import timing_reference
     from gpudissect.store.db import Store
     from gpudissect.suites.instructions.figures import grid_maps
     from gpudissect.suites.instructions.view import grid_section

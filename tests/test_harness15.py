@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, Item, Outcome, SuiteBase
 from gpudissect.bench.runner import measure_guarded
 from gpudissect.device.device import FakeDevice
@@ -35,7 +36,6 @@ from gpudissect.suites.instructions.verify import (
     check_built,
     compiler_stalls,
 )
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 UNIT = "warp_instr/cycle/SM"

@@ -11,16 +11,16 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.catalog.tensor import element, load_tensor_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result, Store
-from gpudissect.suites.tensor import layout as L
-from gpudissect.suites.tensor import layouts as TL
+from gpudissect.suites.tensor import layout_probe as TL
+from gpudissect.suites.tensor import layout_reference as L
 from gpudissect.suites.tensor import suite as T
 from gpudissect.suites.tensor.kernels import probe_kernel
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 

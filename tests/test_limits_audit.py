@@ -1,4 +1,4 @@
-"""Physical limits (bench/limits.py) and the data audit (audit.py); no GPU."""
+"""Physical limits (arch/limits.py) and the data audit (audit.py); no GPU."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from report_synth import rec, write_data_dir
 
 from gpudissect import DATA_DIR
+from gpudissect.arch.limits import check, limit_for, load_limits
 from gpudissect.audit import audit, main
-from gpudissect.bench.limits import check, limit_for, load_limits
 
 # --- limits -----------------------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from gpudissect.arch.target import make_target
 from gpudissect.cli import app
 from gpudissect.kernel import toolchain as tools
 from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
 from gpudissect.suites.instructions.verify import MapRecord
-from gpudissect.target import make_target
 
 KEYS = {"variant", "arch", "verified", "sass", "strategy"}
 

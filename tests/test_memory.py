@@ -9,7 +9,7 @@ import bw_synth
 import numpy as np
 import pytest
 
-from gpudissect.bench.steps import detect, refine_points
+from gpudissect.bench.staircase import detect, refine_points
 from gpudissect.device.device import Buf, FakeDevice
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import kernels as gm
@@ -126,8 +126,8 @@ def test_knee_and_two_groups():
 # --- SASS of the generated kernels (ptxas + nvdisasm run here)
 
 def test_generated_kernels_verify():
+    from gpudissect.arch.target import make_target
     from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
-    from gpudissect.target import make_target
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
     timed = [n for n, kern in k.kernels.items() if "path" in kern.meta]
@@ -211,10 +211,10 @@ class FakeHierarchy:
 
 def _run(dev, store, patterns, plan):
     """The memory suite through the one run loop, with ``plan`` instead of the full one."""
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.suites import get_suite
-    from gpudissect.target import make_target
 
     ctx = Context(dev, store, make_target("sm_90"), options={"plan": plan})
     return run(get_suite("memory"), ctx, patterns).run_id

@@ -181,9 +181,9 @@ def test_footprints_from_the_measured_sizes_and_fallbacks():
 
 @functools.cache
 def _built():
+    from gpudissect.arch.target import make_target
     from gpudissect.kernel.build import build_module
     from gpudissect.kernel.ptx import ptx_header
-    from gpudissect.target import make_target
 
     t = make_target("sm_90")
     h = ptx_header(t.ptx_isa, t.arch)
@@ -224,8 +224,8 @@ def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
 
 
 def test_the_suite_module_builds_and_verifies_the_bandwidth_kernels():
+    from gpudissect.arch.target import make_target
     from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
-    from gpudissect.target import make_target
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
     names = [bw.kernel_name(o, b, i) for o in bw.OPS for b in QUICK_PLAN.bw_widths for i in QUICK_PLAN.bw_ilps]
@@ -270,10 +270,10 @@ class FakeGPU:
 
 
 def _run(dev, store, patterns, plan):
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.suites import get_suite
-    from gpudissect.target import make_target
 
     ctx = Context(dev, store, make_target("sm_90"), options={"plan": plan})
     return run(get_suite("memory"), ctx, patterns).run_id

@@ -136,9 +136,9 @@ def test_shared_throughput_above_the_banks_bound_is_a_method_error():
 
 
 def test_new_probes_are_items_of_the_suite_and_reach_the_timing_reference():
-    from gpudissect.report.load import ResultSet
-    from gpudissect.report.markdown import timing_reference
-    from gpudissect.report.metrics import lookup
+    from gpudissect.report.assemble.timing_reference import timing_reference
+    from gpudissect.report.read.metrics import lookup
+    from gpudissect.report.read.results import ResultSet
 
     names = item_names(Plan())
     assert {"latency/st.global+ld.global", "store_span/st.shared", "store_span/st.global"} <= set(names)

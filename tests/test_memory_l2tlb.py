@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.bench.staircase import detect, pooled_spread, spread_threshold
 from gpudissect.bench.stats import noise_flag
-from gpudissect.bench.steps import detect, pooled_spread, spread_threshold
 from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import kernels as gm
@@ -311,6 +311,7 @@ class TwoPartitionGPU:
 
 
 def test_suite_models_two_partitions_tlb_and_line_on_a_fake_device(tmp_path):
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.store.db import Store
@@ -318,7 +319,6 @@ def test_suite_models_two_partitions_tlb_and_line_on_a_fake_device(tmp_path):
     from gpudissect.suites import get_suite
     from gpudissect.suites.memory.figures import figures
     from gpudissect.suites.memory.suite import Plan
-    from gpudissect.target import make_target
 
     plan = Plan(sweep_max=256 * MiB, per_octave=2, refine=3, refine_per_octave=6, max_nodes=1 << 22,
                 warm_cap=1 << 22, strides=(8, 16, 32, 64, 128, 256), const_footprints=(2048,),

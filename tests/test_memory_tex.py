@@ -17,9 +17,9 @@ KiB, MiB = 1 << 10, 1 << 20
 
 
 def _build_tex():
+    from gpudissect.arch.target import make_target
     from gpudissect.kernel.build import build_one
     from gpudissect.kernel.ptx import ptx_header
-    from gpudissect.target import make_target
 
     t = make_target("sm_90")
     return build_one(gm.chase_tex_kernel(ptx_header(t.ptx_isa, t.arch)), t.arch)
@@ -72,8 +72,8 @@ def test_tex_check_rejects_other_loads(sass):
 
 
 def test_the_suite_module_holds_a_verified_tex_chase():
+    from gpudissect.arch.target import make_target
     from gpudissect.suites.memory.suite import QUICK_PLAN, TEX_KERNEL, Kernels
-    from gpudissect.target import make_target
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
     assert TEX_KERNEL in k.built and k.checks[TEX_KERNEL].ok
@@ -184,8 +184,8 @@ class TexModel:
 
 
 def test_latency_tex_is_measured_with_a_texture_chain():
+    from gpudissect.arch.target import make_target
     from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels, Launcher, bench_latency
-    from gpudissect.target import make_target
 
     model = TexModel()
     r = Launcher(FakeDevice(launch_model=model), Kernels(make_target("sm_90"), QUICK_PLAN), QUICK_PLAN)
@@ -203,13 +203,13 @@ def test_latency_tex_is_measured_with_a_texture_chain():
 
 
 def test_tex_sweep_and_summary_on_fake_device(tmp_path):
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.store.db import Store
     from gpudissect.suites import get_suite
     from gpudissect.suites.memory import analyse as am
     from gpudissect.suites.memory.suite import Plan
-    from gpudissect.target import make_target
 
     plan = Plan(sweep_max=4 * MiB, per_octave=2, refine=1, max_nodes=1 << 12, warm_cap=1 << 10,
                 const_footprints=(2048,), lat_launches=2, sweep_iters=4)
@@ -232,9 +232,9 @@ def test_tex_sweep_and_summary_on_fake_device(tmp_path):
 def test_tex_latency_reaches_the_timing_reference():
     """The canonical quantity (data/metrics.toml) finds latency/tex in a memory document and
     the timing reference shows it with the other memory latencies."""
-    from gpudissect.report.load import ResultSet
-    from gpudissect.report.markdown import timing_reference
-    from gpudissect.report.metrics import lookup
+    from gpudissect.report.assemble.timing_reference import timing_reference
+    from gpudissect.report.read.metrics import lookup
+    from gpudissect.report.read.results import ResultSet
 
     rec = {"variant": "latency/tex", "measure": "latency", "value": 123.0, "unit": "cycles",
            "flags": [], "params": {}}

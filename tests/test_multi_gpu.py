@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.bench.compare import compare_gpus, conclusions
+from gpudissect.bench.gpu_spread import compare_gpus, conclusions
 from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.device.multi import gpu_indices
 from gpudissect.store.db import Store

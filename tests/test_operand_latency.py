@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result
@@ -31,7 +32,6 @@ from gpudissect.suites.instructions.suite import (
     prepare_works,
 )
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
             distances=(2,), distance_units=(32, 64), reps=3, launches=1)

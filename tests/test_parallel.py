@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.kernel.parallel import pmap
 from gpudissect.suites.instructions.suite import Plan, VariantWork, compile_work, timing_families
 from gpudissect.suites.instructions.verify import autoverify_many
-from gpudissect.target import make_target
 
 
 def _square_pid(x: int) -> tuple[int, int]:

@@ -9,11 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_module
+from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.region import is_clock_read
 from gpudissect.store.db import Store
 from gpudissect.suites.tensor import per_sass as PS
@@ -26,9 +28,7 @@ from gpudissect.suites.tensor.checks import (
     compile_work,
     sass_steps,
 )
-from gpudissect.suites.tensor.kernels import tensor_arch
 from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_in_words, stepped_kernel
-from gpudissect.target import make_target
 
 WMMA = "wmma.mma.m16n16k16.row.col.f32.f16.f32"
 PARTNER = "mma.sync.m16n8k16.f32.f16.f32"

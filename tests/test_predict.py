@@ -13,15 +13,15 @@ import pytest
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
+from gpudissect.kernel.dataflow import dependence_graph
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
-from gpudissect.predict.graph import dependence_graph
+from gpudissect.predict.bounds import predict
 from gpudissect.predict.loops import innermost_loops, select_loops
-from gpudissect.predict.model import predict
 from gpudissect.predict.source import from_sass_text, read_input
 from gpudissect.predict.tables import tables_from
 from gpudissect.predict.timeline import simulate, steady_cycles
-from gpudissect.report.load import ResultSet
+from gpudissect.report.read.results import ResultSet
 
 FFMA_LAT, FFMA_RATE = 6.0, 2.0  # synthetic: deliberately not the H100's numbers
 IADD_LAT, ISETP_LAT, LDG_LAT = 3.0, 5.0, 40.0

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from gpudissect.kernel.control import Control
-from gpudissect.predict.graph import dependence_graph
-from gpudissect.predict.model import predict
+from gpudissect.kernel.dataflow import dependence_graph
+from gpudissect.predict.bounds import predict
 from gpudissect.predict.sched import region_cycles
 from gpudissect.predict.tables import trusted
-from gpudissect.predict.tensor import plan_of, tensor_timings
+from gpudissect.predict.tensor_model import plan_of, tensor_timings
 from tests.test_predict import _loop, _rs, _sass
 
 MMA_LAT, MMA_INT, MMA_RATE = 24.0, 6.0, 2 / 3  # HMMA.16816.F32: latency, one warp's interval, per SM
@@ -151,9 +151,9 @@ def test_wgmma_warpgroups_share_the_sm_unit(tables):
 # --- the validation loops, compiled here ---------------------------------------------------------
 
 def _build(specs):
+    from gpudissect.arch.target import make_target
     from gpudissect.kernel.toolchain import ToolchainMissing
     from gpudissect.predict.measure import build_all
-    from gpudissect.target import make_target
 
     t = make_target("sm_90")
     try:
@@ -231,7 +231,7 @@ def test_groups_keep_tensor_loops_apart():
 
 
 def test_html_section_renders_the_validation(tmp_path):
-    from gpudissect.report.html import render_html
+    from gpudissect.report.assemble.html import render_html
 
     rs = _rs()
     rs.source = str(tmp_path)  # no figure beside it: drawn from the rows

@@ -21,7 +21,7 @@ from gpudissect.predict.measure import SCHEMA, build_all, full_launch, summarize
 from gpudissect.predict.sched import branch_cost, region_cycles, simulate_controls
 from gpudissect.predict.tables import tables_from
 from gpudissect.predict.validate import analyse, error_stats, kendall_tau, read_measured
-from gpudissect.report.load import ResultSet
+from gpudissect.report.read.results import ResultSet
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h100"
 
@@ -98,8 +98,8 @@ def test_span_is_first_start_to_last_end_of_an_sm():
 
 
 def test_full_launch_follows_the_occupancy_rules():
-    from gpudissect.suites.behaviour.analyse import occupancy_rules
-    from gpudissect.target import make_target
+    from gpudissect.arch.occupancy import occupancy_rules
+    from gpudissect.arch.target import make_target
 
     rules = occupancy_rules(make_target("sm_90"))
     assert full_launch(32, 0, rules).warps == 64  # 32 registers: the whole SM
@@ -115,8 +115,8 @@ def _ctl(stall: int, wb: int | None = None, waits: int = 0) -> Control:
 
 
 def test_one_warp_follows_stall_counts_and_scoreboards(tables):
-    from gpudissect.predict.graph import dependence_graph
-    from gpudissect.predict.model import predict
+    from gpudissect.kernel.dataflow import dependence_graph
+    from gpudissect.predict.bounds import predict
     from tests.test_predict import _loop, _sass
 
     lp = _loop(_sass("""
@@ -184,8 +184,8 @@ def test_generator_is_deterministic_and_varied():
 
 
 def test_generated_loops_compile_and_their_loops_are_found():
+    from gpudissect.arch.target import make_target
     from gpudissect.kernel.toolchain import ToolchainMissing
-    from gpudissect.target import make_target
 
     pool = _pool()
     specs = generate(pool, 330, seed=20)

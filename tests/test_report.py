@@ -20,8 +20,8 @@ from report_synth import (
 from typer.testing import CliRunner
 
 from gpudissect.cli import app
-from gpudissect.report import html as report_html
-from gpudissect.report.compare import (
+from gpudissect.report.assemble import html as report_html
+from gpudissect.report.assemble.compare import (
     compare,
     compare_markdown,
     compare_sets,
@@ -30,12 +30,12 @@ from gpudissect.report.compare import (
     reference_values,
     values,
 )
-from gpudissect.report.html import render_html
-from gpudissect.report.load import LoadError, load_reference, load_result_set
-from gpudissect.report.markdown import timing_reference
-from gpudissect.report.metrics import lookup
-from gpudissect.report.simexport import accel_sim_config, simexport_data
-from gpudissect.report.tabular import read_parquet, write_parquet
+from gpudissect.report.assemble.html import render_html
+from gpudissect.report.assemble.simexport import accel_sim_config, simexport_data
+from gpudissect.report.assemble.timing_reference import timing_reference
+from gpudissect.report.present.tabular import read_parquet, write_parquet
+from gpudissect.report.read.metrics import lookup
+from gpudissect.report.read.results import LoadError, load_reference, load_result_set
 
 H100 = Path(__file__).resolve().parents[1] / "data" / "h100"
 runner = CliRunner()
@@ -156,7 +156,7 @@ def test_tensor_units_follow_the_type(full):
 
 
 def test_units_and_dates_are_formatting_only():
-    from gpudissect.report.fmt import (
+    from gpudissect.report.present.fmt import (
         fmt_bandwidth,
         fmt_bytes,
         fmt_keyed,
@@ -389,7 +389,7 @@ def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
 
 
 def test_timing_reference_lists_operand_and_guarded_latencies():
-    from gpudissect.report.markdown import _operand_section
+    from gpudissect.report.assemble.timing_reference import _operand_section
     from gpudissect.suites.instructions.view import instruction_rows
 
     def rec(m, v, flags=(), params=None):
@@ -429,7 +429,7 @@ def test_timing_reference_shows_the_predictor_validation_beside_the_data(full):
 def test_every_suite_figures_module_is_found_through_the_registry(tmp_path):
     """A suite whose package name differs from its registry name (async: async_copy) has its
     figures drawn too (they were once looked up by the registry name and never found)."""
-    from gpudissect.report.figures import suite_figures
+    from gpudissect.report.assemble.suite_figures import suite_figures
 
     rs = load_result_set(Path(__file__).resolve().parents[1] / "data" / "h100")
     warnings: list[str] = []

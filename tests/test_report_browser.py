@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from report_synth import BANDWIDTH, INSTR, TIMELINE_SMS, write_data_dir
 
-from gpudissect.report.html import write_html
-from gpudissect.report.load import load_result_set
+from gpudissect.report.assemble.html import write_html
+from gpudissect.report.read.results import load_result_set
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from gpudissect.cli import _suite_plan, app
 from gpudissect.device import device, multi
 from gpudissect.device.device import NoGPU
-from gpudissect.report import write
+from gpudissect.report.read import shipped
 from gpudissect.suites import SUITES
 
 runner = CliRunner()
@@ -95,7 +95,7 @@ def test_without_a_gpu_maps_and_reports_the_shipped_data(here, no_gpu):
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert lines[0] == (f"no NVIDIA GPU here: mapping the catalog for sm_90 and writing the report from the "
-                        f"shipped H100 data ({write.shipped_results()})"), res.output
+                        f"shipped H100 data ({shipped.shipped_results()})"), res.output
     assert "2 variants on sm_90: verified 2" in res.output
     assert (f"report of NVIDIA H100 80GB HBM3 (instructions, memory, tensor, behaviour, async, cluster, sync) "
             f"-> {out}") in res.output
@@ -105,7 +105,7 @@ def test_without_a_gpu_maps_and_reports_the_shipped_data(here, no_gpu):
 
 
 def test_without_a_gpu_nor_shipped_data_is_one_line(here, no_gpu, monkeypatch):
-    monkeypatch.setattr(write, "shipped_results", lambda: None)
+    monkeypatch.setattr(shipped, "shipped_results", lambda: None)
     one_error(invoke("run"), "no NVIDIA GPU here, and no shipped data/h100")
     assert files(here) == set()
 

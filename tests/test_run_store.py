@@ -289,10 +289,10 @@ def test_json_export_is_the_stable_interface(tmp_path, sweep):
 
 
 def test_a_suite_prepared_in_the_background_is_only_measured_by_its_run(tmp_path, sweep):
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import AHEAD, prepare_in_background, run
     from gpudissect.suites import get_suite
-    from gpudissect.target import make_target
 
     store = Store(tmp_path / "r.db")
     ctx = Context(FakeDevice(model), store, make_target("sm_90"), quick=True, jobs=2)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpudissect.bench.limits import load_limits, parse_sass
+from gpudissect.arch.limits import load_limits, parse_sass
 from gpudissect.kernel.control import Control
+from gpudissect.kernel.dataflow import dependence_graph
 from gpudissect.kernel.region import MOVE_RE
 from gpudissect.kernel.sass import parse_sass as parse_text
-from gpudissect.predict.graph import dependence_graph
 from gpudissect.suites.instructions import steps as st
 
 MAP = Path(__file__).resolve().parents[1] / "data" / "sm_90" / "map.json.gz"

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
 from gpudissect.device.device import Buf, FakeDevice
@@ -18,7 +19,6 @@ from gpudissect.suites.sync import analyse as an
 from gpudissect.suites.sync import kernels as K
 from gpudissect.suites.sync import suite as sy
 from gpudissect.suites.sync.summary import summarize
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.sass import SassInstr
+from gpudissect.kernel.wgmma import descriptor
 from gpudissect.store.db import Store
 from gpudissect.suites import get_suite
-from gpudissect.suites.tensor import layout as L
+from gpudissect.suites.tensor import layout_reference as L
 from gpudissect.suites.tensor import suite as T
 from gpudissect.suites.tensor.checks import Work, check_tensor_family, compile_work, family_key
-from gpudissect.suites.tensor.kernels import descriptor
 from gpudissect.suites.tensor.peak import Peak, figures, peak_for
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 SMALL = T.Sweep(lat_lengths=(2, 4), thr_units=(32, 64), mma_chains=(8,), mma_warps=(4,), thr_lengths=(2, 4),
@@ -197,7 +197,7 @@ def test_sparse_variant_unsupported_on_sm90():
 
 
 def test_suite_times_wmma_and_sparse_without_layout_probes(tmp_path, monkeypatch):
-    import gpudissect.suites.tensor.layouts as TL
+    import gpudissect.suites.tensor.layout_probe as TL
 
     def no_probe(*a, **k):  # caught by the suite: an error-flagged result shows that it ran
         raise AssertionError("layout/numerics probes must not run for wmma (mma.sp: layout only)")
@@ -266,11 +266,11 @@ def test_a_spilling_software_lowering_reads_as_emulated_and_a_spilling_native_on
 
 
 def test_a_variant_compiled_in_parts_gets_the_checks_of_one_module(monkeypatch):
+    from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context, Item
     from gpudissect.device.device import FakeDevice
     from gpudissect.suites.tensor import suite as ts
     from gpudissect.suites.tensor.checks import Work, compile_work, family_key, parts
-    from gpudissect.target import make_target
 
     target = make_target("sm_90")
     v = next(v for v in ts.select(ts.load_tensor_catalog(), ["mma.sync.m16n8k16.f32.f16.f32"]))

@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.catalog.tensor import load_tensor_catalog
@@ -18,7 +19,6 @@ from gpudissect.suites.tensor import suite as T
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import Work, compile_work
 from gpudissect.suites.tensor.sweep import Config, register_refusal, run_sweep, select_peak
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 

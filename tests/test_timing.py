@@ -118,11 +118,11 @@ def test_a_pinned_start_clock_leaves_the_timed_region_to_the_work():
     """ptxas moves a warp-uniform start clock into uniform registers (R2UR) inside the region,
     at different places in kernels of different lengths; through the shuffle the instruction
     suite's regions hold their instances alone, in every length (needs ptxas, from the wheels)."""
+    from gpudissect.arch.target import make_target
     from gpudissect.catalog.model import load_catalog
     from gpudissect.kernel.build import build_module
     from gpudissect.suites.instructions.strategies import strategy
     from gpudissect.suites.instructions.template import READ_READ, generate, generate_config
-    from gpudissect.target import make_target
 
     t = make_target("sm_90", "13.0")
     cat = load_catalog()

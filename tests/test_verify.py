@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpudissect.arch.target import Target, arch_number, make_target, ptx_isa_for
 from gpudissect.kernel import toolchain as tools
 from gpudissect.kernel.region import RegionNotFound, find_region, is_clock_read, is_move
 from gpudissect.kernel.toolchain import (
@@ -24,7 +25,6 @@ from gpudissect.suites.instructions.checks import Sample, check_family
 from gpudissect.suites.instructions.strategies import default_order, strategy
 from gpudissect.suites.instructions.template import generate
 from gpudissect.suites.instructions.verify import autoverify, autoverify_many, verify_family
-from gpudissect.target import Target, arch_number, make_target, ptx_isa_for
 
 LENGTHS = (4, 8, 12)
 
@@ -453,7 +453,7 @@ def _pairs(units):
 
 
 def test_paired_lanes_are_timed_as_two_instances(sass, sm90):
-    from gpudissect.target import paired_sass
+    from gpudissect.arch.target import paired_sass
 
     res = check_family(family(sass, _pairs, chains=2), paired=paired_sass(sm90.arch).search)
     assert res.ok and res.paired, res.reason
@@ -473,7 +473,7 @@ def test_paired_lanes_without_the_facts_are_folded(sass):
     ],
 )
 def test_only_exact_halves_of_two_lane_sass_pair(sass, sm90, make):
-    from gpudissect.target import paired_sass
+    from gpudissect.arch.target import paired_sass
 
     res = check_family(family(sass, make, chains=4), paired=paired_sass(sm90.arch).search)
     assert not res.ok and res.reason.startswith("folded")
@@ -483,11 +483,11 @@ def test_paired_families_of_the_real_toolchain(sm90):
     """min.f16, 2 chains, as the throughput sweep builds it: ptxas pairs the chains into the
     lanes of HMNMX2 (accepted, timed per PTX instance). In the map's short kernels it fuses two
     dependent steps into one three-input VHMNMX instead: work merged, still folded."""
+    from gpudissect.arch.target import paired_sass
     from gpudissect.catalog.model import load_catalog
     from gpudissect.kernel.build import build_module
     from gpudissect.suites.instructions.suite import Plan, timing_families
     from gpudissect.suites.instructions.verify import check_built
-    from gpudissect.target import paired_sass
 
     pairs = paired_sass(sm90.arch).search
     v = load_catalog().select(["min.f16"])[0]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpudissect.arch.target import make_target
 from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.mma import tensor_arch
 from gpudissect.suites.tensor.checks import Work, compile_work
 from gpudissect.suites.tensor.fragments import (
     FragSpec,
@@ -20,11 +22,10 @@ from gpudissect.suites.tensor.fragments import (
     tiling,
     unpack,
 )
-from gpudissect.suites.tensor.kernels import tensor_arch, wmma_frag_probe
-from gpudissect.suites.tensor.layout import Shape, reference_layout
-from gpudissect.suites.tensor.layouts import frag_spec, mma_shapes_for, run_wmma_fragment
+from gpudissect.suites.tensor.kernels import wmma_frag_probe
+from gpudissect.suites.tensor.layout_probe import frag_spec, mma_shapes_for, run_wmma_fragment
+from gpudissect.suites.tensor.layout_reference import Shape, reference_layout
 from gpudissect.suites.tensor.suite import Sweep, ldst_kernels
-from gpudissect.target import make_target
 
 TARGET = make_target("sm_90")
 CAT = load_tensor_catalog()

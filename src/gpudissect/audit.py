@@ -1,10 +1,10 @@
 """``gpudissect audit PATH``: check a data set for results that cannot be right.
 
 PATH is a data directory, a suite JSON document or a results database (``.db``/``.db.gz``/``.db.xz``),
-read with :mod:`gpudissect.report.load`. Each problem is one line, tagged with its kind:
+read with :mod:`gpudissect.report.read.results`. Each problem is one line, tagged with its kind:
 
 * ``[limit]`` a clean instruction throughput above the SM's physical limit for its SASS
-  (:mod:`gpudissect.bench.limits`): the method failed, the value cannot be presented. Values
+  (:mod:`gpudissect.arch.limits`): the method failed, the value cannot be presented. Values
   under a bad flag are not checked (they are not presented as clean), nor are those whose SASS
   list is not what one instance executes (``branch``, ``emulated``);
 * ``[opt]`` a value timed from a kernel compiled below -O3 (a strategy whose ``opt`` < 3)
@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 import re
 
-from gpudissect.bench.limits import LimitsError, check, checked_sass, limit_for
-from gpudissect.report.load import LoadError, ResultSet, load_result_set
-from gpudissect.report.metrics import BAD_FLAGS
+from gpudissect.arch.limits import LimitsError, check, checked_sass, limit_for
+from gpudissect.report.read.metrics import BAD_FLAGS
+from gpudissect.report.read.results import LoadError, ResultSet, load_result_set
 from gpudissect.suites.instructions.strategies import all_strategies
 
 # flags under which a value is not presented as clean (such records are not limit-checked)

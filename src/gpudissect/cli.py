@@ -265,7 +265,7 @@ def _store(db: Path | None, create: bool = False):
 
 def _target(arch: str, dev=None):
     """The target from ``--arch`` or, without one and with a GPU, from the GPU."""
-    from gpudissect.target import TargetError, make_target, target_of_device
+    from gpudissect.arch.target import TargetError, make_target, target_of_device
 
     try:
         return make_target(arch) if arch or dev is None else target_of_device(dev.info)
@@ -598,7 +598,7 @@ def _print_summary(runs: list[_SuiteRun]) -> None:
 def _run_without_gpu(a: _RunArgs, patterns: list[str] | None, report: Path, markdown: Path | None) -> None:
     """``run`` on a machine without a GPU: the catalog mapped (verified), and the report written
     from the shipped H100 data."""
-    from gpudissect.report.write import SHIPPED, shipped_results
+    from gpudissect.report.read.shipped import SHIPPED, shipped_results
 
     data = shipped_results()
     if data is None:
@@ -617,8 +617,8 @@ def _run_without_gpu(a: _RunArgs, patterns: list[str] | None, report: Path, mark
 def _write_reports(spec: Path, report: Path | None, markdown: Path | None) -> None:
     """The timing reference and the HTML report of a results database or data directory (each
     where asked for, its path checked before the work), one line each."""
-    from gpudissect.report import write
-    from gpudissect.report.load import LoadError
+    from gpudissect.report.assemble import write
+    from gpudissect.report.read.results import LoadError
 
     if report is None and markdown is None:
         return
@@ -672,7 +672,7 @@ def _run_many(gpus, pattern, suite, db, arch, quick, resume, jobs, selfcheck, ca
 
 
 def _print_comparison(store, suite: str, run_ids: list[int] | None, top: int) -> dict:
-    from gpudissect.bench.compare import compare_gpus, conclusions
+    from gpudissect.bench.gpu_spread import compare_gpus, conclusions
 
     try:
         doc = compare_gpus(store, suite, run_ids)
@@ -707,7 +707,7 @@ def compare_gpus_cmd(
     top: int = typer.Option(15, help="rows of the largest spreads to show"),
 ) -> None:
     """Spread of each measurement across GPUs (median, min, max, relative spread)."""
-    from gpudissect.bench.compare import write_json
+    from gpudissect.bench.gpu_spread import write_json
 
     outputs_ok(json_path)
     store = _store(db)
@@ -779,8 +779,8 @@ def export_cmd(
         fail(f"--data exports json, csv or parquet (not {fmt})")
     outputs_ok(out)
     if data is not None or fmt == "parquet":
-        from gpudissect.report.load import LoadError, load_result_set
-        from gpudissect.report.tabular import ExportError, write_table
+        from gpudissect.report.present.tabular import ExportError, write_table
+        from gpudissect.report.read.results import LoadError, load_result_set
 
         try:
             recs = (load_result_set(data).records(suite) if data is not None
@@ -827,12 +827,12 @@ def time_cmd(
     no_gpu: bool = typer.Option(False, "--no-gpu", help="verify and show the SASS only"),
 ) -> None:
     """Time any PTX instruction or short sequence with the same generators, checks and statistics."""
+    from gpudissect.arch.target import TargetError, make_target
     from gpudissect.bench.contract import Context, Item
     from gpudissect.bench.runner import measure_guarded
     from gpudissect.catalog.model import Variant, parse_signature
     from gpudissect.suites.instructions.suite import InstructionsSuite, Plan
     from gpudissect.suites.instructions.verify import autoverify
-    from gpudissect.target import TargetError, make_target
 
     try:
         text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
@@ -935,7 +935,7 @@ def predict_cmd(
 ) -> None:
     """Predict cycles per iteration of the innermost SASS loops from the measured tables
     (needs no GPU)."""
-    from gpudissect.predict.run import predict_lines, validate_lines
+    from gpudissect.predict.answer import predict_lines, validate_lines
 
     if validate:
         dev = None if measured is not None else _device(0)

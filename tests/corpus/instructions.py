@@ -6,12 +6,12 @@ PTXAS = "13.0"  # the ptxas release whose PTX ISA (9.0) the golden kernels were 
 
 
 def collect(out: dict[str, str]) -> None:
+    from gpudissect.arch.target import make_target
     from gpudissect.catalog.model import load_catalog
     from gpudissect.suites.instructions.strategies import default_order
     from gpudissect.suites.instructions.suite import QUICK_PLAN, Plan, timing_families
     from gpudissect.suites.instructions.template import GenerationError
     from gpudissect.suites.instructions.verify import MapRecord
-    from gpudissect.target import make_target
 
     target = make_target("sm_90", PTXAS)
     for i, v in enumerate(load_catalog().variants):

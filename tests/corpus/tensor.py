@@ -6,11 +6,11 @@ PTXAS = "13.0"  # the ptxas release whose PTX ISA (9.0) the golden was generated
 
 
 def collect(out: dict[str, str]) -> None:
+    from gpudissect.arch.target import make_target
     from gpudissect.catalog.tensor import load_tensor_catalog
     from gpudissect.suites.tensor.kernels import probe_kernel, wmma_frag_probe
     from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_kernel
     from gpudissect.suites.tensor.suite import QUICK, Sweep, variant_kernels
-    from gpudissect.target import make_target
 
     target = make_target("sm_90", PTXAS)
     cat = load_tensor_catalog()

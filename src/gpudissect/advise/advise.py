@@ -22,8 +22,8 @@ from pathlib import Path
 
 from gpudissect.advise import AdviseError
 from gpudissect.advise import efficiency as ef
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.load import LoadError, ResultSet, load_result_set
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.read.results import LoadError, ResultSet, load_result_set
 
 SPLIT_MAX = 6  # warps-per-block x blocks-per-SM splits listed per statement
 
@@ -40,8 +40,8 @@ class Data:
 
 def load(spec: Path) -> Data:
     """The data directory (or suite JSON / database) and the occupancy rules of its GPU."""
-    from gpudissect.suites.behaviour.analyse import occupancy_rules
-    from gpudissect.target import TargetError, make_target
+    from gpudissect.arch.occupancy import occupancy_rules
+    from gpudissect.arch.target import TargetError, make_target
 
     try:
         rs = load_result_set(spec)
@@ -272,7 +272,7 @@ def estimated_regs(body) -> int:
 
 
 def occupancy_text(regs: int, smem: int, rules: dict) -> str:
-    from gpudissect.suites.behaviour.analyse import predict_blocks
+    from gpudissect.arch.occupancy import predict_blocks
 
     parts = []
     for t in (64, 128, 256, 512, 1024):
@@ -282,7 +282,7 @@ def occupancy_text(regs: int, smem: int, rules: dict) -> str:
 
 
 def max_warps(regs: int, smem: int, rules: dict) -> int:
-    from gpudissect.suites.behaviour.analyse import predict_blocks
+    from gpudissect.arch.occupancy import predict_blocks
 
     return max(predict_blocks(t, regs, smem, rules)["warps"] for t in (32, 64, 128, 256, 512, 1024))
 
@@ -307,7 +307,7 @@ def padding_text(regs: int, smem: int, rules: dict, nsm: int) -> str:
 
 def loop_lines(lp, tables, top_warps: int) -> list[str]:
     """One innermost loop: iterations per clock per SM predicted at 1..top_warps warps."""
-    from gpudissect.predict.model import predict
+    from gpudissect.predict.bounds import predict
 
     pts = [(w, predict(lp.name, lp.body, tables, w)) for w in range(1, top_warps + 1)]
     rates = [(w, w / p.cycles_per_iter, p) for w, p in pts if p.cycles_per_iter > 0]
@@ -339,13 +339,13 @@ def rules_arch(arch: str) -> str:
 
 
 def kernel_lines(path: Path, data_spec: Path, nsm: int) -> list[str]:
+    from gpudissect.arch.occupancy import occupancy_rules
+    from gpudissect.arch.target import make_target
     from gpudissect.predict import PredictError
+    from gpudissect.predict.answer import check_arch
     from gpudissect.predict.loops import select_loops
-    from gpudissect.predict.run import check_arch
     from gpudissect.predict.source import read_input
     from gpudissect.predict.tables import load_tables
-    from gpudissect.suites.behaviour.analyse import occupancy_rules
-    from gpudissect.target import make_target
 
     try:
         tables = load_tables(data_spec)
@@ -382,7 +382,7 @@ def kernel_lines(path: Path, data_spec: Path, nsm: int) -> list[str]:
 # ----------------------------------------------------------------- entry
 def default_data() -> Path:
     from gpudissect.predict import PredictError
-    from gpudissect.predict.run import default_data as shipped
+    from gpudissect.predict.answer import default_data as shipped
 
     try:
         return shipped()

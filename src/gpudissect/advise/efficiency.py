@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from gpudissect.suites.behaviour.analyse import predict_blocks
+from gpudissect.arch.occupancy import predict_blocks
 
 # flags that keep a record out of the efficiency analysis (its number is not trustworthy)
 BAD_FLAGS = ("exceeds-limit", "sass", "error", "not timed", "noisy", "poor-fit", "undetermined")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 
 from gpudissect.advise import efficiency as ef
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.load import ResultSet
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
+from gpudissect.report.read.results import ResultSet
 
 MIN_CELLS = 3  # a variant's distribution needs at least this many clean configurations
 
@@ -143,8 +143,8 @@ def efficacy_report_table(rs: ResultSet | None) -> ReportTable | None:
 
 def padding_table(rs: ResultSet) -> list[str]:
     from gpudissect.advise.advise import rules_arch
-    from gpudissect.suites.behaviour.analyse import occupancy_rules
-    from gpudissect.target import make_target
+    from gpudissect.arch.occupancy import occupancy_rules
+    from gpudissect.arch.target import make_target
 
     recs = [r for r in rs.records("behaviour") if r.get("measure") == "fairness"]
     prov = rs.provenance()

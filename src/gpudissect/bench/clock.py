@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.target import Target
 
 ITERS = 1 << 20  # dependent FMAs per thread: ~7 M cycles, ~4 ms at 2 GHz
 HOST_ITERS = (1 << 21, 1 << 23)  # the host-timer check: ~7 and ~30 ms

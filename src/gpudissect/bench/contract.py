@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gpudissect.store.db import Result
 
 if TYPE_CHECKING:
+    from gpudissect.arch.target import Target
     from gpudissect.device.device import Device
     from gpudissect.store.db import Store
-    from gpudissect.target import Target
 
 
 class SuiteInputError(ValueError):

@@ -196,3 +196,48 @@ def components(n: int, edges: list[tuple[int, int]]) -> list[int]:
     a, b = zip(*edges, strict=True)
     graph = coo_matrix(([1] * len(edges), (a, b)), shape=(n, n))
     return [int(x) for x in connected_components(graph, directed=False)[1]]
+
+
+RISE = 1.02  # a solo is saturated when more warps/chains raise its rate by less than this
+
+
+def max_concurrency(start: np.ndarray, end: np.ndarray) -> int:
+    """Most intervals [start, end) open at once (an end at t frees before a start at t)."""
+    if len(start) == 0:
+        return 0
+    ev = np.concatenate([np.stack([end, np.zeros_like(end)], 1),
+                         np.stack([start, np.ones_like(start)], 1)])
+    order = np.lexsort((ev[:, 1], ev[:, 0]))
+    delta = np.where(ev[order, 1] == 1, 1, -1)
+    return int(np.cumsum(delta).max())
+
+
+def slope_rates(spans1: dict, spans2: dict, units: float) -> list[float]:
+    """Rates from two region lengths: ``spansN[(rep, sm)]`` the SM's span (cycles) at the
+    shorter / longer length; ``units`` the work the longer one adds. One rate per (rep, SM)
+    timed at both (the constant costs of a region cancel in the difference)."""
+    out = []
+    for k, a in spans1.items():
+        b = spans2.get(k)
+        if b is not None and b > a:
+            out.append(units / (b - a))
+    return out
+
+
+def rate_stats(samples: list[float]) -> dict:
+    if not samples:
+        return {"rate": None, "hw": None, "n": 0}
+    return {"rate": round(float(np.median(samples)), 5), "hw": round(robust_halfwidth(samples), 5),
+            "n": len(samples)}
+
+
+def saturation(rates: list[float | None]) -> dict:
+    """Whether a solo rate has stopped rising: ``rates`` at configurations of growing
+    parallelism (warps x chains) in one launch; saturated when the largest raises the one
+    before it by less than RISE."""
+    if len(rates) < 2 or rates[-1] is None or rates[-2] is None or rates[-2] <= 0:
+        return {"saturated": False, "rise": None, "why": "fewer than two configurations timed"}
+    rise = rates[-1] / rates[-2]
+    ok = rise <= RISE
+    return {"saturated": ok, "rise": round(rise, 4),
+            **({} if ok else {"why": f"still rising: x{rise:.3f} from the last step of parallelism"})}

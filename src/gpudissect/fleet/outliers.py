@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from gpudissect.bench.compare import compare_gpus
+from gpudissect.bench.gpu_spread import compare_gpus
 
 SCHEMA = "gpudissect.fleet-outliers/1"
 # with two GPUs the median lies halfway between them: each deviates as much as the other, and

@@ -101,8 +101,8 @@ def run_gpu(task: GpuTask) -> dict:
     ``{key, node, index, host, uuid, name, suites, evidence, db}`` (``db``: the store's bytes)."""
     import platform
 
+    from gpudissect.arch.target import make_target, target_of_device
     from gpudissect.store.db import Store
-    from gpudissect.target import make_target, target_of_device
 
     os.environ.update(task.env)
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # Ray's: the task opens its GPU by its own index

@@ -174,3 +174,47 @@ def dependency_depth(instrs: list[SassInstr]) -> int:
             ready[r] = d
         best = max(best, d)
     return best
+
+
+LABEL_RE = re.compile(r"^\s*(\.?[A-Za-z_$][\w$.]*):\s*$")
+
+
+def labels_of(text: str) -> dict[str, dict[str, int]]:
+    """Per kernel, the offset of the instruction that follows each label line (``.L_x_1:``)."""
+    out: dict[str, dict[str, int]] = {}
+    cur, pending = "", []
+    for line in text.splitlines():
+        fm = FUNC_RE.match(line.strip())
+        if fm:
+            cur, pending = fm["name"], []
+            continue
+        lm = LABEL_RE.match(line)
+        if lm:
+            pending.append(lm.group(1))
+            continue
+        m = LINE_RE.match(line)
+        if m:
+            for name in pending:
+                out.setdefault(cur, {})[name] = int(m["off"], 16)
+            pending = []
+    return out
+
+
+BRANCH_OPS = frozenset({"BRA"})
+
+
+_TARGET_RE = re.compile(r"`?\(?\s*([.\w$]+)\s*\)?")
+
+
+def branch_target(ins: SassInstr, labels: dict[str, int]) -> int | None:
+    """The offset a direct BRA jumps to: a hex offset or a label; None when it names neither."""
+    if ins.opcode not in BRANCH_OPS or not ins.operands:
+        return None
+    tok = ins.operands[-1].strip()
+    m = _TARGET_RE.fullmatch(tok.strip("`"))
+    if m is None:
+        return None
+    name = m.group(1)
+    if re.fullmatch(r"0x[0-9a-fA-F]+", name):
+        return int(name, 16)
+    return labels.get(name)

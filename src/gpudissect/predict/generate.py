@@ -20,9 +20,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gpudissect.bench.limits import parse_sass
+from gpudissect.arch.limits import parse_sass
 from gpudissect.catalog.model import LD_TYPE, Variant, fill, load_catalog
-from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.catalog.operand_values import bits_for, chain_init_spec, operand_spec
 from gpudissect.predict.harness import LoopSpec
 
 CLASSES = ("r", "rd", "h")

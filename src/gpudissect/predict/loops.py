@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from gpudissect.kernel.sass import SassInstr
+from gpudissect.kernel.sass import SassInstr, branch_target
 from gpudissect.predict import PredictError
 
-BRANCH_OPS = frozenset({"BRA"})
 # a loop holding one of these cannot be predicted: the work it does is not in the loop body
 REFUSED_OPS = frozenset({"CALL", "BRX", "JMX", "JMP", "RET"})
-_TARGET_RE = re.compile(r"`?\(?\s*([.\w$]+)\s*\)?")
 
 
 @dataclass(frozen=True)
@@ -28,18 +25,6 @@ class Loop:
         return f"{self.kernel} loop {self.index} [{self.start:#06x}..{self.end:#06x}]"
 
 
-def branch_target(ins: SassInstr, labels: dict[str, int]) -> int | None:
-    """The offset a direct BRA jumps to: a hex offset or a label; None when it names neither."""
-    if ins.opcode not in BRANCH_OPS or not ins.operands:
-        return None
-    tok = ins.operands[-1].strip()
-    m = _TARGET_RE.fullmatch(tok.strip("`"))
-    if m is None:
-        return None
-    name = m.group(1)
-    if re.fullmatch(r"0x[0-9a-fA-F]+", name):
-        return int(name, 16)
-    return labels.get(name)
 
 
 def _backward(instrs: list[SassInstr], labels: dict[str, int]) -> list[tuple[int, int]]:

@@ -22,9 +22,9 @@ import numpy as np
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import kernel_words
 from gpudissect.kernel.ptx import ptx_header
+from gpudissect.kernel.sass import labels_of
 from gpudissect.kernel.toolchain import disassemble, sha256, tool_version
 from gpudissect.predict.harness import ITERS, REPS, LoopNotFound, LoopSpec, kernel_of, timed_loop
-from gpudissect.predict.source import labels_of
 
 SCHEMA = "gpudissect.predict-validation/1"
 PER_MODULE = 48
@@ -43,7 +43,7 @@ class Launch:
 def full_launch(regs: int, smem: int, rules: dict) -> Launch:
     """The most warps per SM the occupancy rules allow this kernel (blocks of 32, 16, 8 or 4
     warps; a multiple of the 4 schedulers)."""
-    from gpudissect.suites.behaviour.analyse import predict_blocks
+    from gpudissect.arch.occupancy import predict_blocks
 
     best = Launch(4, 4, 1)
     for bw in (32, 16, 8, 4):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
-from gpudissect.predict.model import Prediction
+from gpudissect.predict.bounds import Prediction
 from gpudissect.predict.timeline import Slot
 
 

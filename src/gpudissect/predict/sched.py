@@ -32,10 +32,10 @@ validation's measure); :func:`simulate_controls` warp 0's steady state.
 from __future__ import annotations
 
 from gpudissect.kernel.control import N_BARRIERS, Control
-from gpudissect.predict.graph import Edge
-from gpudissect.predict.model import latency
+from gpudissect.kernel.dataflow import Edge
+from gpudissect.predict.bounds import latency
 from gpudissect.predict.tables import Entry
-from gpudissect.predict.tensor import TensorPlan
+from gpudissect.predict.tensor_model import TensorPlan
 
 
 def issue_intervals(entries: list[Entry], schedulers: int) -> list[float]:

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudissect.kernel.control import Control, kernel_controls
-from gpudissect.kernel.sass import FUNC_RE, LINE_RE, SassInstr, parse_sass
+from gpudissect.kernel.sass import SassInstr, labels_of, parse_sass
 from gpudissect.predict import PredictError
 
 ARCH_RES = (re.compile(r"^\s*\.target\s+(sm_\d+[a-z]?)", re.M),  # nvdisasm, PTX
             re.compile(r"\barch\s*=\s*(sm_\d+[a-z]?)"))  # cuobjdump -sass
-LABEL_RE = re.compile(r"^\s*(\.?[A-Za-z_$][\w$.]*):\s*$")
 
 
 @dataclass
@@ -38,25 +37,6 @@ def base_arch(arch: str) -> str:
     return re.sub(r"(sm_\d+)[a-z]?$", r"\1", arch)
 
 
-def labels_of(text: str) -> dict[str, dict[str, int]]:
-    """Per kernel, the offset of the instruction that follows each label line (``.L_x_1:``)."""
-    out: dict[str, dict[str, int]] = {}
-    cur, pending = "", []
-    for line in text.splitlines():
-        fm = FUNC_RE.match(line.strip())
-        if fm:
-            cur, pending = fm["name"], []
-            continue
-        lm = LABEL_RE.match(line)
-        if lm:
-            pending.append(lm.group(1))
-            continue
-        m = LINE_RE.match(line)
-        if m:
-            for name in pending:
-                out.setdefault(cur, {})[name] = int(m["off"], 16)
-            pending = []
-    return out
 
 
 def from_sass_text(text: str, kind: str = "sass", arch: str | None = None) -> Program:

@@ -5,7 +5,7 @@
   the variants that give it; exact opcode with its modifiers first, else the base opcode);
 * memory opcodes: the memory suite's pointer-chase latency named in ``data/predict.toml``
   (before any other record of the opcode: it is the load-to-use latency itself);
-* pipes: the SM's pipe rows of ``data/arch/<arch>.toml`` (``bench/limits.py``) group opcodes onto
+* pipes: the SM's pipe rows of ``data/arch/<arch>.toml`` (``arch/limits.py``) group opcodes onto
   execution units, and give the rate, marked as the limit, where nothing was measured.
 
 Nothing is invented: what the tables lack is returned as missing, by name.
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudissect import DATA_DIR
-from gpudissect.bench.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
+from gpudissect.arch.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
 from gpudissect.kernel.sass import NO_DEST
 from gpudissect.predict import PredictError
-from gpudissect.predict.tensor import tensor_timings
+from gpudissect.predict.tensor_model import tensor_timings
 
 # flags of a record whose value is not a clean measurement of the instruction
 UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no clean configuration",
@@ -164,7 +164,7 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
 
 
 def load_tables(spec: Path | str) -> Tables:
-    from gpudissect.report.load import LoadError, load_result_set
+    from gpudissect.report.read.results import LoadError, load_result_set
 
     try:
         rs = load_result_set(spec)

@@ -21,9 +21,9 @@ and 8 warps per SM and at the fullest occupancy.
 from __future__ import annotations
 
 from gpudissect.catalog.tensor import MmaVariant, WgmmaVariant, element, load_tensor_catalog
+from gpudissect.kernel.mma import mma_instr
+from gpudissect.kernel.wgmma import A_TILE, K_STEPS, M_WG, ROW_BYTES, desc_regs
 from gpudissect.predict.harness import LoopSpec
-from gpudissect.suites.async_copy.wgmma_kernels import A_TILE, K_STEPS, M_WG, ROW_BYTES, _desc_regs
-from gpudissect.suites.tensor.kernels import mma_instr
 
 # (catalog variant, independent accumulators): >= 3 shapes and types of mma.sync
 MMA_LOOPS = (("mma.sync.m16n8k16.f32.f16.f32", 1), ("mma.sync.m16n8k16.f32.f16.f32", 4),
@@ -117,7 +117,7 @@ def wgmma_loop(n: int) -> LoopSpec:
     return LoopSpec(
         f"pv_wgmma_n{n}", "tensor_wgmma", decls=_wg_decls(v, n),
         setup=(*_fill(smem, int(element(v.atype).one_word)), "  mov.u32 %sa, %smb;", f"  add.u32 %sb, %sa, {A_TILE};",
-               *_desc_regs("%dA", "%sa", "none", M_WG), *_desc_regs("%dB", "%sb", "none", n),
+               *desc_regs("%dA", "%sa", "none", M_WG), *desc_regs("%dB", "%sb", "none", n),
                *[f"  mov.f32 {r}, 0f00000000;" for r in d]),
         body=("  wgmma.fence.sync.aligned;", *[_wgmma(v, n, d, kk) for kk in range(K_STEPS)],
               "  wgmma.commit_group.sync.aligned;", "  wgmma.wait_group.sync.aligned 0;"),
@@ -138,7 +138,7 @@ def wgmma_gemm() -> LoopSpec:
         setup=(*_fill(smem, int(element(v.atype).one_word)), "  mov.u32 %so, 0;",
                *[f"  mov.f32 {r}, 0f00000000;" for r in d]),
         body=("  add.u32 %sa, %smb, %so;", f"  add.u32 %sb, %sa, {A_TILE};",
-              *_desc_regs("%dA", "%sa", "none", M_WG), *_desc_regs("%dB", "%sb", "none", n),
+              *desc_regs("%dA", "%sa", "none", M_WG), *desc_regs("%dB", "%sb", "none", n),
               "  wgmma.fence.sync.aligned;", *[_wgmma(v, n, d, kk) for kk in range(K_STEPS)],
               "  wgmma.commit_group.sync.aligned;", "  wgmma.wait_group.sync.aligned 1;",
               f"  xor.b32 %so, %so, {stage};"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpudissect.predict.model import Prediction, latency
+from gpudissect.predict.bounds import Prediction, latency
 from gpudissect.predict.tables import Tables
 
 

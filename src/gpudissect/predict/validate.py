@@ -22,12 +22,12 @@ from gpudissect import DATA_DIR
 from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
+from gpudissect.predict.bounds import predict
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.model import predict
 from gpudissect.predict.sched import branch_cost, region_cycles
 from gpudissect.predict.source import base_arch
 from gpudissect.predict.tables import Tables
-from gpudissect.predict.tensor import plan_of
+from gpudissect.predict.tensor_model import plan_of
 
 METHODS = ("model", "bounds", "sum_latency", "max_pipe")
 SCHEMA_OUT = "gpudissect.predict-validation-analysis/1"
@@ -274,7 +274,7 @@ def read_measured(path: Path) -> dict:
 
 def pool_records(tables_spec: Path) -> list[dict]:
     """The instructions suite's records of the tables (the generator's verified variants)."""
-    from gpudissect.report.load import LoadError, load_result_set
+    from gpudissect.report.read.results import LoadError, load_result_set
 
     try:
         return list(load_result_set(tables_spec).records("instructions"))
@@ -309,10 +309,10 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
     if measured is not None:
         doc = read_measured(measured)
     else:
+        from gpudissect.arch.occupancy import occupancy_rules
+        from gpudissect.arch.target import target_of_device
         from gpudissect.kernel.toolchain import tool_version
         from gpudissect.predict.measure import measure
-        from gpudissect.suites.behaviour.analyse import occupancy_rules
-        from gpudissect.target import target_of_device
 
         target = target_of_device(dev.info, tool_version("ptxas"))
         if target.base != base_arch(tables.arch):

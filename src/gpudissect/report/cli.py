@@ -58,7 +58,7 @@ def write_texts(items: list[tuple[Path, Callable[[], str]]]) -> None:
 
 
 def _source(data: Path | None, db: Path | None):
-    from gpudissect.report.load import LoadError, load_result_set
+    from gpudissect.report.read.results import LoadError, load_result_set
     from gpudissect.store.db import default_path
 
     if data and db:
@@ -101,7 +101,7 @@ def report_cmd(
         rs, _ = _source(data, db)
         _simexport(rs, out, None)
         return
-    from gpudissect.report import write  # the files `gpudissect run` writes too
+    from gpudissect.report.assemble import write  # the files `gpudissect run` writes too
 
     if markdown:
         out = out or Path("timing-reference.md")
@@ -122,7 +122,7 @@ def report_cmd(
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:
     """The config fragment and its JSON (paths checked by the caller), written together."""
-    from gpudissect.report.simexport import accel_sim_config, simexport_data
+    from gpudissect.report.assemble.simexport import accel_sim_config, simexport_data
 
     d = simexport_data(rs)
     json_out = json_out or out.with_suffix(".json")
@@ -149,7 +149,7 @@ def _and(names: list[str]) -> str:
 
 
 def _load_sets(specs: list[str], at_least: int = 2) -> list:
-    from gpudissect.report.load import LoadError, load_result_set
+    from gpudissect.report.read.results import LoadError, load_result_set
 
     if len(specs) < at_least:
         _fail("compare needs at least two result sets (e.g. gpudissect compare data/h100 a100)")
@@ -162,7 +162,7 @@ def _load_sets(specs: list[str], at_least: int = 2) -> list:
 def _compare_table(sets: list, rows: list, limit: int) -> Table:
     """The comparison on the terminal: a row per quantity, a column per set, then each later
     set's difference to the first; rows that differ in red (bold where every later set does)."""
-    from gpudissect.report.compare import headings, rel_text, show_value
+    from gpudissect.report.assemble.compare import headings, rel_text, show_value
 
     heads, rel_heads = headings(sets, terminal=True)
     t = Table(title=" vs ".join(s.gpu for s in sets))
@@ -200,7 +200,7 @@ def compare_cmd(
 ) -> None:
     """Result sets side by side (two GPUs, drivers or runs; H100 vs H200 vs the published A100
     reference 'a100'; ...), each against the first, differences highlighted."""
-    from gpudissect.report.compare import (
+    from gpudissect.report.assemble.compare import (
         compare_maps,
         comparison_document,
         comparison_html,

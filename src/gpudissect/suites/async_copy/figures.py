@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpudissect.report.fmt import fmt_bytes
-from gpudissect.report.plotting import save_figure
+from gpudissect.report.present.fmt import fmt_bytes
+from gpudissect.report.present.plotting import save_figure
 
 
 def _series(doc: dict, prefix: str) -> list[tuple[int, float]]:

@@ -3,8 +3,8 @@ latency/cost table and the bandwidth table. Values as the suite stored them; '-'
 
 from __future__ import annotations
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
 
 
 def conclusions_table(summary: dict) -> ReportTable:

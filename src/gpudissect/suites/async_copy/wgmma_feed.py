@@ -27,14 +27,15 @@ from gpudissect.bench.contract import Context
 from gpudissect.bench.stats import noise_flag
 from gpudissect.catalog.tensor import WgmmaVariant, load_tensor_catalog
 from gpudissect.device.device import Buf, TensorMap
+from gpudissect.kernel import wgmma as wd
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.mma import TIMED_REPS, random_words, tensor_arch
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.async_copy import checks
 from gpudissect.suites.async_copy import wgmma_kernels as wk
 from gpudissect.suites.async_copy.analyse import rep_columns
 from gpudissect.suites.async_copy.kernels import REPS, ROW, SHARED_DECL, Spec
-from gpudissect.suites.tensor.kernels import TIMED_REPS, random_words, tensor_arch
 from gpudissect.suites.tensor.peak import figures, peak_for
 from gpudissect.suites.tensor.sweep import Config, time_config
 
@@ -61,11 +62,11 @@ def thr_spec(sw: str, length: int) -> Spec:
 def probe_specs() -> list[tuple[str, list[Spec], dict]]:
     """(name, kernel specs, params) of every wgmma item."""
     out = []
-    for sw in wk.SWIZZLES:
+    for sw in wd.SWIZZLES:
         out.append((f"wgmma:swizzle={sw}", [thr_spec(sw, n) for n in THR_LENGTHS], {"swizzle": sw}))
-    for sw in wk.SWIZZLES:
+    for sw in wd.SWIZZLES:
         out.append((f"wgmma:layout={sw}", [Spec(f"wf_layout_{sw}", "wgmma_layout", {"swizzle": sw}, 1,
-                                                wk.LAYOUT_THREADS, wk.BAR_BYTES + wk.A_TILE + wk.B_TILE)],
+                                                wk.LAYOUT_THREADS, wk.BAR_BYTES + wd.A_TILE + wk.B_TILE)],
                     {"swizzle": sw}))
     for s in STAGES:
         specs = [Spec(f"wf_pipe_s{s}", "wgmma_pipe", {"stages": s}, wk.PIPE_KBLOCKS, wk.PIPE_THREADS, wk.pipe_smem(s))]
@@ -131,8 +132,8 @@ def kernel_flags(b: Built, spec: Spec) -> list[str]:
     flags = ptxas_flags(b)
     if spec.kind == "wgmma_layout":
         fulls = [i.full for i in b.instrs]
-        need = {"HGMMA.64x256x16.F32": wk.K_STEPS,
-                "UTMALDG.2D": len(wk.box_placements(spec.params["swizzle"], wk.M_WG))
+        need = {"HGMMA.64x256x16.F32": wd.K_STEPS,
+                "UTMALDG.2D": len(wk.box_placements(spec.params["swizzle"], wd.M_WG))
                 + len(wk.box_placements(spec.params["swizzle"], wk.N))}
         for op, n in need.items():
             got = sum(f == op or f.startswith(op + ".") for f in fulls)
@@ -153,7 +154,7 @@ def decode_d(raw: np.ndarray) -> np.ndarray:
     """The 64 x 256 f32 product from the layout kernel's raw output (128 registers of each of
     128 threads, thread-major)."""
     r = np.asarray(raw, dtype=np.float32).reshape(wk.LAYOUT_THREADS, -1)
-    d = np.full((wk.M_WG, wk.N), np.nan, dtype=np.float32)
+    d = np.full((wd.M_WG, wk.N), np.nan, dtype=np.float32)
     for t in range(r.shape[0]):
         for i in range(r.shape[1]):
             row, col = wk.d_position(t, i)
@@ -164,12 +165,12 @@ def decode_d(raw: np.ndarray) -> np.ndarray:
 def layout_operands(seed: int = 0) -> np.ndarray:
     """The check's global matrix (LAYOUT_ROWS x K_TILE f16): A rows then B rows, small integers."""
     rng = np.random.default_rng(seed)
-    return rng.integers(-INT_RANGE, INT_RANGE + 1, size=(wk.LAYOUT_ROWS, wk.K_TILE)).astype(np.float16)
+    return rng.integers(-INT_RANGE, INT_RANGE + 1, size=(wk.LAYOUT_ROWS, wd.K_TILE)).astype(np.float16)
 
 
 def compare_layout(g: np.ndarray, d: np.ndarray) -> dict:
     """The product D against A B^T in float64 (A: the first 64 rows of ``g``, B: the rest)."""
-    a, b = g[: wk.M_WG].astype(np.float64), g[wk.M_WG:].astype(np.float64)
+    a, b = g[: wd.M_WG].astype(np.float64), g[wd.M_WG:].astype(np.float64)
     want = a @ b.T
     err = np.abs(d.astype(np.float64) - want)
     bad = ~(err == 0)
@@ -248,9 +249,9 @@ def measure_thr(ctx: Context, sw: str, mhz: float | None) -> Result:
                f"{THR_LENGTHS} instructions per warpgroup (tensor suite's sweep: {TIMED_REPS - 1} kept repetitions x "
                f"launches); the best over {list(THR_GROUPS)} warpgroups per SM; TFLOP/s at the in-kernel SM clock",
                params={"swizzle": sw, "variant": v.name, "n": wk.N, "accs": 1, "lengths": list(THR_LENGTHS),
-                       "warpgroups": list(THR_GROUPS), "lbo_sbo_a": list(wk.lbo_sbo(sw, wk.M_WG)),
-                       "lbo_sbo_b": list(wk.lbo_sbo(sw, wk.N)), "desc_a": hex(wk.feed_descriptor(sw, wk.M_WG)),
-                       "desc_b": hex(wk.feed_descriptor(sw, wk.N))},
+                       "warpgroups": list(THR_GROUPS), "lbo_sbo_a": list(wd.lbo_sbo(sw, wd.M_WG)),
+                       "lbo_sbo_b": list(wd.lbo_sbo(sw, wk.N)), "desc_a": hex(wd.feed_descriptor(sw, wd.M_WG)),
+                       "desc_b": hex(wd.feed_descriptor(sw, wk.N))},
                fit={"instr_per_cycle_sm": sat["best"], "saturation": sat,
                     **(fig.to_json() if fig else {}), "sass": checks.sass_counts(built[-1], specs[-1]),
                     "ptxas_log": [x for x in built[-1].ptxas_log.splitlines() if MSG.search(x)][:20]},
@@ -264,26 +265,26 @@ def measure_layout(ctx: Context, sw: str) -> Result:
     spec = Spec(f"wf_layout_{sw}", "wgmma_layout", {"swizzle": sw})
     b = _built(ctx, spec)
     g = layout_operands()
-    w = wk.atom(sw)
-    tmap = TensorMap(Buf(f"wf_layout_g_{sw}", data=g.view(np.uint16)), "f16", (wk.K_TILE, wk.LAYOUT_ROWS),
-                     (wk.ROW_BYTES,), (w // 2, wk.BOX_ROWS), swizzle=sw)
+    w = wd.atom(sw)
+    tmap = TensorMap(Buf(f"wf_layout_g_{sw}", data=g.view(np.uint16)), "f16", (wd.K_TILE, wk.LAYOUT_ROWS),
+                     (wd.ROW_BYTES,), (w // 2, wk.BOX_ROWS), swizzle=sw)
     nout = wk.LAYOUT_THREADS * wk.N // 2
     run = ctx.dev.launch(b.cubin, b.name, 1, wk.LAYOUT_THREADS,
                          [Buf(f"wf_layout_d_{sw}", nbytes=4 * nout, read=True, dtype="f4", zero=True), tmap],
-                         smem=wk.BAR_BYTES + wk.A_TILE + wk.B_TILE)
+                         smem=wk.BAR_BYTES + wd.A_TILE + wk.B_TILE)
     d = decode_d(np.asarray(run.outputs[f"wf_layout_d_{sw}"]).view(np.float32)[:nout])
     cmp = compare_layout(g, d)
     flags = kernel_flags(b, spec)
     if not cmp["exact"]:
         flags.append(f"error: layout mismatch: {cmp['mismatches']} of {cmp['elements']} elements of D differ from "
                      f"numpy (max |error| {cmp['max_abs_error']})")
-    lbo, sbo = wk.lbo_sbo(sw, wk.M_WG)
+    lbo, sbo = wd.lbo_sbo(sw, wd.M_WG)
     r = Result(f"wgmma:layout={sw}", "layout", float(cmp["mismatches"]), "mismatches",
                "elements of D = A B^T (64 x 256, K = 64, 4 wgmma) that differ from numpy; A and B written by TMA "
                f"through a {sw}-swizzle tensor map, read by wgmma descriptors of that layout",
                params={"swizzle": sw, "box": [w // 2, wk.BOX_ROWS], "lbo_a": lbo, "sbo_a": sbo,
-                       "lbo_b": wk.lbo_sbo(sw, wk.N)[0], "layout_type": wk.SWIZZLES[sw][0],
-                       "desc_a": hex(wk.feed_descriptor(sw, wk.M_WG)), "desc_b": hex(wk.feed_descriptor(sw, wk.N)),
+                       "lbo_b": wd.lbo_sbo(sw, wk.N)[0], "layout_type": wd.SWIZZLES[sw][0],
+                       "desc_a": hex(wd.feed_descriptor(sw, wd.M_WG)), "desc_b": hex(wd.feed_descriptor(sw, wk.N)),
                        "operands": f"integers in [-{INT_RANGE}, {INT_RANGE}]"},
                fit=cmp, samples={"d_row0": [float(x) for x in d[0, :16]]}, flags=flags, cls="async")
     r.ptx_hash, r.sass_hash = b.ptx_hash, b.sass_hash
@@ -293,11 +294,11 @@ def measure_layout(ctx: Context, sw: str) -> Result:
 def pipe_map(kblocks: int) -> TensorMap:
     """The pipeline's global matrix: PIPE_ROWS rows of ``kblocks * K_TILE`` random f16 (in
     [0.5, 1) with random signs), 128B swizzle, 64 x 64 boxes."""
-    k = kblocks * wk.K_TILE
+    k = kblocks * wd.K_TILE
     rng = np.random.default_rng(3)
     vals = rng.uniform(0.5, 1.0, size=(wk.PIPE_ROWS, k)) * rng.choice([-1.0, 1.0], size=(wk.PIPE_ROWS, k))
     return TensorMap(Buf(f"wf_pipe_g{kblocks}", data=vals.astype(np.float16).view(np.uint16)), "f16", (k, wk.PIPE_ROWS), (2 * k,),
-                     (wk.K_TILE, wk.BOX_ROWS), swizzle="128B")
+                     (wd.K_TILE, wk.BOX_ROWS), swizzle="128B")
 
 
 def measure_pipe(ctx: Context, stages: int, mhz: float | None) -> Result:
@@ -308,7 +309,7 @@ def measure_pipe(ctx: Context, stages: int, mhz: float | None) -> Result:
     ref = measure_thr(ctx, REF_SWIZZLE, mhz)
     ctas = ctx.sm_count
     tmap = ctx.state.setdefault("wf_pipe_map", pipe_map(wk.PIPE_KBLOCKS))
-    flop_cta = 2.0 * wk.CONSUMERS * wk.M_WG * wk.N * wk.K_TILE * wk.PIPE_KBLOCKS
+    flop_cta = 2.0 * wk.CONSUMERS * wd.M_WG * wk.N * wd.K_TILE * wk.PIPE_KBLOCKS
     launches = []
     for _ in range(LAUNCHES):
         run = ctx.dev.launch(b.cubin, b.name, ctas, wk.PIPE_THREADS,
@@ -339,12 +340,12 @@ def measure_pipe(ctx: Context, stages: int, mhz: float | None) -> Result:
     bpc = wk.STAGE_BYTES * wk.PIPE_KBLOCKS * fpc / flop_cta if fpc else None
     grid = [t for x in launches for t in x["grid_tflops"]]
     r = Result(f"wgmma:pipeline:stages={stages}", "throughput", fig.tflops if fig else None, "TFLOP/s",
-               f"flop of one CTA's K loop ({wk.PIPE_KBLOCKS} k-blocks of {wk.K_TILE}, tile "
-               f"{wk.CONSUMERS * wk.M_WG}x{wk.N}) over its consumer warps' span (SM clocks), median over CTAs and "
+               f"flop of one CTA's K loop ({wk.PIPE_KBLOCKS} k-blocks of {wd.K_TILE}, tile "
+               f"{wk.CONSUMERS * wd.M_WG}x{wk.N}) over its consumer warps' span (SM clocks), median over CTAs and "
                f"{REPS - 1} kept repetitions per launch, median of {LAUNCHES} launches; TFLOP/s at the SM clock "
                "the loop ran at (its cycles over its globaltimer span, per CTA)",
-               params={"stages": stages, "kblocks": wk.PIPE_KBLOCKS, "k": wk.PIPE_KBLOCKS * wk.K_TILE,
-                       "tile_m": wk.CONSUMERS * wk.M_WG, "tile_n": wk.N, "tile_k": wk.K_TILE, "swizzle": "128B",
+               params={"stages": stages, "kblocks": wk.PIPE_KBLOCKS, "k": wk.PIPE_KBLOCKS * wd.K_TILE,
+                       "tile_m": wk.CONSUMERS * wd.M_WG, "tile_n": wk.N, "tile_k": wd.K_TILE, "swizzle": "128B",
                        "ctas": ctas, "threads": wk.PIPE_THREADS, "smem": spec.smem, "stage_bytes": wk.STAGE_BYTES,
                        "consumers": wk.CONSUMERS, "a_tiles": wk.PIPE_A_TILES, "launches": LAUNCHES},
                fit={"flop_per_cycle_sm": fpc, **(fig.to_json() if fig else {}),

@@ -18,8 +18,8 @@ layout type in bits 62-63: 0 none, 1 128B, 2 64B, 3 32B):
 
 Three kernels:
 
-* ``throughput_kernel``: the tensor suite's timing ABI and harness (its ``_prologue`` /
-  ``_epilogue``), ``length`` rounds of ``accs`` wgmma m64n256k16 from a shared tile laid out in
+* ``throughput_kernel``: the tensor suite's timing ABI and harness (its ``prologue`` /
+  ``epilogue``), ``length`` rounds of ``accs`` wgmma m64n256k16 from a shared tile laid out in
   one swizzle mode, the K steps cycling through the tile (descriptor offsets as a GEMM's);
 * ``layout_kernel``: one CTA; thread 0 writes A (64 x 64) and B (256 x 64) with TMA through a
   tensor map of the swizzle, one warpgroup multiplies them (4 wgmma, K = 64) and stores D:
@@ -34,20 +34,13 @@ Three kernels:
 from __future__ import annotations
 
 from gpudissect.catalog.tensor import WgmmaVariant
+from gpudissect.kernel.mma import entry_finish, entry_prologue, sink_accumulators, timed_region
 from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.wgmma import A_TILE, K_STEPS, K_TILE, M_WG, ROW_BYTES, atom, desc_regs
 from gpudissect.suites.async_copy.kernels import BAR_BYTES, _entry, _map_setup, _wait
-from gpudissect.suites.tensor.kernels import _epilogue, _finish, _prologue, _sink, descriptor
 
-# swizzle mode -> (descriptor layout type, atom width in bytes): PTX ISA matrix descriptor
-SWIZZLES: dict[str, tuple[int, int]] = {"none": (0, 16), "32B": (3, 32), "64B": (2, 64), "128B": (1, 128)}
 N = 256  # wgmma N of every kernel here (m64n256k16)
-M_WG = 64  # rows of A per warpgroup
-K_TILE = 64  # f16 elements of K per tile row (128 bytes)
-ROW_BYTES = 2 * K_TILE
-K_STEP_BYTES = 32  # one wgmma's K (16 f16)
-K_STEPS = ROW_BYTES // K_STEP_BYTES  # wgmma per tile
 BOX_ROWS = 64  # rows of one TMA box
-A_TILE = M_WG * ROW_BYTES  # bytes of a 64-row A tile
 B_TILE = N * ROW_BYTES  # bytes of the 256-row B tile
 WIDE = "wgmma.f32.f16"  # the catalog variant measured (f32 accumulate, f16 operands)
 # pipeline geometry: two consumer warpgroups (128 rows of A) share B
@@ -59,29 +52,12 @@ PIPE_ROWS = PIPE_A_TILES * CONSUMERS * M_WG + N  # rows of the pipeline's global
 EMPTY_OFF = 64  # bytes from the first 'full' barrier to the first 'empty' one
 
 
-def atom(swizzle: str) -> int:
-    return SWIZZLES[swizzle][1]
 
 
-def lbo_sbo(swizzle: str, rows: int) -> tuple[int, int]:
-    """(leading, stride) byte offsets of a K-major tile of ``rows`` rows in this layout."""
-    w = atom(swizzle)
-    if swizzle == "none":
-        return rows * 16, 8 * 16
-    return 16, 8 * w
 
 
-def kstep_offset(swizzle: str, rows: int, kk: int) -> int:
-    """Bytes from a tile's start to where the descriptor of its K step ``kk`` starts."""
-    w = atom(swizzle)
-    j, within = divmod(kk * K_STEP_BYTES, w)
-    return j * rows * w + within
 
 
-def feed_descriptor(swizzle: str, rows: int, addr: int = 0, kk: int = 0) -> int:
-    """The wgmma matrix descriptor of K step ``kk`` of a tile at shared address ``addr``."""
-    lbo, sbo = lbo_sbo(swizzle, rows)
-    return descriptor(addr + kstep_offset(swizzle, rows, kk), lbo, sbo, SWIZZLES[swizzle][0])
 
 
 def box_placements(swizzle: str, rows: int) -> list[tuple[int, int, int]]:
@@ -108,14 +84,6 @@ def _wgmma(v: WgmmaVariant, d: list[str], da: str, db: str) -> str:
     return f"  {_instr(v)} {{{', '.join(d)}}}, {da}, {db}, 1, 1, 1, 0, 0;"
 
 
-def _desc_regs(prefix: str, base: str, swizzle: str, rows: int) -> list[str]:
-    """u64 descriptors ``{prefix}0..3`` of the K steps of a tile at the u32 shared address in
-    register ``base``."""
-    out = [f"  cvt.u64.u32 {prefix}0, {base};", f"  shr.u64 {prefix}0, {prefix}0, 4;",
-           f"  and.b64 {prefix}0, {prefix}0, 16383;", f"  or.b64 {prefix}0, {prefix}0, {feed_descriptor(swizzle, rows)};"]
-    for kk in range(1, K_STEPS):
-        out.append(f"  add.s64 {prefix}{kk}, {prefix}0, {kstep_offset(swizzle, rows, kk) >> 4};")
-    return out
 
 
 # --------------------------------------------------------------------------- throughput
@@ -127,7 +95,7 @@ def throughput_kernel(v: WgmmaVariant, swizzle: str, name: str, accs: int, lengt
     decl = [f"  .reg .f32 %f<{dr * accs}>;", "  .reg .b32 %sa, %sb, %i, %val;",
             f"  .reg .b64 %dA<{K_STEPS}>, %dB<{K_STEPS}>, %p64;", "  .reg .pred %sp;",
             f"  .shared .align 1024 .b8 wfsmem[{smem}];"]
-    lines = _prologue(name, decl) + [
+    lines = entry_prologue(name, decl) + [
         "  mov.u32 %i, %xtid;",
         "WFFILL:",
         "  and.b32 %w, %i, 255;", "  add.u32 %w, %w, 1;", "  mul.wide.u32 %off, %w, 4;",
@@ -136,7 +104,7 @@ def throughput_kernel(v: WgmmaVariant, swizzle: str, name: str, accs: int, lengt
         "  add.u32 %i, %i, %xntid;", f"  setp.lt.u32 %sp, %i, {smem // 4};", "  @%sp bra WFFILL;",
         "  fence.proxy.async.shared::cta;", "  bar.sync 0;",
         "  mov.u32 %sa, wfsmem;", f"  add.u32 %sb, %sa, {A_TILE};",
-        *_desc_regs("%dA", "%sa", swizzle, M_WG), *_desc_regs("%dB", "%sb", swizzle, N)]
+        *desc_regs("%dA", "%sa", swizzle, M_WG), *desc_regs("%dB", "%sb", swizzle, N)]
     dreg = [[f"%f{a * dr + i}" for i in range(dr)] for a in range(accs)]
     lines += [f"  mov.b32 {r}, 0;" for d in dreg for r in d]
     body = ["  wgmma.fence.sync.aligned;"]
@@ -146,8 +114,8 @@ def throughput_kernel(v: WgmmaVariant, swizzle: str, name: str, accs: int, lengt
         body.append("  wgmma.commit_group.sync.aligned;")
     body.append("  wgmma.wait_group.sync.aligned 0;")
     sink: list[str] = []
-    _sink(sink, [r for d in dreg for r in d], ".f32")
-    text = "\n".join(_finish(_epilogue(lines, body), sink)) + "\n"
+    sink_accumulators(sink, [r for d in dreg for r in d], ".f32")
+    text = "\n".join(entry_finish(timed_region(lines, body), sink)) + "\n"
     return Kernel(name, header, text, variant=v.name, measure="throughput", chains=accs, length=length, warps=4,
                   meta={"n": N, "swizzle": swizzle, "accs": accs, "kind": "wgmma_thr"})
 
@@ -188,7 +156,7 @@ def layout_kernel(v: WgmmaVariant, swizzle: str, name: str, header: str) -> Kern
              *_tma_tile(swizzle, M_WG, 0, 0, "%bar"), *_tma_tile(swizzle, N, M_WG, A_TILE, "%bar"),
              "$Lwait:", "  bar.warp.sync 0xffffffff;", "  bar.sync 0;", *_wait("$Lw0", "%bar", "0"),
              f"  add.u32 %sb, %sa, {A_TILE};",
-             *_desc_regs("%dA", "%sa", swizzle, M_WG), *_desc_regs("%dB", "%sb", swizzle, N),
+             *desc_regs("%dA", "%sa", swizzle, M_WG), *desc_regs("%dB", "%sb", swizzle, N),
              *[f"  mov.f32 {r}, 0f00000000;" for r in d], "  wgmma.fence.sync.aligned;",
              *[_wgmma(v, d, f"%dA{kk}", f"%dB{kk}") for kk in range(K_STEPS)],
              "  wgmma.commit_group.sync.aligned;", "  wgmma.wait_group.sync.aligned 0;",
@@ -218,7 +186,7 @@ def _consumer(v: WgmmaVariant, stages: int, kblocks: int, d: list[str]) -> list[
         *_wait("$Lcw", "%fb", "%par"),
         f"  mul.lo.u32 %sb, %s, {STAGE_BYTES};", "  add.u32 %sb, %sb, %buf;",
         "  add.u32 %sa, %sb, %aoff;", f"  add.u32 %sb, %sb, {CONSUMERS * A_TILE};",
-        *_desc_regs("%dA", "%sa", "128B", M_WG), *_desc_regs("%dB", "%sb", "128B", N),
+        *desc_regs("%dA", "%sa", "128B", M_WG), *desc_regs("%dB", "%sb", "128B", N),
         "  wgmma.fence.sync.aligned;",
         *[_wgmma(v, d, f"%dA{kk}", f"%dB{kk}") for kk in range(K_STEPS)],
         "  wgmma.commit_group.sync.aligned;",
@@ -294,7 +262,7 @@ def pipeline_kernel(v: WgmmaVariant, stages: int, name: str, header: str, kblock
     body = [f"  setp.ge.u32 %p, %warp, {4 * CONSUMERS};", "  @%p bra $Lproducer;",
             *_consumer(v, stages, kblocks, d), "$Lproducer:", *_producer(stages, kblocks), "$Lcdone:"]
     post = ["  mov.u32 %m, 0;"]
-    _sink(post, d, ".f32")
+    sink_accumulators(post, d, ".f32")
     post = [x.replace("%sk", "%k").replace("%acc", "%m") for x in post]
     post += ["  setp.eq.u32 %p, %m, 0x7fffffff;", "  @%p st.global.u32 [%dst], %m;"]
     text = _entry(name, setup, pre, body, post)

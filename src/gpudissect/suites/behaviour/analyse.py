@@ -1,5 +1,5 @@
-"""Analysis of the behaviour probes (pure functions over traces; no GPU), the occupancy rules
-they are compared with, and the suite's summary.
+"""Analysis of the behaviour probes (pure functions over traces; no GPU; the occupancy rules
+they are compared with are arch/occupancy.py), and the suite's summary.
 
 Every probe is launched ``LAUNCHES`` times; each launch gives its own verdict from its own
 traces, and a verdict is stated only when every launch gives the same one (:func:`agree`);
@@ -10,25 +10,16 @@ constants; :func:`summarize` runs the analyses again on a run's stored results.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections import Counter
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect.bench.stats import components, robust_halfwidth
-from gpudissect.target import TargetError
-
-if TYPE_CHECKING:
-    from gpudissect.target import Target
+from gpudissect.bench.stats import components, max_concurrency
 
 MIN_LAUNCHES = 3  # independent launches behind every verdict
 UNDETERMINED = "undetermined"
 BREADTH_FIRST = 0.95  # share of the first nsm blocks on distinct SMs
 SLOWDOWN = 1.3  # schedulers: a pair slowed by this factor shares a scheduler
-RISE = 1.02  # a solo is saturated when more warps/chains raise its rate by less than this
 ADD = 0.75  # pipes: position of the pair's rate between the compete (0) and add (1) predictions
 COMPETE = 0.25
 GAP_MIN = 0.05  # the two predictions must differ by this share of the lower one to decide
@@ -72,70 +63,17 @@ def agree_values(values: list[float], tol: float) -> dict:
             "why": f"launches spread by {spread:.1%} (> {tol:.0%})", "per_launch": per}
 
 
-# ----------------------------------------------------------------- occupancy rules
-def occupancy_rules(target: Target) -> dict:
-    """The CUDA occupancy rules of the target's architecture (the data file its facts name)."""
-    return _rules(target.data_file("occupancy"), target.base)
 
 
-@cache
-def _rules(path: Path, arch: str) -> dict:
-    table = tomllib.loads(path.read_text())
-    if arch not in table:
-        raise TargetError(f"no occupancy rules for {arch} in {path.name}")
-    return table[arch]
 
 
-def _round_up(x: int, unit: int) -> int:
-    return -(-x // unit) * unit
 
 
-def predict_blocks(threads: int, regs: int, smem: int, rules: dict) -> dict:
-    """Blocks per SM the occupancy rules predict (the calculator's method), and the limiter.
-    ``regs``: registers per thread of the cubin; ``smem``: shared memory per block (bytes)."""
-    warps = -(-threads // 32)
-    lim: dict[str, int] = {
-        "blocks": rules["max_blocks_per_sm"],
-        "warps": rules["max_warps_per_sm"] // warps,
-        "threads": rules["max_threads_per_sm"] // (warps * 32),
-    }
-    if regs > 0:
-        per_warp = _round_up(regs * 32, rules["reg_alloc_unit"])
-        if per_warp * warps > rules["max_regs_per_block"] or regs > rules["max_regs_per_thread"]:
-            lim["registers"] = 0
-        else:
-            sp = rules.get("sub_partitions", 1)
-            warps_per_sp = (rules["regs_per_sm"] // sp) // per_warp
-            lim["registers"] = (warps_per_sp * sp) // warps
-    need = _round_up(smem + rules["smem_reserved_per_block"], rules["smem_alloc_unit"])
-    if smem > rules["max_smem_per_block"]:
-        lim["shared_memory"] = 0
-    elif smem > 0:
-        lim["shared_memory"] = rules["smem_per_sm"] // need
-    blocks = min(lim.values())
-    limiter = sorted(k for k, v in lim.items() if v == blocks)
-    return {"blocks": blocks, "warps": blocks * warps, "limiters": limiter, "limits": lim}
 
 
-def one_block_smem(rules: dict) -> int:
-    """Dynamic shared memory per block that leaves room for one block per SM (the probes that
-    need an SM to themselves: no other block's warps on its schedulers)."""
-    smem = rules["smem_per_sm"] // 2 - rules["smem_reserved_per_block"] + rules["smem_alloc_unit"]
-    if predict_blocks(32, 0, smem, rules)["blocks"] != 1:
-        raise ValueError(f"no shared-memory size gives one block per SM under these rules ({smem} B)")
-    return smem
 
 
 # ----------------------------------------------------------------- residency / dispatch
-def max_concurrency(start: np.ndarray, end: np.ndarray) -> int:
-    """Most intervals [start, end) open at once (an end at t frees before a start at t)."""
-    if len(start) == 0:
-        return 0
-    ev = np.concatenate([np.stack([end, np.zeros_like(end)], 1),
-                         np.stack([start, np.ones_like(start)], 1)])
-    order = np.lexsort((ev[:, 1], ev[:, 0]))
-    delta = np.where(ev[order, 1] == 1, 1, -1)
-    return int(np.cumsum(delta).max())
 
 
 def residency(smid: np.ndarray, c0: np.ndarray, c1: np.ndarray) -> dict:
@@ -392,35 +330,10 @@ def order_launch(starts: np.ndarray, ends: np.ndarray, smid: np.ndarray, wid: np
 
 
 # ----------------------------------------------------------------- pipes
-def slope_rates(spans1: dict, spans2: dict, units: float) -> list[float]:
-    """Rates from two region lengths: ``spansN[(rep, sm)]`` the SM's span (cycles) at the
-    shorter / longer length; ``units`` the work the longer one adds. One rate per (rep, SM)
-    timed at both (the constant costs of a region cancel in the difference)."""
-    out = []
-    for k, a in spans1.items():
-        b = spans2.get(k)
-        if b is not None and b > a:
-            out.append(units / (b - a))
-    return out
 
 
-def rate_stats(samples: list[float]) -> dict:
-    if not samples:
-        return {"rate": None, "hw": None, "n": 0}
-    return {"rate": round(float(np.median(samples)), 5), "hw": round(robust_halfwidth(samples), 5),
-            "n": len(samples)}
 
 
-def saturation(rates: list[float | None]) -> dict:
-    """Whether a solo rate has stopped rising: ``rates`` at configurations of growing
-    parallelism (warps x chains) in one launch; saturated when the largest raises the one
-    before it by less than RISE."""
-    if len(rates) < 2 or rates[-1] is None or rates[-2] is None or rates[-2] <= 0:
-        return {"saturated": False, "rise": None, "why": "fewer than two configurations timed"}
-    rise = rates[-1] / rates[-2]
-    ok = rise <= RISE
-    return {"saturated": ok, "rise": round(rise, 4),
-            **({} if ok else {"why": f"still rising: x{rise:.3f} from the last step of parallelism"})}
 
 
 def pair_predictions(ra: float, rb: float, fa: float, issue: float) -> tuple[float, float]:

@@ -41,18 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudissect.bench import stats
 from gpudissect.catalog.model import Variant
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import RegionNotFound, find_region, is_move, kind_of
-from gpudissect.kernel.sass import SassInstr, parse_sass
+from gpudissect.kernel.sass import SassInstr, branch_target, labels_of, parse_sass
 from gpudissect.kernel.timing import cuda_repeated
 from gpudissect.kernel.toolchain import disassemble, find_tool, sha256
-from gpudissect.predict.loops import branch_target
-from gpudissect.predict.source import labels_of
 from gpudissect.store.db import Result
-from gpudissect.suites.behaviour import analyse as an
 from gpudissect.suites.behaviour.kernels import REPS, ROW, pipe_kernel, pipe_name
 
 # variant -> (C type, C statement of one step of chain x with the fixed operands a, b)
@@ -239,7 +237,7 @@ def work_rate(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem
 
     spans = pair_spans(dev, pair, nsm, warps, smem)
     units = warps * pair[0].kernel.chains * (pair[1].kernel.length - pair[0].kernel.length)
-    return {**an.rate_stats(an.slope_rates(spans[0], spans[1], units)), "sms": len({sm for _r, sm in spans[1]})}
+    return {**stats.rate_stats(stats.slope_rates(spans[0], spans[1], units)), "sms": len({sm for _r, sm in spans[1]})}
 
 
 def efficacy_value(nvcc_rate: float | None, verified_rate: float | None) -> float | None:

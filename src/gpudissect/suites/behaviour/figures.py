@@ -11,9 +11,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpudissect.report.fmt import fmt_bytes
-from gpudissect.report.plotting import BAND_MIN_PX, Bands, band_inches
-from gpudissect.report.plotting import save_figure as _save
+from gpudissect.report.present.fmt import fmt_bytes
+from gpudissect.report.present.plotting import BAND_MIN_PX, Bands, band_inches
+from gpudissect.report.present.plotting import save_figure as _save
 
 
 def _gpu(doc: dict) -> str:

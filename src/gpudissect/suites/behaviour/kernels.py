@@ -31,7 +31,7 @@ rows in global warp order). Kernels:
 from __future__ import annotations
 
 from gpudissect.catalog.model import LD_TYPE, REG_DECL, REG_PREFIX, Variant, fill
-from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.catalog.operand_values import bits_for, chain_init_spec, operand_spec
 from gpudissect.kernel.ptx import RUN_PROLOGUE, Kernel
 from gpudissect.kernel.timing import Repeat, clock_read, repeated, row_words, timed
 

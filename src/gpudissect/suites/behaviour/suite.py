@@ -37,6 +37,8 @@ from itertools import combinations
 
 import numpy as np
 
+from gpudissect.arch import occupancy
+from gpudissect.bench import stats
 from gpudissect.bench.contract import (
     Context,
     Item,
@@ -257,7 +259,7 @@ def _trace_ok(t: dict) -> str | None:
 def run_dispatch(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
     q = p.params
     regs = built.regs
-    pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
+    pred = occupancy.predict_blocks(q["threads"], regs, q["smem"], rules)
     launches, modes = [], []
     nsmid = 0
     for i in range(LAUNCHES):
@@ -286,7 +288,7 @@ def run_dispatch(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> 
 def run_occupancy(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> Result:
     q = p.params
     regs = built.regs
-    pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
+    pred = occupancy.predict_blocks(q["threads"], regs, q["smem"], rules)
     per_sm_max = min(rules["max_blocks_per_sm"], rules["max_threads_per_sm"] // q["threads"])
     grid = [nsm * max(per_sm_max, 1) * 2, 1]
     params = {**q, "regs": regs, "grid": grid, "warps_per_block": -(-q["threads"] // 32), "launches": LAUNCHES}
@@ -331,7 +333,7 @@ def run_fairness(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> 
     each launch's waves per block (fairness.encode_ids)."""
     q = p.params
     regs = built.regs
-    pred = an.predict_blocks(q["threads"], regs, q["smem"], rules)
+    pred = occupancy.predict_blocks(q["threads"], regs, q["smem"], rules)
     params = {**q, "regs": regs, "launches": FAIR_LAUNCHES, "spin_cycles": FAIR_SPIN, "sms_reported": nsm,
               "grid_per_sm": round(q["grid"] / nsm, 4)}
     per, maps, wave_strs, unequal = [], [], [], []
@@ -413,8 +415,8 @@ def _rates(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: i
     s1, s2 = pair_spans(dev, pair, nsm, warps, smem)
     d_ops = warps * (_count(pair[1], ops) - _count(pair[0], ops))
     d_all = warps * (len(pair[1].region) - len(pair[0].region))
-    r = an.rate_stats(an.slope_rates(s1, s2, d_ops))
-    return {**r, "issue": an.rate_stats(an.slope_rates(s1, s2, d_all))["rate"], "sms": len({sm for _r, sm in s2}),
+    r = stats.rate_stats(stats.slope_rates(s1, s2, d_ops))
+    return {**r, "issue": stats.rate_stats(stats.slope_rates(s1, s2, d_all))["rate"], "sms": len({sm for _r, sm in s2}),
             "span_median": [round(float(np.median(list(s.values()))), 1) if s else None for s in (s1, s2)]}
 
 
@@ -434,7 +436,7 @@ def run_pipe_solo(dev: Device, p: Probe, built: dict[str, Built], nsm: int, smem
         at = PIPE_CONFIGS.index(PAIR_CONFIG)
         here = configs["k{}w{}".format(*PAIR_CONFIG)]
         per_launch.append({**{x: here[x] for x in ("rate", "hw", "n", "issue")},
-                           **an.saturation(rates[at:at + 2]), "configs": configs})
+                           **stats.saturation(rates[at:at + 2]), "configs": configs})
     unsat = [i for i, d in enumerate(per_launch) if not d["saturated"]]
     if unsat:
         flags = flags + ["unsaturated: still rising in launches " + ", ".join(
@@ -445,7 +447,7 @@ def run_pipe_solo(dev: Device, p: Probe, built: dict[str, Built], nsm: int, smem
     spi = _count(big, {op}) / (big.kernel.chains * big.kernel.length)
     return Result(p.name, "pipes", float(np.median(vals)) if vals else None, "warp-instr/clk/SM",
                   f"{op} per clock per SM at {k} chains x {w} warps (saturated: {2 * w} warps raise it by less "
-                  f"than {an.RISE - 1:.0%}): the slope between two region lengths, median over (SM, repetition), "
+                  f"than {stats.RISE - 1:.0%}): the slope between two region lengths, median over (SM, repetition), "
                   f"median of {LAUNCHES} launches",
                   params={"parts": [v], "configs": [list(c) for c in PIPE_CONFIGS], "pair_config": list(PAIR_CONFIG),
                           "units": list(SOLO_UNITS), "launches": LAUNCHES, "repetitions_kept": REPS - 1},
@@ -561,9 +563,9 @@ class BehaviourSuite(SuiteBase):
         probes = select(all_probes(ctx.sm_count, ctx.quick), patterns)
         params = {"probes": [p.name for p in probes], "quick": ctx.quick, "launches": LAUNCHES}
         probes = with_pipe_solos(probes)
-        rules = an.occupancy_rules(ctx.target)
+        rules = occupancy.occupancy_rules(ctx.target)
         ctx.state["rules"] = rules
-        ctx.state["smem_one"] = an.one_block_smem(rules)
+        ctx.state["smem_one"] = occupancy.one_block_smem(rules)
         ctx.state["probes"] = {p.name: p for p in probes}
         items = [Item(p.name, p) for p in sorted(probes, key=_order_key)]
         return Plan(items, params)

@@ -6,8 +6,8 @@ stored none."""
 
 from __future__ import annotations
 
-from gpudissect.report.fmt import fmt_bytes, fmt_num
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_bytes, fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
 
 
 def _yes(v) -> str:

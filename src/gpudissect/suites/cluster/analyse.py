@@ -8,8 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from gpudissect.bench.stats import robust_halfwidth
-from gpudissect.suites.behaviour.analyse import max_concurrency, saturation
+from gpudissect.bench.stats import max_concurrency, robust_halfwidth, saturation
 
 DISTANCE_TOL = 0.05  # groups of remote latency that differ by less than this share are alike
 DISTANCE_MIN_CYCLES = 3.0  # ... or by fewer cycles than this

@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpudissect.report.plotting import save_figure as _save
+from gpudissect.report.present.plotting import save_figure as _save
 
 
 def _gpu(doc: dict) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gpudissect.arch.occupancy import occupancy_rules, one_block_smem
 from gpudissect.bench.contract import (
     Context,
     Item,
@@ -40,7 +41,6 @@ from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import ptx_header
 from gpudissect.store.db import Result
-from gpudissect.suites.behaviour.analyse import occupancy_rules, one_block_smem
 from gpudissect.suites.cluster import analyse as an
 from gpudissect.suites.cluster import kernels as kn
 from gpudissect.suites.cluster.checks import check_region

@@ -3,8 +3,8 @@ launch cost, DSM latency, bandwidth and atomics, mapa and cluster barriers."""
 
 from __future__ import annotations
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
 
 
 def key_table(summary: dict) -> ReportTable:

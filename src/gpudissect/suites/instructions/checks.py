@@ -78,7 +78,7 @@ def _composition(region: list[SassInstr]) -> Counter[str]:
 def region_mix(region: list[SassInstr], units: int) -> list[str]:
     """Every SASS instruction of a timed region per PTX instance (``"c*OP"``, c = its count over
     ``units``), harness and moves included: what one span of that region issues, so the limit a
-    rate from that span alone must obey (bench/limits.limit_for)."""
+    rate from that span alone must obey (arch/limits.limit_for)."""
     counts = Counter(ins.full for ins in region)
     return [f"{c / max(units, 1):.6g}*{op}" for op, c in sorted(counts.items())]
 

@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
+from gpudissect.arch.target import Target
 from gpudissect.bench.stats import components
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
@@ -42,7 +43,6 @@ from gpudissect.suites.instructions.template import (
     GenerationError,
     generate_config,
 )
-from gpudissect.target import Target
 
 # measure -> the configuration template.generate_config builds
 CONFIGS = {"latency_read_read": READ_READ, "latency_write_write": WRITE_WRITE}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpudissect.report.plotting import save_figure
+from gpudissect.report.present.plotting import save_figure
 from gpudissect.suites.instructions.view import by_class, class_grid, grid_rows, instruction_rows
 
 

@@ -24,7 +24,8 @@ import statistics
 
 import numpy as np
 
-from gpudissect.bench.limits import check, limit_for, parse_sass
+from gpudissect.arch.limits import check, limit_for, parse_sass
+from gpudissect.arch.target import Target
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import SMID, robust_halfwidth
 from gpudissect.catalog.model import Variant
@@ -43,7 +44,6 @@ from gpudissect.suites.instructions.suite import (
 )
 from gpudissect.suites.instructions.template import generate
 from gpudissect.suites.instructions.verify import MapRecord
-from gpudissect.target import Target
 
 GRID = "grid"
 UNIT = "warp_instr/cycle/SM"

@@ -9,10 +9,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.toolchain import ToolchainMissing
 from gpudissect.suites.instructions.verify import MapRecord, autoverify, autoverify_many
-from gpudissect.target import Target
 
 
 def default_jobs() -> int:

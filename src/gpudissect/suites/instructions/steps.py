@@ -38,7 +38,7 @@ over its shortest chain) plus the schedule's own: the proxies' halfwidths carrie
 scoreboard waits, and one cycle over the instances its slope spans (issue times are whole
 cycles). ``region_cycles`` (the schedule of the whole region) against ``whole_kernel_cycles``
 (that kernel's measured cycles) checks the schedule on the one kernel it is of. The old value, the critical path of the steps' proxy latencies through the region's
-dependence graph (``predict/graph.py``), stays as ``dataflow_latency``; without control codes
+dependence graph (``kernel/dataflow.py``), stays as ``dataflow_latency``; without control codes
 (no PTX in the store, no ptxas, a recompiled SASS that differs) it is the compared value, flagged.
 
 What the schedule leaves out is hardware that ptxas does not encode: a step whose proxy latency
@@ -59,13 +59,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpudissect.bench.limits import Limits, load_limits, parse_sass
+from gpudissect.arch.limits import Limits, load_limits, parse_sass
 from gpudissect.bench.stats import fit_line, robust_halfwidth
 from gpudissect.kernel.control import Control, attach, kernel_controls
+from gpudissect.kernel.dataflow import dependence_graph, reads, writes
 from gpudissect.kernel.region import KINDS, MOVE_RE, RegionNotFound, find_region
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.sass import parse_sass as parse_sass_text
-from gpudissect.predict.graph import dependence_graph, reads, writes
 from gpudissect.predict.tables import UNTRUSTED
 from gpudissect.store.db import Result
 
@@ -304,7 +304,7 @@ def positions(instrs: list[SassInstr], steps: dict[str, float], instances: int) 
 
 def wide_reads(ins: SassInstr) -> set[str]:
     """The registers an instruction reads, with IMAD.WIDE's two 32-bit sources as such.
-    ``predict/graph.py`` reads every register operand of a ``.WIDE`` instruction as a pair (the
+    ``kernel/dataflow.py`` reads every register operand of a ``.WIDE`` instruction as a pair (the
     model of the predictor, kept for the verdict); the ISA's IMAD.WIDE multiplies two 32-bit
     sources (only its addend and result are pairs, ``SassInstr.source_slots``): the path under
     both is stored."""
@@ -315,7 +315,7 @@ def wide_reads(ins: SassInstr) -> set[str]:
 
 def critical_path(instrs: list[SassInstr], latency: Callable[[str], tuple[float, float] | None],
                   narrow_wide: bool = False) -> CriticalPath:
-    """Longest read-after-write path through straight-line SASS (``predict/graph.py``'s edges):
+    """Longest read-after-write path through straight-line SASS (``kernel/dataflow.py``'s edges):
     each instruction finishes its latency after the latest of its producers (``latency(full
     opcode)`` -> (cycles, halfwidth), None when unknown: 0, named in ``missing``). The halfwidth
     adds along the path. ``narrow_wide``: IMAD.WIDE's two 32-bit sources read as such
@@ -415,7 +415,7 @@ def issue_schedule(pairs: Pairs, latency_of: Callable[[str], float | None],
 
 
 def producers(instrs: list[SassInstr]) -> list[list[int]]:
-    """Per instruction, the earlier instructions whose result it reads (``predict/graph.py``'s
+    """Per instruction, the earlier instructions whose result it reads (``kernel/dataflow.py``'s
     register model and its same-iteration edges: a predicated writer does not end the search;
     IMAD.WIDE's sources as 32-bit, :func:`wide_reads`), in one pass."""
     last: dict[str, list[int]] = {}

@@ -15,9 +15,10 @@ from fractions import Fraction
 
 import numpy as np
 
+from gpudissect.arch.limits import BRANCHES, Limit, check, checked_sass, limit_for, parse_sass
+from gpudissect.arch.target import Target, paired_sass
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase, SuiteInputError
 from gpudissect.bench.contract import Plan as RunPlan
-from gpudissect.bench.limits import BRANCHES, Limit, check, checked_sass, limit_for, parse_sass
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import (
     Fit,
@@ -74,7 +75,6 @@ from gpudissect.suites.instructions.template import (
     generate,
 )
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many, check_built
-from gpudissect.target import Target, paired_sass
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import tomllib
 from functools import cache
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.model import (
     ADDRESS_KINDS,
     CATALOG_DIR,
@@ -36,11 +37,10 @@ from gpudissect.catalog.model import (
     Variant,
     fill,
 )
-from gpudissect.catalog.values import bits_for, chain_init_spec, operand_spec
+from gpudissect.catalog.operand_values import bits_for, chain_init_spec, operand_spec
 from gpudissect.kernel.ptx import RUN_PROLOGUE, Kernel, ptx_header
 from gpudissect.kernel.timing import Repeat, SmSync, repeated, row_words
 from gpudissect.suites.instructions.strategies import Strategy
-from gpudissect.target import Target
 
 SMEM_BYTES_PER_THREAD = 8
 # the register an address operand of each kind reads (set up before the timed region)

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cache
 
-from gpudissect.bench.limits import BRANCHES, parse_sass
+from gpudissect.arch.limits import BRANCHES, parse_sass
+from gpudissect.arch.target import Target
 from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.catalog.model import CATALOG_DIR, REG_CLASS, Operand, Variant
-from gpudissect.catalog.values import bits_for
+from gpudissect.catalog.operand_values import bits_for
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
@@ -47,7 +48,6 @@ from gpudissect.store.db import Result
 from gpudissect.suites.instructions.operands import equivalent
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.template import GenerationError, generate, glue_ptx
-from gpudissect.target import Target
 
 VALUE_FILE = CATALOG_DIR / "value_classes.toml"
 MEASURE = "latency_values"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import attach, kernel_controls, region_stalls
@@ -15,7 +16,6 @@ from gpudissect.suites.instructions.checks import CheckResult, Sample, check_fam
 from gpudissect.suites.instructions.registers import register_map
 from gpudissect.suites.instructions.strategies import Strategy, default_order
 from gpudissect.suites.instructions.template import GenerationError, generate
-from gpudissect.target import Target
 
 VERIFY_LENGTHS = (4, 8, 12)
 

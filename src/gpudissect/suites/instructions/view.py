@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.metrics import lookup
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.read.metrics import lookup
 from gpudissect.suites.instructions import steps
 from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, MODES
 from gpudissect.suites.instructions.operands import GUARDS, MEASURE

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpudissect.bench.staircase import detect, pooled_spread, spread_threshold
 from gpudissect.bench.stats import fit_line
-from gpudissect.bench.steps import detect, pooled_spread, spread_threshold
 from gpudissect.suites.memory import bandwidth as bwm
 from gpudissect.suites.memory import texture as tex
 

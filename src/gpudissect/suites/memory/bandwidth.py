@@ -33,17 +33,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
 from gpudissect.bench.stats import noise_flag, per_sm
 from gpudissect.device.device import Buf
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.timing import timed
-from gpudissect.report.fmt import fmt_bytes
+from gpudissect.report.present.fmt import fmt_bytes
 from gpudissect.store.db import Result
-from gpudissect.suites.behaviour.analyse import occupancy_rules, predict_blocks
 
 if TYPE_CHECKING:
+    from gpudissect.arch.target import Target
     from gpudissect.suites.memory.suite import Launcher
-    from gpudissect.target import Target
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 PREFIX = "bwk_"
@@ -872,7 +872,7 @@ def occupancy_figure(doc: dict, outdir: Path) -> list[Path]:
     the saturated figure marked; TB/s on a linear axis from 0."""
     import matplotlib.pyplot as plt
 
-    from gpudissect.report.plotting import save_figure
+    from gpudissect.report.present.plotting import save_figure
     pts = _points(doc, "bwconfig/")
     if not pts:
         return []
@@ -920,7 +920,7 @@ def footprint_figure(doc: dict, outdir: Path) -> list[Path]:
     write and read with the 256-byte prefetch hint (open marks: the longer region)."""
     import matplotlib.pyplot as plt
 
-    from gpudissect.report.plotting import save_figure
+    from gpudissect.report.present.plotting import save_figure
     series = footprint_series(doc.get("records", []))
     if not series:
         return []

@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
-from gpudissect.report.fmt import fmt_bandwidth, fmt_bytes
-from gpudissect.report.plotting import Bands
-from gpudissect.report.plotting import save_figure as _save
+from gpudissect.report.present.fmt import fmt_bandwidth, fmt_bytes
+from gpudissect.report.present.plotting import Bands
+from gpudissect.report.present.plotting import save_figure as _save
 from gpudissect.suites.memory import bandwidth as bwm
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.bench import contract
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
+from gpudissect.bench.staircase import detect, pooled_spread, refine_points
 from gpudissect.bench.stats import noise_flag
-from gpudissect.bench.steps import detect, pooled_spread, refine_points
 from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Device, Tex
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.ptx import Kernel, ptx_header
@@ -31,7 +32,6 @@ from gpudissect.suites.memory import bandwidth as bwm
 from gpudissect.suites.memory import kernels as gm
 from gpudissect.suites.memory import texture as tex
 from gpudissect.suites.memory.checks import MemCheck, check_region
-from gpudissect.target import Target
 
 MiB = 1 << 20
 

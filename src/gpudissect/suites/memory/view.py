@@ -6,8 +6,8 @@ readable units (KiB/MiB/GiB, TB/s); '-' where it stored none."""
 
 from __future__ import annotations
 
-from gpudissect.report.fmt import fmt_bandwidth, fmt_bytes, fmt_num
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_bandwidth, fmt_bytes, fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
 
 # level: (load path of its hit latency, key in "sizes", key in "line_sizes", bandwidth prefix)
 LEVELS = {

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gpudissect.bench.stats import fit_line, noise_flag, per_sm
+from gpudissect.bench.stats import fit_line, noise_flag, per_sm, rate_stats, slope_rates
 from gpudissect.kernel.sass import SassInstr
-from gpudissect.suites.behaviour.analyse import rate_stats, slope_rates
 
 EXPECT_FILE = Path(__file__).with_name("expected_sass.toml")
 PLATEAU = 0.95  # a warp count reaches the plateau when its rate is within 5% of the sweep's peak

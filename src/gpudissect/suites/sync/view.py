@@ -4,8 +4,8 @@ launch costs. Values as the suite stored them; '-' where it stored none."""
 
 from __future__ import annotations
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.tabular import Cell, ReportTable
 
 
 def atomic_table(summary: dict, space: str) -> ReportTable | None:

@@ -23,14 +23,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import is_clock_read, is_move
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.toolchain import PtxasError
-from gpudissect.suites.tensor.kernels import tensor_arch
-from gpudissect.target import Target
 
 TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
 LDST_OP = re.compile(r"^(LDSM|STSM)$")

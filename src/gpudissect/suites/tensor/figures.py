@@ -10,8 +10,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gpudissect.report.fmt import fmt_tera
-from gpudissect.report.plotting import Bands, save_figure
+from gpudissect.report.present.fmt import fmt_tera
+from gpudissect.report.present.plotting import Bands, save_figure
 from gpudissect.suites.tensor.view import op_kind, peak_rows, tensor_rows
 
 LAYOUT_FIGS = ("mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k8.f32.tf32.f32",

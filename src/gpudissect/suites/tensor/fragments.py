@@ -11,7 +11,7 @@ it is most likely built from: the stated mma.sync layouts, tiled.
   position + 1); the stored matrix yields, per element, the slot that wrote it.
 
 Slots are (lane, element) with element = register*elements_per_register + position (low
-bits first), as for mma.sync (layout.py). Sub-byte elements are packed low bits
+bits first), as for mma.sync (layout_reference.py). Sub-byte elements are packed low bits
 first in memory and in registers. Code 0 means "nothing arrived" (zero-filled buffers).
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpudissect.catalog.tensor import element
-from gpudissect.suites.tensor.layout import Shape, reference_layout
+from gpudissect.suites.tensor.layout_reference import Shape, reference_layout
 
 # bits of each element field the digits go into: tf32 keeps them above the 13 low mantissa
 # bits that the tensor core ignores, in case a load path ever drops them

@@ -19,26 +19,21 @@ and store D: the host designs the experiments (fragment layout inference).
 
 from __future__ import annotations
 
-import numpy as np
-
+from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant, element
-from gpudissect.kernel.ptx import Kernel, ptx_header
-from gpudissect.kernel.timing import Repeat, repeated, row_words
-from gpudissect.target import Target
-
-# the repetition loop of the timing kernels (kernel/timing.py), in the registers _prologue declares
-TIMED_REPS = 3  # repetitions of a timing kernel's region (word 0 of 'in'); the first is dropped
-REPEAT = Repeat(times="%tptr", label="LOOP", pred="%lp", smid32="%xsmid", smid64="%a64")
-
-
-def tensor_arch(target: Target) -> str:
-    """The architecture every tensor kernel is written and compiled for: the
-    architecture-specific one (wgmma needs it; mma.sync compiles to the same code)."""
-    return target.for_features(specific=True)
-
-
-def tensor_header(target: Target) -> str:
-    return ptx_header(target.ptx_isa, tensor_arch(target))
+from gpudissect.kernel.mma import (
+    SP_META_REG,
+    entry_finish,
+    entry_prologue,
+    mma_instr,
+    random_words,
+    sink_accumulators,
+    sparse_meta_decl,
+    tensor_header,
+    timed_region,
+)
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.wgmma import descriptor, wg_sbo
 
 
 def _regdecl(v: MmaVariant) -> tuple[str, str]:
@@ -53,62 +48,12 @@ def _ab_decl(v: MmaVariant) -> tuple[str, str]:
     return cls, "%fa" if cls == ".f64" else "%ra"
 
 
-def _sink(lines: list[str], regs: list[str], cls: str) -> None:
-    """xor the accumulators into %acc (u32)."""
-    for r in regs:
-        if cls == ".f64":
-            lines.append(f"  mov.b64 %sk64, {r};")
-            lines.append("  cvt.u32.u64 %sk, %sk64;")
-        elif cls == ".f32":
-            lines.append(f"  mov.b32 %sk, {r};")
-        else:
-            lines.append(f"  mov.b32 %sk, {r};")
-        lines.append("  xor.b32 %acc, %acc, %sk;")
 
 
-def _prologue(name: str, extra_decl: list[str]) -> list[str]:
-    return [
-        f".visible .entry {name}(.param .u64 in, .param .u64 out, .param .u64 times)",
-        "{",
-        "  .reg .b32 %xtid, %xntid, %xctaid, %gtid, %reps, %rep, %xsmid, %acc, %sk, %w;",
-        "  .reg .b64 %in, %out, %times, %tptr, %t0, %t1, %a64, %sk64, %off;",
-        "  .reg .pred %lp;",
-        *extra_decl,
-        "  ld.param.u64 %in, [in];",
-        "  ld.param.u64 %out, [out];",
-        "  ld.param.u64 %times, [times];",
-        "  cvta.to.global.u64 %in, %in;",
-        "  cvta.to.global.u64 %out, %out;",
-        "  cvta.to.global.u64 %times, %times;",
-        "  mov.u32 %xtid, %tid.x;",
-        "  mov.u32 %xntid, %ntid.x;",
-        "  mov.u32 %xctaid, %ctaid.x;",
-        "  mad.lo.u32 %gtid, %xctaid, %xntid, %xtid;",
-        "  ld.global.u32 %reps, [%in];",
-        "  mov.u32 %acc, 0;",
-    ]
 
 
-def _epilogue(lines: list[str], body: list[str]) -> list[str]:
-    """This warp's row of timestamps, then ``body`` timed ``%reps`` (= TIMED_REPS) times
-    (kernel/timing.py)."""
-    return [
-        *lines,
-        "  shr.u32 %w, %gtid, 5;",
-        f"  mul.wide.u32 %off, %w, {8 * row_words(TIMED_REPS)};",
-        "  add.u64 %tptr, %times, %off;",
-        *repeated(body, "%reps", REPEAT, keep=TIMED_REPS),
-    ]
 
 
-def _finish(out: list[str], sink: list[str]) -> list[str]:
-    return out + sink + [
-        "  mul.wide.u32 %off, %gtid, 4;",
-        "  add.u64 %a64, %out, %off;",
-        "  st.global.u32 [%a64], %acc;",
-        "  ret;",
-        "}",
-    ]
 
 
 def _text(lines: list[str]) -> str:
@@ -116,20 +61,10 @@ def _text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SP_META_REG = "%spmeta"
 
 
-def _sp_decl(v: MmaVariant) -> list[str]:
-    """Declaration and value of the sparsity metadata register (sparse variants only)."""
-    if not v.sparse:
-        return []
-    return [f"  .reg .b32 {SP_META_REG};", f"  mov.b32 {SP_META_REG}, {v.sp_meta:#x};"]
 
 
-def mma_instr(v: MmaVariant, d: list[str], a: list[str], b: list[str], c: list[str]) -> str:
-    tail = f", {SP_META_REG}, {v.sp_sel}" if v.sparse else ""
-    return (f"  {v.ptx} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, "
-            f"{{{', '.join(c)}}}{tail};")
 
 
 def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int, warps: int,
@@ -141,7 +76,7 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     if v.regs["d"] != rcn:
         raise ValueError(f"{v.name}: D and C fragments differ in size; cannot chain")
     decl = [f"  .reg {ac} {ap}<{ra + rb}>;", f"  .reg {cc} {cp}<{rcn * chains}>;"]
-    lines = _prologue(name, decl) + _sp_decl(v)
+    lines = entry_prologue(name, decl) + sparse_meta_decl(v)
     wide = ac == ".f64"
     word = element(v.atype).reg_bytes
     a = [f"{ap}{i}" for i in range(ra)]
@@ -159,32 +94,19 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     for _ in range(length):
         for ch in range(chains):
             body.append(mma_instr(v, creg[ch], a, b, creg[ch]))
-    out = _epilogue(lines, body)
+    out = timed_region(lines, body)
     sink: list[str] = []
-    _sink(sink, [r for ch in creg for r in ch], cc)
-    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, chains, length,
+    sink_accumulators(sink, [r for ch in creg for r in ch], cc)
+    return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, measure, chains, length,
                   warps)
 
 
 # --- wgmma -------------------------------------------------------------------------------
 
-# K-major, no swizzle: core matrices of 8 rows x 16 bytes; K extent is 32 bytes for every
-# dense type (16 f16, 8 tf32, 32 fp8/int8, 256 b1) = 2 core matrices along K. Sparse wgmma:
-# A holds K/2 (32 bytes again), B the logical K (64 bytes = 4 core matrices along K).
-WG_LBO = 128  # bytes between the core matrices along K
-WG_SBO = 256  # bytes between core matrices along M/N (8 rows) of a 32-byte K extent
 
 
-def wg_sbo(k_bytes: int) -> int:
-    """Bytes between 8-row groups along M/N of a tile whose rows hold ``k_bytes`` along K."""
-    return 8 * max(k_bytes, 32)
 
 
-def descriptor(addr_bytes: int, lbo: int = WG_LBO, sbo: int = WG_SBO, swizzle: int = 0) -> int:
-    """The 64-bit wgmma matrix descriptor (seed 004): start address, leading and stride byte
-    offsets encoded as (x & 0x3FFFF) >> 4, swizzle mode in bits 62-63."""
-    enc = lambda x: (x & 0x3FFFF) >> 4  # noqa: E731
-    return enc(addr_bytes) | (enc(lbo) << 16) | (enc(sbo) << 32) | ((swizzle & 3) << 62)
 
 
 def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, length: int,
@@ -209,7 +131,7 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
     ]
     if v.sparse:
         decl.append(f"  .reg .b32 {SP_META_REG};")
-    lines = _prologue(name, decl)
+    lines = entry_prologue(name, decl)
     if v.sparse:
         lines.append(f"  mov.b32 {SP_META_REG}, {v.sp_meta:#x};")
     # fill shared memory: thread t copies words t, t+ntid, ... from in[1 + (w % 256)]
@@ -265,10 +187,10 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
             body.append("  wgmma.wait_group.sync.aligned 0;")
     if measure != "latency":
         body.append("  wgmma.wait_group.sync.aligned 0;")
-    out = _epilogue(lines, body)
+    out = timed_region(lines, body)
     sink: list[str] = []
-    _sink(sink, [r for d in dreg for r in d], dcls)
-    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, accs, length,
+    sink_accumulators(sink, [r for d in dreg for r in d], dcls)
+    return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, measure, accs, length,
                   4 * warpgroups, meta={"n": n, "a_from": "registers" if a_regs else "shared",
                                         "warpgroups": warpgroups, "accs": accs})
 
@@ -332,7 +254,7 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
     decl = [f"  .reg .b32 %sa, %i, %la, %lw<{2 * v.regs + 2}>, %ad<{chains}>;", "  .reg .b64 %lq;",
             f"  .reg {v.cls} %d<{v.regs * chains}>;",
             "  .reg .pred %sp;", f"  .shared .align 128 .b8 smem[{LDST_SMEM}];"]
-    lines = _prologue(name, decl)
+    lines = entry_prologue(name, decl)
     lines += [
         "  mov.u32 %i, %xtid;",
         "FILL:",
@@ -373,11 +295,11 @@ def ldst_kernel(v: LdstVariant, name: str, measure: str, chains: int, length: in
                 body += _ldst_addr(v, c, d[c])
             else:
                 body.append(f"  {v.ptx} [%ad{c}], {regs}{stride};")
-    out = _epilogue(lines, body)
+    out = timed_region(lines, body)
     sink: list[str] = []
-    _sink(sink, [r for c in d for r in c], v.cls)
-    _sink(sink, [f"%ad{c}" for c in range(chains)], ".b32")
-    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, measure, chains, length,
+    sink_accumulators(sink, [r for c in d for r in c], v.cls)
+    sink_accumulators(sink, [f"%ad{c}" for c in range(chains)], ".b32")
+    return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, measure, chains, length,
                   warps)
 
 
@@ -401,7 +323,7 @@ def probe_kernel(v: MmaVariant, name: str, target: Target) -> Kernel:
         "  .reg .b64 %in, %out, %off, %p;",
         f"  .reg {ac} {ap}<{ra + rb}>;",
         f"  .reg {cc} {cp}<{rcn + rd}>;",
-        *_sp_decl(v),
+        *sparse_meta_decl(v),
         "  ld.param.u64 %in, [in];",
         "  ld.param.u64 %out, [out];",
         "  cvta.to.global.u64 %in, %in;",
@@ -500,31 +422,3 @@ def fragment_words(typ: str, regs: int, data: str, seed: int = 0) -> list[int]:
     return operand_words(typ, regs, data)
 
 
-def random_words(typ: str, n: int, seed: int = 0) -> list[int]:
-    """``n`` random finite operand words (shared-memory tiles of the wgmma kernels, fragment
-    registers): magnitudes in [0.5, 1) with random signs for floats, random bytes for
-    integers/bits."""
-    rng = np.random.default_rng(seed)
-    if typ == "f64":
-        vals = rng.uniform(0.5, 1.0, size=-(-n // 2)) * rng.choice([-1.0, 1.0], size=-(-n // 2))
-        return [int(x) for x in vals.astype(np.float64).view(np.uint32)[:n]]
-    if typ in ("f16", "bf16", "e4m3", "e5m2"):
-        vals = rng.uniform(0.5, 1.0, size=2 * n) * rng.choice([-1.0, 1.0], size=2 * n)
-        if typ == "f16":
-            h = vals.astype(np.float16).view(np.uint16).astype(np.uint32)
-        elif typ == "bf16":
-            h = (vals.astype(np.float32).view(np.uint32) >> 16).astype(np.uint32)
-        else:  # fp8: sign | exponent for [0.5, 1) | random mantissa
-            _, mbits, bias = element(typ).minifloat
-            e = bias - 1
-            mant = rng.integers(0, 1 << mbits, size=4 * n)
-            sign = rng.integers(0, 2, size=4 * n)
-            b = (sign << 7) | (e << mbits) | mant
-            b = b.reshape(n, 4).astype(np.uint32)
-            return [int(x) for x in (b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24))]
-        h = h.reshape(n, 2)
-        return [int(x) for x in (h[:, 0] | (h[:, 1] << 16))]
-    if typ in ("tf32", "f32"):
-        vals = rng.uniform(0.5, 1.0, size=n) * rng.choice([-1.0, 1.0], size=n)
-        return [int(x) for x in vals.astype(np.float32).view(np.uint32)]
-    return [int(x) for x in rng.integers(0, 1 << 32, size=n, dtype=np.uint64)]

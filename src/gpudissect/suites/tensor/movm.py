@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.mma import tensor_arch, tensor_header
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.store.db import Result
-from gpudissect.suites.tensor.kernels import tensor_arch, tensor_header
-from gpudissect.target import Target
 
 NAME = "movmatrix.m8n8.trans.b16"
 PTX = "movmatrix.sync.aligned.m8n8.trans.b16"

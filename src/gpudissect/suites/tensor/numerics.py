@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpudissect.catalog.tensor import element
-from gpudissect.suites.tensor.layout import Design, Shape, reference_layout
+from gpudissect.suites.tensor.layout_reference import Design, Shape, reference_layout
 
 ULP1 = 2.0 ** -23  # f32 ulp of 1.0
 

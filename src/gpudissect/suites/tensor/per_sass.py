@@ -24,9 +24,11 @@ from fractions import Fraction
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import MmaVariant, element, load_tensor_catalog
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.region import find_region
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.store.db import Result
@@ -38,9 +40,8 @@ from gpudissect.suites.tensor.checks import (
     compile_work,
     sass_steps,
 )
-from gpudissect.suites.tensor.kernels import mma_kernel, tensor_arch
+from gpudissect.suites.tensor.kernels import mma_kernel
 from gpudissect.suites.tensor.step_kernels import ONE_STEP, Steps, stepped_in_words, stepped_kernel
-from gpudissect.target import Target
 
 ROUNDS = 17
 WARMUP = 1

@@ -20,23 +20,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import MmaVariant, element
-from gpudissect.kernel.ptx import Kernel
-from gpudissect.kernel.timing import clock_read
-from gpudissect.suites.tensor.kernels import (
-    _ab_decl,
-    _finish,
-    _prologue,
-    _regdecl,
-    _sink,
-    _sp_decl,
-    _text,
-    as_words,
+from gpudissect.kernel.mma import (
+    entry_finish,
+    entry_prologue,
     mma_instr,
-    operand_words,
+    sink_accumulators,
+    sparse_meta_decl,
     tensor_header,
 )
-from gpudissect.target import Target
+from gpudissect.kernel.ptx import Kernel
+from gpudissect.kernel.timing import clock_read
+from gpudissect.suites.tensor.kernels import _ab_decl, _regdecl, _text, as_words, operand_words
 
 
 @dataclass(frozen=True)
@@ -134,7 +130,7 @@ def stepped_kernel(v: MmaVariant, steps: Steps, name: str, target: Target) -> Ke
     decl = [use_decl, f"  .reg {ac} {a[0][0].rstrip('0123456789')}<{len(a) * len(a[0]) + len(b) * len(b[0])}>;",
             f"  .reg {cc} {c[0][0].rstrip('0123456789')}<{len(c) * len(c[0])}>;",
             f"  .reg .b64 %ck<{k}>;"]
-    lines = _prologue(name, decl) + _sp_decl(v)
+    lines = entry_prologue(name, decl) + sparse_meta_decl(v)
     wide = ac == ".f64"
     off = 8
     for r in [x for f in a + b for x in f]:
@@ -149,8 +145,8 @@ def stepped_kernel(v: MmaVariant, steps: Steps, name: str, target: Target) -> Ke
     segments.append(use)
     out = _clocked_rounds(lines, segments)
     sink: list[str] = []
-    _sink(sink, temps, ".b32")
-    _sink(sink, [r for f in c for r in f], cc)
-    return Kernel(name, tensor_header(target), _text(_finish(out, sink)), v.name, "per_sass",
+    sink_accumulators(sink, temps, ".b32")
+    sink_accumulators(sink, [r for f in c for r in f], cc)
+    return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, "per_sass",
                   steps.count("acc"), steps.n, 1,
                   meta={"clocks": k, "steps": steps.to_json(), "in_words": (off + 3) // 4})

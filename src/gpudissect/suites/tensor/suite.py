@@ -19,7 +19,7 @@ them as one module, check the SASS (checks.py), then on the GPU:
   warp's issue interval; the variants of ``Sweep.data_variants``: their peak configuration
   again with zero and with random operands, and (items of their own, after every sweep)
   sustained for about 200 ms with zero, random and zero operands;
-* layout (mma.sync and mma.sp, native or emulated variants): probe experiments, layout.py
+* layout (mma.sync and mma.sp, native or emulated variants): probe experiments, layout_reference.py
   (numerics: native dense variants); wmma.load / wmma.store: fragments.py;
 * per_sass (native variants of several tensor SASS per instruction, e.g. wmma): clock reads
   between the SASS, via single-SASS partners (per_sass.py).
@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.arch.occupancy import occupancy_rules
+from gpudissect.arch.target import Target
 from gpudissect.bench.clock import clock_flag as sm_clock_flag
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
@@ -52,12 +54,13 @@ from gpudissect.catalog.tensor import (
 )
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
+from gpudissect.kernel.mma import TIMED_REPS, random_words
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
-from gpudissect.suites.behaviour.analyse import occupancy_rules
-from gpudissect.suites.tensor import layouts, movm
+from gpudissect.suites.tensor import layout_probe as layouts
+from gpudissect.suites.tensor import movm
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import (
     TensorCheck,
@@ -68,12 +71,10 @@ from gpudissect.suites.tensor.checks import (
     settle_status,
 )
 from gpudissect.suites.tensor.kernels import (
-    TIMED_REPS,
     fragment_words,
     ldst_kernel,
     mma_kernel,
     operand_words,
-    random_words,
     wgmma_kernel,
 )
 from gpudissect.suites.tensor.peak import Peak as PeakRef
@@ -89,7 +90,6 @@ from gpudissect.suites.tensor.sweep import (
     sustained,
     time_config,
 )
-from gpudissect.target import Target
 
 REPS = TIMED_REPS
 

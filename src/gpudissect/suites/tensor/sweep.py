@@ -27,9 +27,9 @@ from gpudissect.bench.stats import (
 )
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built
+from gpudissect.kernel.mma import TIMED_REPS
 from gpudissect.kernel.timing import row_words
 from gpudissect.store.db import Result
-from gpudissect.suites.tensor.kernels import TIMED_REPS
 
 PEAK_TOL = 0.02  # a configuration within this share of the best is at the peak
 RISE = 1.02  # more warps that raise an accumulator count's rate by less than this: it stops there

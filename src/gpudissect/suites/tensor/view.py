@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from gpudissect.report.fmt import fmt_num, fmt_sig, fmt_tera
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.present.fmt import fmt_num, fmt_sig, fmt_tera
+from gpudissect.report.present.tabular import Cell, ReportTable
 from gpudissect.suites.tensor.analyse import record_group
 
 INT_TYPES = frozenset({"s8", "u8", "s4", "u4", "b1"})

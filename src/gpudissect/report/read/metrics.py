@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from gpudissect.report.load import ResultSet
+from gpudissect.report.read.results import ResultSet
 
 # flags that make a value unusable for a derived quantity (the report still shows it, flagged)
 BAD_FLAGS = ("error", "unverified", "non-positive slope", "sass")

@@ -27,9 +27,9 @@ import json
 import re
 from dataclasses import dataclass, replace
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import all_metrics, key_quantities, metric_specs
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.read.metrics import all_metrics, key_quantities, metric_specs
+from gpudissect.report.read.results import ResultSet
 from gpudissect.suites import suite_module
 
 SCHEMA = "gpudissect.compare/1"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import statistics
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import lookup
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.read.metrics import lookup
+from gpudissect.report.read.results import ResultSet
 from gpudissect.suites.behaviour.view import markdown_section as behaviour_markdown
 from gpudissect.suites.instructions.view import (
     by_class,

@@ -3,9 +3,9 @@
 What a reader needs comes first: each suite's key table (instructions, memory levels, tensor
 peaks, behaviour verdicts), its findings as a table, its figures; the raw dumps (summary data,
 records, the suite's own wording of single-variant findings) follow folded away in closed
-``<details>``. Numbers are formatted (units, dates) by :mod:`gpudissect.report.fmt`, never
+``<details>``. Numbers are formatted (units, dates) by :mod:`gpudissect.report.present.fmt`, never
 changed. With other result sets to compare with (``report --compare``), a GPU comparison
-follows the key quantities: the key view of :mod:`gpudissect.report.compare`, then the full
+follows the key quantities: the key view of :mod:`gpudissect.report.assemble.compare`, then the full
 comparison folded away.
 """
 
@@ -20,12 +20,18 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from gpudissect.fleet.page import fleet_section
-from gpudissect.report import compare as cmp
-from gpudissect.report.figures import Figure, suite_figures
-from gpudissect.report.fmt import fmt_keyed, fmt_num, fmt_quantity, fmt_seconds, fmt_timestamp
-from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import all_metrics
-from gpudissect.report.tabular import Cell, ReportTable
+from gpudissect.report.assemble import compare as cmp
+from gpudissect.report.assemble.suite_figures import Figure, suite_figures
+from gpudissect.report.present.fmt import (
+    fmt_keyed,
+    fmt_num,
+    fmt_quantity,
+    fmt_seconds,
+    fmt_timestamp,
+)
+from gpudissect.report.present.tabular import Cell, ReportTable
+from gpudissect.report.read.metrics import all_metrics
+from gpudissect.report.read.results import ResultSet
 from gpudissect.suites import suite_module
 
 MAX_RECORD_ROWS = 1500
@@ -328,7 +334,7 @@ def render_html(rs: ResultSet, data_dir: Path | None = None, compare_with: list[
                 threshold: float = 0.10) -> str:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("gpudissect.report", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("gpudissect.report.assemble", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]),
                              undefined=jinja2.StrictUndefined)
     tpl = env.get_template("report.html.j2")

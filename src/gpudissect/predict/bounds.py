@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from gpudissect.kernel.dataflow import Edge, dependence_graph
 from gpudissect.kernel.sass import SassInstr
-from gpudissect.predict.graph import Edge, dependence_graph
 from gpudissect.predict.tables import Entry, Tables
 
 UNKNOWN_LATENCY = 1.0  # what an unknown latency counts as: the next issue cycle (a lower bound)

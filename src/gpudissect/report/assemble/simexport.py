@@ -23,9 +23,9 @@ import tomllib
 from functools import cache
 from importlib import resources
 
-from gpudissect.report.fmt import fmt_num
-from gpudissect.report.load import ResultSet
-from gpudissect.report.metrics import BAD_FLAGS, Found, lookup
+from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.read.metrics import BAD_FLAGS, Found, lookup
+from gpudissect.report.read.results import ResultSet
 from gpudissect.suites.instructions.view import instruction_rows
 
 SCHEMA = "gpudissect.simexport/1"

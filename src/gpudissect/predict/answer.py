@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpudissect.predict import PredictError
+from gpudissect.predict.bounds import predict
 from gpudissect.predict.loops import select_loops
-from gpudissect.predict.model import predict
 from gpudissect.predict.render import summary, table_lines, timeline_lines
 from gpudissect.predict.source import Program, base_arch, read_input
 from gpudissect.predict.tables import Tables, load_tables
@@ -16,7 +16,7 @@ ITERATIONS = 16
 
 
 def default_data() -> Path:
-    from gpudissect.report.write import SHIPPED, shipped_results
+    from gpudissect.report.read.shipped import SHIPPED, shipped_results
 
     d = shipped_results()
     if d is None:

@@ -1,4 +1,4 @@
-"""Fragment-layout experiment of one mma.sync variant on the GPU (layout.py designs
+"""Fragment-layout experiment of one mma.sync variant on the GPU (layout_reference.py designs
 the probes and checks the result against the PTX reference layout)."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ import dataclasses
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, element
 from gpudissect.device.device import Buf, Device
 from gpudissect.kernel.build import Built, build_module
+from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.store.db import Result
 from gpudissect.suites.tensor.fragments import (
@@ -21,8 +23,8 @@ from gpudissect.suites.tensor.fragments import (
 )
 from gpudissect.suites.tensor.fragments import decode as decode_frag
 from gpudissect.suites.tensor.fragments import design as design_frag
-from gpudissect.suites.tensor.kernels import probe_kernel, tensor_arch, wmma_frag_probe
-from gpudissect.suites.tensor.layout import (
+from gpudissect.suites.tensor.kernels import probe_kernel, wmma_frag_probe
+from gpudissect.suites.tensor.layout_reference import (
     Shape,
     check,
     decode,
@@ -32,7 +34,6 @@ from gpudissect.suites.tensor.layout import (
     valid_layout,
 )
 from gpudissect.suites.tensor.numerics import cases_for, interpret, numerics_design
-from gpudissect.target import Target
 
 
 def shape_of(v: MmaVariant) -> Shape:
