@@ -132,16 +132,16 @@ def test_chains_hold_one_instance_per_step(built):
 def test_check_flags_missing_and_harness_opcodes():
     spec = Spec("k", "tma_load", {"tile": 16, "where": "l2"})
     ins = [SassInstr(0, "UBLKCP", ("S", "G"), ()), SassInstr(16, "STG", ("E",), ())]
-    flags = checks.check(SimpleNamespace(name="k", region=ins), spec)
+    flags = checks.check(SimpleNamespace(name="k", region=ins, arch="sm_90"), spec)
     assert any("lacks SYNCS.ARRIVE.TRANS64" in f for f in flags)
     assert any("harness in the timed region: STG.E" in f for f in flags)
-    assert checks.check(SimpleNamespace(name="k", region=[]), spec)[0].endswith("empty timed region")
+    assert checks.check(SimpleNamespace(name="k", region=[], arch="sm_90"), spec)[0].endswith("empty timed region")
 
 
 def test_table_refines_by_parameter():
-    assert "UTMALDG.4D" in checks.expected(Spec("k", "tensor", {"rank": 4}))
-    assert "LDGSTS.E.BYPASS.128" in checks.expected(Spec("k", "cpasync", {"variant": "cg16"}))
-    assert "UBLKRED.G.S.ADD" in checks.expected(Spec("k", "tma_store", {"op": "reduce.add.u32"}))
+    assert "UTMALDG.4D" in checks.expected(Spec("k", "tensor", {"rank": 4}), checks.sass_table("sm_90"))
+    assert "LDGSTS.E.BYPASS.128" in checks.expected(Spec("k", "cpasync", {"variant": "cg16"}), checks.sass_table("sm_90"))
+    assert "UBLKRED.G.S.ADD" in checks.expected(Spec("k", "tma_store", {"op": "reduce.add.u32"}), checks.sass_table("sm_90"))
 
 
 # ------------------------------------------------------------------ analyses

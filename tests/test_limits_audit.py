@@ -24,9 +24,9 @@ def test_limits_data_complete():
     assert {"fp32", "fp16x2", "fp64", "int-fma", "alu", "mufu", "conversion", "bitcount",
             "shfl"} <= names
     assert all(p.source for p in lim.pipes)
-    # the [target] table is still there, unchanged
-    facts = tomllib.loads((DATA_DIR / "arch" / "sm_90.toml").read_text())
-    assert facts["target"]["specific"] == "sm_90a"
+    # the target facts sit beside the limits, in the architecture's folder
+    facts = tomllib.loads((DATA_DIR / "arch" / "sm_90" / "target.toml").read_text())
+    assert facts["specific"] == "sm_90a"
     assert load_limits("sm_90a") is not None
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gpudissect.arch.target import make_target
+from gpudissect.arch.tensor_peaks import Peak, figures, peak_for
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
 from gpudissect.catalog.tensor import load_tensor_catalog
@@ -18,7 +19,6 @@ from gpudissect.suites import get_suite
 from gpudissect.suites.tensor import layout_reference as L
 from gpudissect.suites.tensor import suite as T
 from gpudissect.suites.tensor.checks import Work, check_tensor_family, compile_work, family_key
-from gpudissect.suites.tensor.peak import Peak, figures, peak_for
 
 TARGET = make_target("sm_90")
 SMALL = T.Sweep(lat_lengths=(2, 4), thr_units=(32, 64), mma_chains=(8,), mma_warps=(4,), thr_lengths=(2, 4),

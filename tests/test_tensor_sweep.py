@@ -12,13 +12,13 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
+from gpudissect.bench.tensor_sweep import Config, register_refusal, run_sweep, select_peak
 from gpudissect.catalog.tensor import load_tensor_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result, Store
 from gpudissect.suites.tensor import suite as T
 from gpudissect.suites.tensor.analyse import summarize_run
 from gpudissect.suites.tensor.checks import Work, compile_work
-from gpudissect.suites.tensor.sweep import Config, register_refusal, run_sweep, select_peak
 
 TARGET = make_target("sm_90")
 

@@ -234,9 +234,12 @@ def check_flags(recs: list[dict]) -> list[str]:
 
 
 def _arch(rs: ResultSet) -> str:
-    a = str(rs.provenance().get("arch") or "sm_90")
+    """The architecture the set was measured on (its provenance), without a specific suffix."""
+    a = str(rs.provenance().get("arch") or "")
     m = re.fullmatch(r"(sm_\d+)[a-z]?", a)
-    return m.group(1) if m else "sm_90"
+    if not m:
+        raise LimitsError(f"the data names no architecture (provenance arch: {a or 'none'})")
+    return m.group(1)
 
 
 def audit(path) -> list[str]:

@@ -48,7 +48,9 @@ def load(spec: Path) -> Data:
     except (LoadError, OSError) as e:
         raise AdviseError(f"--data {spec}: {e}") from None
     prov = rs.provenance()
-    arch = prov.get("arch") or "sm_90"
+    arch = prov.get("arch")
+    if not arch:
+        raise AdviseError(f"--data {spec}: the data names no architecture (provenance arch)")
     nsm = int(prov.get("sm_count") or 0)
     if nsm < 1:
         raise AdviseError(f"--data {spec}: the data names no SM count (provenance sm_count)")

@@ -149,9 +149,9 @@ def padding_table(rs: ResultSet) -> list[str]:
     recs = [r for r in rs.records("behaviour") if r.get("measure") == "fairness"]
     prov = rs.provenance()
     nsm = int(prov.get("sm_count") or 0)
-    if not recs or nsm < 1:
+    if not recs or nsm < 1 or not prov.get("arch"):  # the rules are the architecture's
         return []
-    rows = ef.padding_check(recs, occupancy_rules(make_target(rules_arch(prov.get("arch") or "sm_90"))), nsm)
+    rows = ef.padding_check(recs, occupancy_rules(make_target(rules_arch(prov["arch"]))), nsm)
     if not rows:
         return []
     L = ["Block placement against the occupancy rules (behaviour `fairness`): where the rules allow no more "

@@ -1,6 +1,6 @@
 """Physical throughput limits of an SM, to check measured instruction throughputs against.
 
-The limits are reference data (``data/arch/<arch>.toml``, ``[limits]``): the SM's issue limit
+The limits are reference data (``data/arch/<arch>/limits.toml``): the SM's issue limit
 (warp schedulers x one warp-instruction per clock) and per-pipe limits keyed by SASS opcode
 patterns, each with its source. They only CHECK a measurement: a measured throughput above the
 binding limit is a failure of the method (warps that did not overlap, work the compiler removed,
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import cache
 
-from gpudissect import DATA_DIR
+from gpudissect.arch.target import ARCH_DIR, arch_facts
 
 UNIT = "warp-instr/clk/SM"
 BRANCHES = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK"})
@@ -74,29 +73,25 @@ class Limit:
         return f"{what}; source {self.source}"
 
 
-def _limits_file(arch: str):
-    return DATA_DIR / "arch" / f"{arch}.toml"
-
-
 @cache
 def load_limits(arch: str) -> Limits:
-    """The ``[limits]`` of ``data/arch/<arch>.toml`` (``sm_90a`` reads ``sm_90``)."""
+    """The limits of ``data/arch/<arch>/limits.toml`` (``sm_XXa`` reads ``sm_XX``)."""
     m = re.fullmatch(r"(sm_\d+)[a-z]?", arch or "")
     if not m:
         raise LimitsError(f"architecture '{arch}' is not of the form sm_XX")
-    path = _limits_file(m.group(1))
-    if not path.exists():
-        raise LimitsError(f"no architecture data for {arch} ({path})")
-    lim = tomllib.loads(path.read_text()).get("limits")
+    path = ARCH_DIR / m.group(1) / "limits.toml"
+    if not (ARCH_DIR / m.group(1) / "target.toml").exists():
+        raise LimitsError(f"no architecture data for {arch} ({ARCH_DIR / m.group(1)})")
+    lim = arch_facts(m.group(1)).get("limits")
     if not lim or "issue" not in lim:
-        raise LimitsError(f"{path}: no [limits] with an [limits.issue] table")
+        raise LimitsError(f"{path}: no limits with an [issue] table")
     refs = lim.get("sources", {})
 
     def cite(text: str) -> str:
         tags = dict.fromkeys(re.findall(r"\[(\w+)\]", text))
         unknown = [t for t in tags if t not in refs]
         if unknown:
-            raise LimitsError(f"{path}: source tag(s) {unknown} not in [limits.sources]")
+            raise LimitsError(f"{path}: source tag(s) {unknown} not in [sources]")
         urls = "; ".join(f"{t}: {refs[t]['url']}" for t in tags)
         return f"{text} ({urls})" if urls else text
 

@@ -5,28 +5,16 @@ launches by them (memory, tensor), and by ``advise`` and the predictor."""
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from gpudissect.arch.target import TargetError
 
 if TYPE_CHECKING:
     from gpudissect.arch.target import Target
 
 
 def occupancy_rules(target: Target) -> dict:
-    """The CUDA occupancy rules of the target's architecture (the data file its facts name)."""
-    return _rules(target.data_file("occupancy"), target.base)
-
-
-@cache
-def _rules(path: Path, arch: str) -> dict:
-    table = tomllib.loads(path.read_text())
-    if arch not in table:
-        raise TargetError(f"no occupancy rules for {arch} in {path.name}")
-    return table[arch]
+    """The CUDA occupancy rules of the target's architecture (``occupancy.toml`` of its
+    folder)."""
+    return target.table("occupancy")
 
 
 def _round_up(x: int, unit: int) -> int:

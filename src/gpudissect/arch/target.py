@@ -1,9 +1,15 @@
 """The target: one object made once from the GPU or ``--arch`` and passed down.
 
-It carries the architecture (``sm_90``), its architecture-specific form (``sm_90a``: wgmma,
-setmaxnreg), the PTX ISA version the installed ptxas accepts, and the architecture's facts
-from ``data/arch/<arch>.toml`` (reference data: features, occupancy rules, issue and pipe
-limits). Nothing below the command line carries a default architecture.
+It carries the architecture (``sm_XX``), its architecture-specific form (``sm_XXa``: features
+that exist only on that exact architecture), the PTX ISA version the installed ptxas accepts,
+and the architecture's record: every file of its folder ``data/arch/<arch>/`` under the file's
+name (``target``: features and launch limits; ``limits``: issue and pipe limits with sources;
+``occupancy``: the CUDA occupancy rules; ``tensor_peaks``: datasheet peaks per product;
+``predict``: the predictor's constants; ``memory_paths``, ``sync_sass``, ``async_sass``,
+``cluster``: what the suites expect of ptxas and the driver there). An architecture that
+names another in ``target.toml`` (``inherits = "sm_XX"``) has that one's record, file by file
+and table by table, with its own files over it: adding an architecture is one new folder.
+Nothing below the command line carries a default architecture.
 """
 
 from __future__ import annotations
@@ -44,22 +50,28 @@ def ptx_isa_for(cuda_version: str | None) -> str:
 
 
 def supported_archs() -> list[str]:
-    return sorted(p.stem for p in ARCH_DIR.glob("sm_*.toml"))
+    """The architectures with a folder of facts (``data/arch/<arch>/target.toml``)."""
+    return sorted(p.parent.name for p in ARCH_DIR.glob("sm_*/target.toml"))
+
+
+def _example() -> str:
+    """An architecture the tool has data for, for an error line's example."""
+    return f"e.g. {supported_archs()[0]}" if supported_archs() else "e.g. sm_NN"
 
 
 def arch_number(arch: str) -> int:
     m = ARCH_RE.fullmatch(arch)
     if not m:
-        raise TargetError(f"architecture '{arch}' is not of the form sm_XX (e.g. sm_90)")
+        raise TargetError(f"architecture '{arch}' is not of the form sm_XX ({_example()})")
     return int(m.group(1))
 
 
 @dataclass(frozen=True)
 class Target:
-    arch: str  # sm_90 (or sm_90a when asked for: kernels are then compiled for it)
-    specific: str  # sm_90a: the architecture-specific target
+    arch: str  # sm_XX (or sm_XXa when asked for: kernels are then compiled for it)
+    specific: str  # sm_XXa: the architecture-specific target
     ptx_isa: str  # 9.0
-    facts: dict  # data/arch/<arch>.toml
+    facts: dict  # the record of data/arch/<arch>/ (one table per file)
 
     @property
     def sm(self) -> int:
@@ -67,7 +79,7 @@ class Target:
 
     @property
     def base(self) -> str:
-        """The architecture without its specific suffix (sm_90a -> sm_90): the data files' name."""
+        """The architecture without its specific suffix (sm_XXa -> sm_XX): its folder's name."""
         return f"sm_{self.sm}"
 
     def for_features(self, specific: bool) -> str:
@@ -75,18 +87,49 @@ class Target:
         features (wgmma, setmaxnreg)."""
         return self.specific if specific else self.arch
 
-    def data_file(self, key: str):
-        """A reference data file the architecture's facts name (``occupancy = "..."``)."""
-        name = self.facts["target"].get(key)
-        if not name:
-            raise TargetError(f"{self.arch}: no '{key}' in {ARCH_DIR / (self.arch + '.toml')}")
-        return DATA_DIR / name
+    def table(self, name: str) -> dict:
+        """One file of the architecture's record (``occupancy``, ``tensor_peaks``, ...); one
+        clear error where the architecture has none."""
+        if name not in self.facts:
+            raise TargetError(f"{self.arch}: no {name}.toml in {ARCH_DIR / self.base} "
+                              "(nor in an architecture it inherits from)")
+        return self.facts[name]
+
+
+def _merge(under: dict, over: dict) -> dict:
+    """``over`` on top of ``under``, table by table (a value that is not a table replaces)."""
+    out = dict(under)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 @cache
 def arch_facts(base: str) -> dict:
-    """``data/arch/<base>.toml`` (``base``: sm_90, no specific suffix), read once per process."""
-    return tomllib.loads((ARCH_DIR / f"{base}.toml").read_text())
+    """The record of ``data/arch/<base>/`` (``base`` without a specific suffix): each file
+    under its name, over the record of the architecture ``target.toml`` inherits from; read
+    once per process."""
+    folder = ARCH_DIR / base
+    own = {p.stem: tomllib.loads(p.read_text()) for p in sorted(folder.glob("*.toml"))}
+    parent = own.get("target", {}).get("inherits")
+    if not parent:
+        return own
+    if not (ARCH_DIR / parent / "target.toml").exists():
+        raise TargetError(f"{folder / 'target.toml'}: inherits from {parent}, which has no folder")
+    return _merge(arch_facts(parent), own)
+
+
+def arch_table(arch: str, name: str) -> dict:
+    """One file of the record of ``arch`` (``sm_XX`` or ``sm_XXa``, which reads ``sm_XX``):
+    ``name`` (``sync_sass``, ``cluster``, ...); one clear error where there is none."""
+    base = f"sm_{arch_number(arch)}"
+    if not (ARCH_DIR / base / "target.toml").exists():
+        raise TargetError(f"architecture {arch} is not supported (data for: "
+                          f"{', '.join(supported_archs()) or 'none'})")
+    table = arch_facts(base).get(name)
+    if table is None:
+        raise TargetError(f"{arch}: no {name}.toml in {ARCH_DIR / base} (nor in an architecture it inherits from)")
+    return table
 
 
 @cache
@@ -94,20 +137,20 @@ def paired_sass(arch: str) -> re.Pattern | None:
     """The two-lane SASS of ``arch``'s facts (``paired_sass``: one instruction, two 16-bit
     lanes), or None where the facts name none."""
     m = ARCH_RE.fullmatch(arch or "")
-    if not m or not (ARCH_DIR / f"sm_{m.group(1)}.toml").exists():
+    if not m or not (ARCH_DIR / f"sm_{m.group(1)}" / "target.toml").exists():
         return None
     pattern = arch_facts(f"sm_{m.group(1)}")["target"].get("paired_sass")
     return re.compile(pattern) if pattern else None
 
 
 def make_target(arch: str, ptxas_version: str | None = None) -> Target:
-    """The target for ``arch`` (``sm_90`` or ``sm_90a``); one clear error for anything else.
+    """The target for ``arch`` (``sm_XX`` or ``sm_XXa``); one clear error for anything else.
     ``ptxas_version`` defaults to the installed ptxas's release."""
     m = ARCH_RE.fullmatch(arch or "")
     if not m:
-        raise TargetError(f"architecture '{arch}' is not of the form sm_XX (e.g. sm_90)")
+        raise TargetError(f"architecture '{arch}' is not of the form sm_XX ({_example()})")
     base = f"sm_{m.group(1)}"
-    path = ARCH_DIR / f"{base}.toml"
+    path = ARCH_DIR / base / "target.toml"
     if not path.exists():
         raise TargetError(f"architecture {arch} is not supported (data for: "
                           f"{', '.join(supported_archs()) or 'none'})")
@@ -120,5 +163,5 @@ def make_target(arch: str, ptxas_version: str | None = None) -> Target:
 
 
 def target_of_device(info, ptxas_version: str | None = None) -> Target:
-    """The target of a GPU (``DeviceInfo.compute_capability`` "9.0" -> sm_90)."""
+    """The target of a GPU (``DeviceInfo.compute_capability`` "X.Y" -> sm_XY)."""
     return make_target("sm_" + info.compute_capability.replace(".", ""), ptxas_version)

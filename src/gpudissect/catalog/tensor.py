@@ -102,7 +102,7 @@ class MmaVariant:
 
     @property
     def peak_key(self) -> str:
-        """The key of the datasheet peak this variant is compared with (data/tensor_peaks.toml):
+        """The key of the datasheet peak this variant is compared with (tensor_peaks.toml of the architecture's folder):
         the sparse figure for mma.sp (its FLOPs are of the logical shape)."""
         return f"{self.atype}:sparse" if self.sparse else self.atype
 
@@ -135,7 +135,7 @@ class WgmmaVariant:
 
     @property
     def peak_key(self) -> str:
-        """The key of the datasheet peak this variant is compared with (data/tensor_peaks.toml)."""
+        """The key of the datasheet peak this variant is compared with (tensor_peaks.toml of the architecture's folder)."""
         return f"{self.atype}:sparse" if self.sparse else self.atype
 
     def d_regs(self, n: int) -> int:

@@ -15,7 +15,7 @@ Every sm_70+ instruction is 16 bytes, read here as two little-endian u64 words `
 
 This is the layout documented by maxas / CuAssembler (``decodeCtrlCodes``) and Jia et al.
 ("Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking", 2018). We verified it
-here, on sm_90 cubins from ptxas 13.0, and found nothing that contradicts it:
+here, on Hopper cubins from ptxas 13.0, and found nothing that contradicts it:
 
 * the words we read from ``.text.<kernel>`` equal ``cuobjdump -sass``'s hex pairs
   (``/* 0x<lo> */`` then ``/* 0x<hi> */``) word for word (tests/test_control.py);

@@ -19,7 +19,7 @@ them after the loop, one row per warp: (start, end) per kept repetition, then ``
 (``2 * keep + 1`` u64). The kernel points ``Repeat.times`` at its warp's row. With
 ``Repeat.pin_start`` the start clock enters the shift register through a shuffle from lane 0
 (the same value: a warp reads one clock): a clock value is warp-uniform, and without it ptxas
-(13.0, sm_90) moves the start clock into uniform registers with two ``R2UR`` inside the timed
+(13.0, for Hopper) moves the start clock into uniform registers with two ``R2UR`` inside the timed
 region, at the region's start in one length and near its end in another (a few cycles of
 difference between the kernels of a slope: one-warp slopes below one issue per cycle,
 throughput slopes above the issue limit); SHFL takes no uniform register, so ptxas keeps the
@@ -232,7 +232,7 @@ def cuda_repeated(body: list[str], count: int, keep: int, times: str,
     each warp writes its row at ``times`` (a ``unsigned long long*`` expression: the warp's
     row) in the layout of :func:`start_word`, :func:`end_word` and :func:`smid_word`. No
     :class:`SmSync` (one block per SM). The repetition counter's step reads the end clock (it
-    adds ``t1_ >> 63``: 0 for 2^63 cycles): without that, ptxas (CUDA 13.0, sm_90) computes
+    adds ``t1_ >> 63``: 0 for 2^63 cycles): without that, ptxas (CUDA 13.0, for Hopper) computes
     the step and the loop's test inside the timed region, before the work."""
     if not 1 <= count <= keep:
         raise ValueError(f"count {count} outside 1..keep ({keep})")

@@ -62,7 +62,7 @@ def from_cubin(cubin: bytes, arch_hint: str | None = None) -> Program:
 
 def from_ptx(ptx: str, arch: str) -> Program:
     """PTX compiled with the project's toolchain for ``arch`` (the tables' architecture, or the
-    PTX's own ``.target`` when it is a variant of it, e.g. sm_90a)."""
+    PTX's own ``.target`` when it is a variant of it, e.g. its architecture-specific form)."""
     from gpudissect.kernel.toolchain import PtxasError, compile_ptx
 
     target = arch_of(ptx)

@@ -3,9 +3,9 @@
 * latency / throughput_peak of the instruction and tensor suites, from variants whose one
   instance is a single SASS instruction: that opcode's latency and per-SM rate (the median over
   the variants that give it; exact opcode with its modifiers first, else the base opcode);
-* memory opcodes: the memory suite's pointer-chase latency named in ``data/predict.toml``
+* memory opcodes: the memory suite's pointer-chase latency named in the architecture's ``predict.toml``
   (before any other record of the opcode: it is the load-to-use latency itself);
-* pipes: the SM's pipe rows of ``data/arch/<arch>.toml`` (``arch/limits.py``) group opcodes onto
+* pipes: the SM's pipe rows of ``data/arch/<arch>/limits.toml`` (``arch/limits.py``) group opcodes onto
   execution units, and give the rate, marked as the limit, where nothing was measured.
 
 Nothing is invented: what the tables lack is returned as missing, by name.
@@ -14,12 +14,11 @@ Nothing is invented: what the tables lack is returned as missing, by name.
 from __future__ import annotations
 
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpudissect import DATA_DIR
 from gpudissect.arch.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.sass import NO_DEST
 from gpudissect.predict import PredictError
 from gpudissect.predict.tensor_model import tensor_timings
@@ -82,7 +81,7 @@ class Tables:
         missing: list[str] = []
         if base in CONTROL:
             return Entry(full, None, "control: no result", None, "issue only", "issue")
-        # a memory opcode's latency is the memory suite's load-to-use chase (data/predict.toml);
+        # a memory opcode's latency is the memory suite's load-to-use chase (predict.toml);
         # a fragment load of the tensor suite that compiles to one LDS times more than the LDS
         lat = self.memory.get(base) or self._lookup(self.latency, full)
         if lat is None and has_result and base not in NO_DEST:
@@ -140,7 +139,7 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
         raise PredictError(str(e)) from None
     t = Tables(arch, rs.gpu, str(rs.source), limits)
     if memory_map is None:
-        memory_map = tomllib.loads((DATA_DIR / "predict.toml").read_text()).get("memory_latency", {})
+        memory_map = arch_table(arch, "predict").get("memory_latency", {})
     # the instruction suite times memory loads as pointer chases (each load waits for the one
     # before): their "throughput" is their latency, not the unit's rate; a memory opcode's rate
     # is the pipe's or the issue limit

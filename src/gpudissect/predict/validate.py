@@ -15,10 +15,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
-import tomllib
 from pathlib import Path
 
-from gpudissect import DATA_DIR
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
@@ -190,12 +189,10 @@ def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
     return lines
 
 
-def target_lines(stats: dict[str, dict[str, dict]], spec: dict | None = None) -> list[str]:
-    """Per group with a target (data/predict.toml [targets]): its model MAPE against the target,
-    and for a group that misses, the points of it that miss with what the model lacks there
-    ([lacks]); nothing for a group without points."""
-    if spec is None:
-        spec = tomllib.loads((DATA_DIR / "predict.toml").read_text())
+def target_lines(stats: dict[str, dict[str, dict]], spec: dict) -> list[str]:
+    """Per group with a target (``spec``: the architecture's predict.toml, [targets]): its model
+    MAPE against the target, and for a group that misses, the points of it that miss with what
+    the model lacks there ([lacks]); nothing for a group without points."""
     lacks = spec.get("lacks", {})
     out = []
     for g, target in spec.get("targets", {}).items():
@@ -333,7 +330,8 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
              "taken branch (calibration loops, not in the set): "
              + ("none measured" if bc is None else f"{bc:.2f} cycles from its issue to the loop's head "
                 "(a longer stall count hides it)"),
-             *table_lines(res["stats"]), *target_lines(res["stats"]), *tensor_lines(res["rows"])]
+             *table_lines(res["stats"]), *target_lines(res["stats"], arch_table(tables.arch, "predict")),
+             *tensor_lines(res["rows"])]
     if res["errors"]:
         lines.append(f"{len(res['errors'])} loops/points without a value (first: {res['errors'][0]})")
     if output is not None:

@@ -102,9 +102,11 @@ def _validation_section(rs: ResultSet) -> list[str]:
     stats = (v.get("analysis") or {}).get("stats")
     if not stats:
         return []
+    from gpudissect.arch.target import arch_table
     from gpudissect.predict.validate import table_lines, target_lines, tensor_lines
 
     gpu = v.get("gpu") or {}
+    spec = arch_table(rs.provenance().get("arch") or "", "predict")
     return ["## How well the tables predict real code", "",
             f"`gpudissect predict` (cycles per loop iteration from these tables and ptxas's control "
             f"codes) against {len(v.get('loops') or [])} loops measured on {gpu.get('name', '?')} "
@@ -112,7 +114,7 @@ def _validation_section(rs: ResultSet) -> list[str]:
             "error, the share within 5% and 10%, Kendall's tau, per group, beside the v0 bounds, the "
             "sum-of-latencies and the max-pipe-pressure baselines; tensor SASS from the per-SASS tensor "
             "timings (the tensor-core model, validated on its own mma.sync and wgmma loops).", "", "```",
-            *table_lines(stats), *target_lines(stats), *tensor_lines((v.get("analysis") or {}).get("rows") or []),
+            *table_lines(stats), *target_lines(stats, spec), *tensor_lines((v.get("analysis") or {}).get("rows") or []),
             "```", ""]
 
 

@@ -1,28 +1,24 @@
-"""The SASS each kernel must hold, from the table ``sass.toml`` beside this module (what ptxas
-emits for the operations under test, discovered by compiling the generators), and the harness
-opcodes no timed region may hold. One function applies the table; no per-kernel branches."""
+"""The SASS each kernel must hold, from the architecture's table ``async_sass.toml`` (what
+ptxas emits for the operations under test there, discovered by compiling the generators), and
+the harness opcodes no timed region may hold. One function applies the table; no per-kernel
+branches. A built kernel is checked against the table of the architecture it was built for."""
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
-from pathlib import Path
-
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.build import Built
 from gpudissect.suites.async_copy.kernels import Spec
 
-TABLE = Path(__file__).with_name("sass.toml")
+
+def sass_table(arch: str) -> dict:
+    """The expectations of ``arch`` (``async_sass.toml`` of its folder)."""
+    return arch_table(arch, "async_sass")
 
 
-@cache
-def sass_table() -> dict:
-    return tomllib.loads(TABLE.read_text())
-
-
-def expected(spec: Spec, table: dict | None = None) -> list[str]:
+def expected(spec: Spec, table: dict) -> list[str]:
     """Full-opcode prefixes the kernel of ``spec`` must hold in its timed region: those of its
     kind, then those its parameters name (``[param.<name>]`` keyed by the value)."""
-    t = table or sass_table()
+    t = table
     out = list(t.get("kind", {}).get(spec.kind, []))
     for name, by_value in t.get("param", {}).items():
         if name in spec.params:
@@ -32,7 +28,7 @@ def expected(spec: Spec, table: dict | None = None) -> list[str]:
 
 def check(b: Built, spec: Spec, table: dict | None = None) -> list[str]:
     """``sass:`` flags: expected opcodes missing from the timed region, harness opcodes in it."""
-    t = table or sass_table()
+    t = table or sass_table(b.arch)
     fulls = [i.full for i in b.region]
     flags = []
     if not fulls:
@@ -49,4 +45,4 @@ def check(b: Built, spec: Spec, table: dict | None = None) -> list[str]:
 def sass_counts(b: Built, spec: Spec, table: dict | None = None) -> dict[str, int]:
     """How many of each expected opcode the timed region holds (evidence kept with a result)."""
     fulls = [i.full for i in b.region]
-    return {e: sum(1 for f in fulls if f == e or f.startswith(e + ".")) for e in expected(spec, table)}
+    return {e: sum(1 for f in fulls if f == e or f.startswith(e + ".")) for e in expected(spec, table or sass_table(b.arch))}

@@ -28,10 +28,11 @@ repetitions of the whole grid's walk (globaltimer), LAUNCHES launches per config
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpudissect.arch.occupancy import occupancy_rules
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import (
     Context,
@@ -71,7 +72,6 @@ LAUNCHES = 3
 SRC_BYTES = 1 * GiB  # DRAM footprint (20x the L2) and the DRAM-miss chains' fresh tiles
 L2_BYTES = 8 * MiB  # an L2-resident footprint
 L2_PASSES = 32  # passes over it per repetition
-SMEM_PER_SM = 227 * KiB  # the opt-in shared memory one CTA may use on sm_90
 TMA_LAT_TILES = (16, 256, 1024, 4096, 16384)
 STORE_TILES = (256, 4096)
 BW_TILES = (256, 512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
@@ -162,9 +162,22 @@ def _tag(name: str) -> str:
 
 def _stream(name: str, kind: str, params: dict, threads: int, smem: int, ctas: tuple[int, ...],
             extra: dict) -> Probe:
-    fit = tuple(c for c in ctas if c * (smem + 1 * KiB) <= SMEM_PER_SM + 1 * KiB and c <= MAX_CTAS_PER_SM)
+    """A stream probe at ``ctas`` CTAs per SM (those whose shared memory fits one SM are kept
+    when the run is planned: :func:`fit_ctas`)."""
     spec = Spec(f"ac_{_tag(name)}", kind, dict(params), 1, threads, smem)
-    return Probe(name, "bw", [spec], True, {**extra, "ctas": fit or ctas[:1]})
+    return Probe(name, "bw", [spec], True, {**extra, "ctas": ctas})
+
+
+def fit_ctas(p: Probe, rules: dict) -> Probe:
+    """A stream probe with the CTA counts per SM whose shared memory fits one SM under the
+    architecture's occupancy rules (each CTA's shared memory and the per-block reservation),
+    at most MAX_CTAS_PER_SM; the smallest count where none fits."""
+    if p.group != "bw":
+        return p
+    ctas, smem = tuple(p.params["ctas"]), p.specs[0].smem
+    fit = tuple(c for c in ctas if c * (smem + rules["smem_reserved_per_block"]) <= rules["smem_per_sm"]
+                and c <= MAX_CTAS_PER_SM)
+    return replace(p, params={**p.params, "ctas": fit or ctas[:1]})
 
 
 def _where(where: str) -> tuple[int, int]:
@@ -373,7 +386,8 @@ class AsyncSuite(SuiteBase):
         select(all_probes() + wgmma_probes(), patterns)
 
     def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
-        probes = select(all_probes() + wgmma_probes(), patterns)
+        rules = occupancy_rules(ctx.target)
+        probes = [fit_ctas(p, rules) for p in select(all_probes() + wgmma_probes(), patterns)]
         # chains first (their DRAM tiles must be untouched), streams after
         probes.sort(key=lambda p: p.stream)
         return Plan([Item(p.name, p) for p in probes],

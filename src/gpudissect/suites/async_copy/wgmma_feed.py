@@ -12,7 +12,7 @@
   per SM: TFLOP/s and % of the datasheet peak and of the wgmma-only rate measured in the same
   run (the 128B-swizzle throughput item's).
 
-Every kernel carries its SASS check (``sass.toml``: HGMMA with descriptor operands, the TMA and
+Every kernel carries its SASS check (the architecture's ``async_sass.toml``: HGMMA with descriptor operands, the TMA and
 mbarrier opcodes of the pipeline) and the ptxas messages about wgmma (C75xx: serialization,
 injected waits), which become flags.
 """
@@ -23,8 +23,10 @@ import re
 
 import numpy as np
 
+from gpudissect.arch.tensor_peaks import figures, peak_for
 from gpudissect.bench.contract import Context
 from gpudissect.bench.stats import noise_flag
+from gpudissect.bench.tensor_sweep import Config, time_config
 from gpudissect.catalog.tensor import WgmmaVariant, load_tensor_catalog
 from gpudissect.device.device import Buf, TensorMap
 from gpudissect.kernel import wgmma as wd
@@ -36,8 +38,6 @@ from gpudissect.suites.async_copy import checks
 from gpudissect.suites.async_copy import wgmma_kernels as wk
 from gpudissect.suites.async_copy.analyse import rep_columns
 from gpudissect.suites.async_copy.kernels import REPS, ROW, SHARED_DECL, Spec
-from gpudissect.suites.tensor.peak import figures, peak_for
-from gpudissect.suites.tensor.sweep import Config, time_config
 
 THR_LENGTHS = (64, 128)  # wgmma per warpgroup per region (the slope's two points)
 THR_GROUPS = (1, 2)  # warpgroups per SM (one accumulator each: 128 registers)

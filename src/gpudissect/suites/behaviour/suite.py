@@ -5,8 +5,8 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
 * ``dispatch:<config>``: block -> SM assignment for grids of several sizes/shapes and
   occupancy limits (per-block %smid, %globaltimer and %clock64 at start and end);
 * ``occupancy:<axis>=<value>``: blocks resident per SM at once vs registers per thread,
-  shared memory per block and block size, against the CUDA occupancy rules (the data file
-  the target's architecture facts name, ``data/occupancy_sm90.toml`` for sm_90);
+  shared memory per block and block size, against the CUDA occupancy rules (``occupancy.toml``
+  of the target architecture's folder, ``arch/occupancy.py``);
 * ``scheduler:pairs``: which warps share a scheduler (the slowdown of warp pairs, each warp
   able to issue every cycle alone);
 * ``scheduler:order:<workload>``: the order a scheduler's warps issue in (each warp's first

@@ -1,44 +1,35 @@
-"""What the SASS of each cluster kernel's timed region must hold (found by compiling the PTX
-with ptxas for sm_90 and reading it, then fixed here as checks): ``ld/st/atom/red
-.shared::cluster`` become generic ``LD.E``/``ST.E``/``ATOM.E.ADD`` through the shared window
-(``S2R SR_SWINHI`` and two ``MOV`` form the 64-bit address), ``mapa`` one ``PRMT`` (the rank
-into the address's top byte), ``barrier.cluster.arrive``/``wait`` ``UCGABAR_ARV``/
-``UCGABAR_WAIT`` (the default arrive with ``MEMBAR.ALL.GPU``, ``ERRBAR``, ``CGAERRBAR`` before
-it; ptxas also emits the ``BAR.SYNC`` path of a launch without clusters behind a branch).
-A region that holds anything else, or not one instance per PTX instruction, is flagged."""
+"""What the SASS of each cluster kernel's timed region must hold: the rules of the
+architecture the kernel was built for (``cluster_sass.toml`` of its folder: per kernel-name
+prefix, the SASS that counts one per PTX instance and the SASS the region may hold besides,
+found by compiling the PTX with ptxas and reading it). A region that holds anything else, or
+not one instance per PTX instruction, is flagged."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.build import Built
 
-# kernel-name prefix -> (SASS that counts one per PTX instance, SASS the region may hold besides)
-RULES: dict[str, tuple[str, str]] = {
-    "dsm_chase": (r"^LD\.E$", r"^(MOV|S2R)$"),
-    "sm_chase": (r"^LDS(\.U32)?$", r"^$"),
-    "dsm_ld": (r"^LD\.E(\.64|\.128)?$", r"^(MOV|S2R|R2UR|LOP3\.LUT)$"),
-    "dsm_st": (r"^ST\.E(\.64|\.128)?$", r"^(MOV|S2R|R2UR)$"),
-    "dsm_atomlat": (r"^ATOM\.E\.ADD", r"^(MOV|S2R)$"),
-    "dsm_atom": (r"^ATOM\.E\.ADD", r"^(MOV|S2R|R2UR|LOP3\.LUT|IMAD\.MOV\.U32|HFMA2\.MMA)$"),
-    "dsm_red": (r"^ATOM\.E\.ADD", r"^(MOV|S2R|R2UR|IMAD\.MOV\.U32|HFMA2\.MMA)$"),
-    "mapa": (r"^PRMT$", r"^$"),
-    "cbar": (r"^UCGABAR_ARV$", r"^(UCGABAR_WAIT|MEMBAR\.ALL\.GPU|ERRBAR|CGAERRBAR|CCTL\.IVALL|BRA|NOP|"
-                               r"BAR\.SYNC\.DEFER_BLOCKING|LDC|ISETP\.EQ\.U32\.AND)$"),
-}
+
+def rules(arch: str) -> dict[str, tuple[str, str]]:
+    """Kernel-name prefix -> (SASS that counts one per PTX instance, SASS the region may hold
+    besides) on ``arch``."""
+    return {k: (v["want"], v["allowed"]) for k, v in arch_table(arch, "cluster_sass")["rule"].items()}
 
 
-def rule_for(name: str) -> tuple[str, str] | None:
-    for prefix in sorted(RULES, key=len, reverse=True):
+def rule_for(name: str, arch: str) -> tuple[str, str] | None:
+    table = rules(arch)
+    for prefix in sorted(table, key=len, reverse=True):
         if name.startswith(prefix):
-            return RULES[prefix]
+            return table[prefix]
     return None
 
 
 def check_region(b: Built) -> list[str]:
     """``sass:`` flags for the timed region of ``b`` (none for a kernel without one)."""
-    rule = rule_for(b.name)
+    rule = rule_for(b.name, b.arch)
     if rule is None:
         return []
     want, allowed = (re.compile(x) for x in rule)

@@ -19,13 +19,12 @@ Items (patterns are globs on the names, or a kind: ``map``, ``launch``, ``dsm``,
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules, one_block_smem
+from gpudissect.arch.target import TargetError, arch_table
 from gpudissect.bench.contract import (
     Context,
     Item,
@@ -45,7 +44,6 @@ from gpudissect.suites.cluster import analyse as an
 from gpudissect.suites.cluster import kernels as kn
 from gpudissect.suites.cluster.checks import check_region
 
-FACTS = Path(__file__).with_name("cluster.toml")
 MAP_LAUNCHES = 3  # launch 0: a fixed spin; the others a random spin per cluster
 SPIN = 40_000  # SM cycles a CTA of the placement kernel spins (fixed launch)
 WAVES = 3  # clusters launched: this many times the SMs over the size
@@ -69,10 +67,11 @@ class Probe:
 
 
 def cluster_facts(arch: str) -> dict:
-    table = tomllib.loads(FACTS.read_text())
-    if arch not in table:
-        raise SuiteInputError(f"no cluster facts for {arch} in {FACTS.name}")
-    return table[arch]
+    """The architecture's cluster facts (``cluster.toml`` of its folder): the sizes to try."""
+    try:
+        return arch_table(arch, "cluster")
+    except TargetError as e:
+        raise SuiteInputError(f"no cluster facts: {e}") from None
 
 
 def sizes_tried(facts: dict) -> list[int]:

@@ -50,7 +50,7 @@ def summary(records: list[MapRecord]) -> dict[str, int]:
 
 
 def write_json(records: list[MapRecord], path: Path, compress: bool = False) -> None:
-    """The map as JSON (gzipped when ``compress``: the shipped map, ``data/sm_90/map.json.gz``)."""
+    """The map as JSON (gzipped when ``compress``: the shipped map, ``data/<arch>/map.json.gz``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = (json.dumps([r.to_json() for r in records], indent=1) + "\n").encode()
     path.write_bytes(gzip.compress(text, mtime=0) if compress else text)

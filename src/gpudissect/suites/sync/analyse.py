@@ -1,28 +1,27 @@
 """Analyses of the sync suite (pure functions of clock samples, tested on synthetic data):
 rates from two region lengths, cycles per instance from a chain's slope, saturation of a
-warp sweep, the SASS expectations of ``expected_sass.toml``, and the contention table."""
+warp sweep, the SASS expectations of the architecture's ``sync_sass.toml``, and the contention
+table."""
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
+from gpudissect.arch.target import arch_table
 from gpudissect.bench.stats import fit_line, noise_flag, per_sm, rate_stats, slope_rates
 from gpudissect.kernel.sass import SassInstr
 
-EXPECT_FILE = Path(__file__).with_name("expected_sass.toml")
 PLATEAU = 0.95  # a warp count reaches the plateau when its rate is within 5% of the sweep's peak
 RISE = 1.05  # the sweep is saturated when its last doubling of warps raised the rate by less
 
 
 # ----------------------------------------------------------------- SASS expectations
-@lru_cache(maxsize=4)
-def expectations(path: Path = EXPECT_FILE) -> dict:
-    return tomllib.loads(path.read_text())
+def expectations(arch: str) -> dict:
+    """What ptxas emits for the suite's timed regions on ``arch`` (``sync_sass.toml`` of its
+    folder; ``sm_XXa`` reads ``sm_XX``): per table (atom, lat, bar, fence, launch) and key."""
+    return arch_table(arch, "sync_sass")
 
 
 def full_op(ins: SassInstr) -> str:
@@ -49,9 +48,9 @@ def check_region(ops: list[str], expect: dict, instances: int, harness: list[str
     return out
 
 
-def sass_problems(region: list[SassInstr], table: str, key: str, instances: int, arch: str = "sm_90") -> list[str]:
-    e = expectations()
-    exp = e.get("arch", {}).get(arch, {}).get(table, {}).get(key)
+def sass_problems(region: list[SassInstr], table: str, key: str, instances: int, arch: str) -> list[str]:
+    e = expectations(arch)
+    exp = e.get(table, {}).get(key)
     if exp is None:
         return [f"no expectation for {table}:{key} on {arch}"]
     return check_region([full_op(i) for i in region], exp, instances, e["harness"], e["harness_max"])

@@ -19,7 +19,7 @@ kind: ``atomic``, ``latency``, ``barrier``, ``fence``, ``launch``):
 
 Every point is the median of ``LAUNCHES`` launches, flagged ``noisy`` when they disagree
 (``bench.stats.noise_flag``). Every kernel's timed region is checked against
-``expected_sass.toml``; a region that differs is measured and flagged ``sass:``.
+the architecture's ``sync_sass.toml``; a region that differs is measured and flagged ``sass:``.
 """
 
 from __future__ import annotations
@@ -130,13 +130,13 @@ def sass_flags(p: Probe, built: dict[str, Built], arch: str) -> list[str]:
     for name in p.kernels:
         b = built[name]
         if p.kind == "launch":
-            exp = an.expectations().get("arch", {}).get(arch, {}).get("launch", {}).get(name)
+            exp = an.expectations(arch).get("launch", {}).get(name)
             if exp and not any(an.full_op(i) == exp["main"] for i in b.instrs):
                 out.append(f"sass: {name}: no {exp['main']}")
             continue
         table = {"atomic": "atom", "latency": "lat", "barrier": "bar", "fence": "fence"}[p.kind]
         key = f"{p.params['space']}:{p.params['op']}" if p.kind in ("atomic", "latency") else p.params["kind"]
-        if p.params.get("mode") == "uniform" and f"{key}@uniform" in an.expectations()["arch"].get(arch, {})[table]:
+        if p.params.get("mode") == "uniform" and f"{key}@uniform" in an.expectations(arch)[table]:
             key += "@uniform"
         out += [f"sass: {name}: {x}" for x in an.sass_problems(b.region, table, key, b.kernel.length, arch)]
     return out

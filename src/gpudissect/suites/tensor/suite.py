@@ -15,7 +15,7 @@ them as one module, check the SASS (checks.py), then on the GPU:
   each A source and N for wgmma) is the best clean configuration with its saturation
   evidence or a ``not-saturated`` flag; FLOP/cycle/SM, TFLOP/s at the SM clock measured in a
   kernel before and after the sweep (bench/clock.py) and % of the datasheet peak
-  (peak.py, data/tensor_peaks.toml: the sparse figure for mma.sp and wgmma.sp); mma: one
+  (arch/tensor_peaks.py, data/arch/<arch>/tensor_peaks.toml: the sparse figure for mma.sp and wgmma.sp); mma: one
   warp's issue interval; the variants of ``Sweep.data_variants``: their peak configuration
   again with zero and with random operands, and (items of their own, after every sweep)
   sustained for about 200 ms with zero, random and zero operands;
@@ -39,11 +39,23 @@ import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules
 from gpudissect.arch.target import Target
+from gpudissect.arch.tensor_peaks import Peak as PeakRef
+from gpudissect.arch.tensor_peaks import figures, peak_for
 from gpudissect.bench.clock import clock_flag as sm_clock_flag
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_flag, fit_line
+from gpudissect.bench.tensor_sweep import (
+    Config,
+    clean,
+    launch_times,
+    register_refusal,
+    run_sweep,
+    select_peak,
+    sustained,
+    time_config,
+)
 from gpudissect.catalog.tensor import (
     LdstVariant,
     MmaVariant,
@@ -77,19 +89,7 @@ from gpudissect.suites.tensor.kernels import (
     operand_words,
     wgmma_kernel,
 )
-from gpudissect.suites.tensor.peak import Peak as PeakRef
-from gpudissect.suites.tensor.peak import figures, peak_for
 from gpudissect.suites.tensor.per_sass import run_per_sass
-from gpudissect.suites.tensor.sweep import (
-    Config,
-    clean,
-    launch_times,
-    register_refusal,
-    run_sweep,
-    select_peak,
-    sustained,
-    time_config,
-)
 
 REPS = TIMED_REPS
 
@@ -646,7 +646,7 @@ class TensorSuite(SuiteBase):
         limits = (facts["max_warps_per_block"], facts["registers_per_sm"], texts, sched, granule)
         if isinstance(v, MmaVariant):
             # sparse: flops are of the logical (dense-equivalent) shape, compared with the
-            # datasheet's sparse figure ('<type>:sparse' in data/tensor_peaks.toml)
+            # datasheet's sparse figure ('<type>:sparse' in the architecture's tensor_peaks.toml)
             return (Meter(dev, w, lambda k: v.flops, peak_for(dev.info.name, v.peak_key), *limits), "one",
                     lambda d: _in_words_mma(v, REPS, d))
         if isinstance(v, LdstVariant):

@@ -175,7 +175,7 @@ def peaks_table(rows: list[dict]) -> ReportTable:
                     note="Throughput over all SMs at the observed SM clock: TFLOP/s for floating-point "
                          "types, TOPS for integer and binary types, TB/s for fragment loads and stores "
                          "(bytes moved). % of peak: of the datasheet peak scaled to that clock (the dense "
-                         "figure; mma.sp and wgmma.sp: the sparse one) ('-' where data/tensor_peaks.toml "
+                         "figure; mma.sp and wgmma.sp: the sparse one) ('-' where the architecture's tensor_peaks.toml "
                          "has none for the GPU or type: s4/u4, b1, loads and stores). Every "
                          "variant is in the table below.",
                     numeric=(4, 5, 6, 7, 8), code=(2, 3), wrap=(2, 3, 9))

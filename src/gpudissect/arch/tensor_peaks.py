@@ -1,5 +1,6 @@
-"""Tensor-core peak maths: FLOP/cycle/SM, TFLOP/s at the observed clock, % of the datasheet
-peak scaled to that clock (reference data: ``data/tensor_peaks.toml``)."""
+"""Tensor-core datasheet peaks per product (reference data: ``tensor_peaks.toml`` of each
+architecture's folder, products by their device name) and the peak maths: FLOP/cycle/SM,
+TFLOP/s at the observed clock, % of the datasheet peak scaled to that clock."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
-from gpudissect import DATA_DIR
-
-PEAKS_TOML = DATA_DIR / "tensor_peaks.toml"
+from gpudissect.arch.target import arch_facts, supported_archs
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,13 @@ class Peak:
 
 @cache
 def _table(path: str | None = None) -> dict:
-    return tomllib.loads(Path(path or PEAKS_TOML).read_text())
+    """One peaks file (``path``), or every architecture's products together."""
+    if path:
+        return tomllib.loads(Path(path).read_text())
+    gpus: dict = {}
+    for arch in supported_archs():
+        gpus.update(arch_facts(arch).get("tensor_peaks", {}).get("gpu", {}))
+    return {"gpu": gpus}
 
 
 def peak_for(gpu_name: str, atype: str, path: str | None = None) -> Peak | None:
