@@ -146,11 +146,11 @@ def test_check_rejects_wrong_load_kind():
 
     ld = SassInstr(0, "LDG", ("E", "64", "STRONG", "GPU"), ("R2", "desc[UR4][R2.64]"))
     st = SassInstr(0, "STG", ("E",), ("desc[UR4][R4.64]", "R2"))
-    ok = check_region("ld.global.cg", [ld] * gm.UNROLL)
+    ok = check_region("ld.global.cg", [ld] * gm.UNROLL, "sm_90")
     assert ok.ok
-    assert not check_region("ld.global.ca", [ld] * gm.UNROLL).ok  # wrong cache operator
-    assert not check_region("ld.global.cg", [ld] * gm.UNROLL + [st]).ok  # extra memory access
-    assert not check_region("ld.global.cg", [ld] * 3).ok  # too few loads
+    assert not check_region("ld.global.ca", [ld] * gm.UNROLL, "sm_90").ok  # wrong cache operator
+    assert not check_region("ld.global.cg", [ld] * gm.UNROLL + [st], "sm_90").ok  # extra memory access
+    assert not check_region("ld.global.cg", [ld] * 3, "sm_90").ok  # too few loads
 
 
 # --- the suite on a fake device with a synthetic hierarchy

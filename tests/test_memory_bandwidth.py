@@ -213,7 +213,7 @@ def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
             # the timed loop is not unrolled: exactly ilp accesses of each kind per trip
             assert sorted(mem) == sorted(s for s in want for _ in range(ilp)), (bits, ilp, mem)
             assert not any(kind_of(i.opcode) & {"barrier"} for i in b.region)
-            assert check_region(b.kernel.meta["path"], b.region).ok
+            assert check_region(b.kernel.meta["path"], b.region, b.arch).ok
             if op in ("ldca", "ldcg", "ldcgs", "cpcg", "ldpf"):  # every load of a trip issues before any is used
                 seq = [i.opcode for i in b.region if i.opcode in ("LDG", "LOP3", "STG")]
                 assert seq[:ilp] == ["LDG"] * ilp, (bits, ilp, seq)

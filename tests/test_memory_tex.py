@@ -49,7 +49,7 @@ def test_tex_chase_compiles_to_dependent_texture_fetches_only():
     from gpudissect.suites.memory.checks import check_region
 
     b = _build_tex()
-    chk = check_region(b.kernel.meta["path"], b.region)
+    chk = check_region(b.kernel.meta["path"], b.region, b.arch)
     assert chk.ok, chk.problems
     assert set(chk.counts) == {"TLD.LZ"} and chk.counts["TLD.LZ"] == gm.UNROLL
     tld = [i for i in b.region if i.opcode == "TLD"]
@@ -65,10 +65,10 @@ def test_tex_check_rejects_other_loads(sass):
 
     tld = sass("TLD.LZ RZ, R10, R10, UR4, 0x0, 1D, 0x1")[0]
     ldg = sass("LDG.E.64.CONSTANT R2, desc[UR4][R2.64]")[0]
-    assert check_region("tex.1d", [tld] * gm.UNROLL).ok
-    assert not check_region("tex.1d", [tld] * gm.UNROLL + [ldg]).ok  # a global load too
-    assert not check_region("tex.1d", [tld] * 3).ok  # too few fetches
-    assert not check_region("tex.1d", [ldg] * gm.UNROLL).ok  # the .nc path is not texture
+    assert check_region("tex.1d", [tld] * gm.UNROLL, "sm_90").ok
+    assert not check_region("tex.1d", [tld] * gm.UNROLL + [ldg], "sm_90").ok  # a global load too
+    assert not check_region("tex.1d", [tld] * 3, "sm_90").ok  # too few fetches
+    assert not check_region("tex.1d", [ldg] * gm.UNROLL, "sm_90").ok  # the .nc path is not texture
 
 
 def test_the_suite_module_holds_a_verified_tex_chase():

@@ -90,7 +90,7 @@ def parse_name(name: str) -> tuple[str, int, int]:
 
 
 def check_path(op: str, bits: int) -> str:
-    """The key of the kernel's SASS expectation in ``data/memory_paths.toml``."""
+    """The key of the kernel's SASS expectation in the architecture's ``memory_paths.toml``."""
     return f"stream.{op}.{bits}"
 
 

@@ -1,7 +1,7 @@
 """SASS check of the memory-suite kernels: the timed region holds exactly the intended load
 (or store) kind, with the cache operator ptxas encodes, and no other memory access.
 
-Expectations are data (``data/memory_paths.toml``). Kernel-parameter loads (constant bank 0,
+Expectations are data (the architecture's ``memory_paths.toml``). Kernel-parameter loads (constant bank 0,
 ``LDC``/``ULDC c[0x0][...]``) that ptxas schedules into the region are not memory traffic
 of the measured path and are allowed.
 """
@@ -9,22 +9,19 @@ of the measured path and are allowed.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
-from functools import cache
 
-from gpudissect import DATA_DIR
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.region import kind_of
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.suites.memory.kernels import UNROLL
 
-PATHS_FILE = DATA_DIR / "memory_paths.toml"
 BANK_RE = re.compile(r"c\[(0x[0-9a-fA-F]+)\]")
 
 
-@cache
-def expectations() -> dict[str, dict]:
-    return tomllib.loads(PATHS_FILE.read_text())["path"]
+def expectations(arch: str) -> dict[str, dict]:
+    """Per path, the SASS its timed region must hold on ``arch`` (``memory_paths.toml``)."""
+    return arch_table(arch, "memory_paths")["path"]
 
 
 @dataclass
@@ -57,9 +54,9 @@ def _matches(ins: SassInstr, rule: dict) -> bool:
     return "bank" not in rule or _bank(ins) == rule["bank"]
 
 
-def check_region(path: str, region: list[SassInstr]) -> MemCheck:
-    """Check one kernel's timed region against the expectation of ``path``."""
-    spec = expectations().get(path)
+def check_region(path: str, region: list[SassInstr], arch: str) -> MemCheck:
+    """Check one kernel's timed region against the expectation of ``path`` on ``arch``."""
+    spec = expectations(arch).get(path)
     if spec is None:
         return MemCheck(False, [f"no SASS expectation for path '{path}'"])
     rules = spec["allow"]

@@ -149,7 +149,7 @@ class Kernels:
         self.built: dict[str, Built] = {n: b for n, b in built.items() if isinstance(b, Built)}
         self.cubin = next(iter(self.built.values())).cubin
         self.checks: dict[str, MemCheck] = {
-            n: check_region(self.kernels[n].meta["path"], b.region) for n, b in self.built.items()}
+            n: check_region(self.kernels[n].meta["path"], b.region, b.arch) for n, b in self.built.items()}
 
     def texts(self, name: str) -> dict[str, tuple[str, str]]:
         b = self.built.get(name)
