@@ -380,16 +380,17 @@ def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
     rs = load_result_set(full)
     rs.docs["extra"] = {"suite": "extra", "provenance": {}, "records": [],
                         "summary": {"conclusions": ["Cluster of 16: refused (the driver's reason)."]}}
-    monkeypatch.setitem(suites.SUITES, "extra", "gpudissect.suites.behaviour")  # any registered shape
+    # any registered shape whose view lists no timing sections of its own
+    monkeypatch.setitem(suites.SUITES, "extra", "gpudissect.suites.cluster")
     md = timing_reference(rs)
-    head = f"## {suites.get_suite('behaviour').description[:1].upper()}"
+    head = f"## {suites.get_suite('cluster').description[:1].upper()}"
     assert head in md and "(suite `extra`)" in md
     assert "- Cluster of 16: refused (the driver's reason)." in md
     assert md.index("(suite `extra`)") < md.index("## Instruction timings by class")
 
 
 def test_timing_reference_lists_operand_and_guarded_latencies():
-    from gpudissect.report.assemble.timing_reference import _operand_section
+    from gpudissect.suites.instructions.view import configuration_lines as _operand_section
     from gpudissect.suites.instructions.view import instruction_rows
 
     def rec(m, v, flags=(), params=None):

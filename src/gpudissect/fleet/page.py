@@ -51,7 +51,7 @@ def heat_map(doc: dict) -> Markup:
 
 
 def outlier_table(doc: dict) -> Markup:
-    from gpudissect.report.assemble.html import render_value
+    from gpudissect.report.present.json_html import render_value
 
     if not doc["outliers"]:
         return Markup(f"<p>No GPU deviates by more than {doc['threshold'] * 100:g}% from the fleet median on "

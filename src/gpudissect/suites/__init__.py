@@ -19,6 +19,10 @@ SUITES: dict[str, str] = {
 }
 
 
+# the order results are read and reported in: these first, then any other suite by name
+REPORTED_FIRST = ("instructions", "memory", "tensor", "behaviour")
+
+
 class UnknownSuite(SuiteInputError):
     def __init__(self, name: str):
         super().__init__(f"unknown suite '{name}' (available: {', '.join(SUITES)})")

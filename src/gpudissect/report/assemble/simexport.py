@@ -26,7 +26,7 @@ from importlib import resources
 from gpudissect.report.present.fmt import fmt_num
 from gpudissect.report.read.metrics import BAD_FLAGS, Found, lookup
 from gpudissect.report.read.results import ResultSet
-from gpudissect.suites.instructions.view import instruction_rows
+from gpudissect.suites import suite_module
 
 SCHEMA = "gpudissect.simexport/1"
 META_KEYS = ("option", "trace", "latency_option", "suite")
@@ -43,8 +43,9 @@ def slot_specs() -> dict:
 
 def _memory_summary(rs: ResultSet, key: str) -> dict:
     """The memory summary's part named by simexport.toml's [memory] table."""
-    path = (_spec_file().get("memory") or {}).get(key) or []
-    d = (rs.docs.get("memory") or {}).get("summary") or {}
+    spec = _spec_file().get("memory") or {}
+    path = spec.get(key) or []
+    d = (rs.docs.get(spec.get("suite", "")) or {}).get("summary") or {}
     for k in path:
         d = d.get(k) if isinstance(d, dict) else None
     return d if isinstance(d, dict) else {}
@@ -56,8 +57,9 @@ def _usable(flags: list[str]) -> bool:
 
 def _slot(rs: ResultSet, spec: dict, candidates: list[str], nsched: int) -> dict | None:
     """The first candidate with a measured latency: its latency, throughput and initiation."""
-    if spec.get("suite", "instructions") == "instructions":
-        rows = {r.variant: r for r in instruction_rows(rs.records("instructions"))}
+    rows_of = getattr(suite_module(spec["suite"], "view"), "simulator_rows", None)
+    if rows_of is not None:  # the suite's own rows: latency and throughput with their flags
+        rows = {r.variant: r for r in rows_of(rs)}
         for name in candidates:
             r = rows.get(name)
             if r is None or r.latency is None or not _usable(r.latency_flags):
@@ -66,7 +68,7 @@ def _slot(rs: ResultSet, spec: dict, candidates: list[str], nsched: int) -> dict
             return {"variant": name, "sass": r.sass, "latency": r.latency, "latency_flags": r.latency_flags,
                     "throughput": tp, "throughput_flags": r.throughput_flags if tp else [],
                     "initiation": max(1.0, nsched / tp) if tp else None,
-                    "from": f"instructions suite: {name} latency"
+                    "from": f"{spec['suite']} suite: {name} latency"
                             + (f", throughput_peak {fmt_num(tp)} warp-instr/clk/SM" if tp else "")}
         return None
     recs = rs.records(spec["suite"])
@@ -149,7 +151,7 @@ def _options(rs: ResultSet, classes: dict, q: dict, nsched: int, sched) -> list[
                              f"{','.join(fields)} latency (cycles) of " + "; ".join(
                                  f"{slots[f]['variant']} {fmt_num(slots[f]['latency'])}{_fl(slots[f]['latency_flags'])}"
                                  for f in fields)
-                             + f" ({'instructions' if spec.get('suite', 'instructions') == 'instructions' else spec['suite']} suite, dependent-chain slope)"))
+                             + f" ({spec['suite']} suite, dependent-chain slope)"))
         miss_i = [f for f in fields if slots[f] is None or slots[f]["initiation"] is None]
         if miss_i:
             out.append(_line(init_opt, None, f"throughput not measured for {', '.join(miss_i)} ({', '.join(fields)})"))

@@ -25,9 +25,8 @@ from pathlib import Path
 
 from gpudissect.store.export import SUITE_SCHEMA, suite_document
 from gpudissect.store.pack import unpack
-from gpudissect.suites import SUITES
+from gpudissect.suites import REPORTED_FIRST, SUITES
 
-SUITE_ORDER = ("instructions", "memory", "tensor", "behaviour")
 VALIDATION_SCHEMA = "gpudissect.predict-validation/"  # predict/measure.py SCHEMA
 REFERENCES = {"a100": "reference_a100.json"}
 
@@ -46,8 +45,8 @@ class ResultSet:
     validation: dict | None = None  # predict --validate's measured set and error table, if beside
 
     def suites(self) -> list[str]:
-        known = [s for s in SUITE_ORDER if s in self.docs]
-        return known + sorted(s for s in self.docs if s not in SUITE_ORDER)
+        known = [s for s in REPORTED_FIRST if s in self.docs]
+        return known + sorted(s for s in self.docs if s not in REPORTED_FIRST)
 
     def records(self, suite: str | None = None) -> list[dict]:
         out = []

@@ -7,6 +7,15 @@ stored none."""
 from __future__ import annotations
 
 from gpudissect.report.present.fmt import fmt_bytes, fmt_num
+from gpudissect.report.present.markdown import (
+    NOT_MEASURED,
+    TimingContext,
+    TimingSection,
+    conclusions,
+    find_key,
+    structured,
+    summary_of,
+)
 from gpudissect.report.present.tabular import Cell, ReportTable
 
 
@@ -213,3 +222,45 @@ def report_section(doc: dict, rs) -> dict:
     tables = [t for t in (dispatch_table(summary), fairness_table(summary), occupancy_table(summary),
                           pipes_table(summary), efficacy_report_table(rs)) if t]
     return {"key_tables": [verdicts_table(summary)], "tables": tables}
+
+
+# ----------------------------------------------------------------- the timing reference
+def _occupancy_lines(ctx: TimingContext) -> list[str]:
+    rs = ctx.rs
+    L: list[str] = ["## Occupancy table", ""]
+    occ = find_key(summary_of(rs, "behaviour"), "occupancy", "occupancy_table")
+    if occ:
+        L += ["Resident warps per SM against registers per thread and shared memory per block, "
+              "measured by launching and observing residency (behaviour suite).", ""]
+        L += structured(occ, "config")
+        L += conclusions(rs, "behaviour", ("occupancy", "resident"))
+        L.append("")
+    else:
+        L += [f"{NOT_MEASURED} (no occupancy table in the behaviour suite's results).", ""]
+
+    return L
+
+
+def _scheduling_lines(ctx: TimingContext) -> list[str]:
+    rs = ctx.rs
+    L: list[str] = ["## Instruction scheduling and issue rules", ""]
+    beh = summary_of(rs, "behaviour")
+    found = False
+    for key in ("pipes", "scheduler", "scheduling", "issue", "dispatch"):
+        v = find_key(beh, key)
+        if v:
+            L += [f"### {key.replace('_', ' ')}", ""] + structured(v, key)
+            found = True
+    fair = markdown_section(beh)  # the suite's own section: block -> SM fairness
+    L += fair
+    found = found or bool(fair)
+    bc = conclusions(rs, "behaviour")
+    if bc:
+        L += bc + [""]
+        found = True
+    if not found:
+        L += [f"Pipe sharing, scheduler policy and dual issue: {NOT_MEASURED} (behaviour suite).", ""]
+    return L
+
+
+TIMING_SECTIONS = (TimingSection(10, _occupancy_lines), TimingSection(20, _scheduling_lines))

@@ -8,9 +8,16 @@ Values stay None where the suite stored none (unverified SASS, failed fit): neve
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
 from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.markdown import (
+    NOT_MEASURED,
+    TimingContext,
+    TimingSection,
+    conclusions,
+)
 from gpudissect.report.read.metrics import lookup
 from gpudissect.suites.instructions import steps
 from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, MODES
@@ -119,6 +126,11 @@ def _cell(v: tuple[float | None, list[str]] | None) -> str:
     val, flags = v
     bad = sorted({f.split(":")[0] for f in flags})
     return fmt_num(val, 3) + (f" ({', '.join(bad)})" if bad else "")
+
+
+def simulator_rows(rs) -> list[InstrRow]:
+    """The rows the simulator export fills its opcode-class slots from (report/assemble/simexport.py)."""
+    return instruction_rows(rs.records("instructions"))
 
 
 def configuration_lines(rows: list[InstrRow]) -> list[str]:
@@ -363,3 +375,98 @@ def steps_section(records: list[dict]) -> list[str]:
                  f"{p.get('throughput_verdict')} |")
     line = steps.conclusion(records)
     return L + (["", line, ""] if line else [""])
+
+
+# ----------------------------------------------------------------- the timing reference
+def _rows(ctx: TimingContext) -> list[InstrRow]:
+    """The instruction rows of the result set, made once for every section."""
+    return ctx.once("instruction_rows", lambda: instruction_rows(ctx.rs.records("instructions")))
+
+
+def _per_class_lines(ctx: TimingContext) -> list[str]:
+    """The scheduling section's table of the instruction classes (after the behaviour suite's
+    issue rules)."""
+    rows, nsched = _rows(ctx), ctx.nsched
+    L: list[str] = []
+    if rows:
+        L += ["### Per class (instruction suite)", "",
+              "Median over the variants of a class whose value was measured.", "",
+              "| class | variants | median latency (cycles) | median throughput (warp-instr/clk/SM) "
+              "| median issue interval (cycles) |", "|---|---:|---:|---:|---:|"]
+        for cls, rs_ in by_class(rows).items():
+            lat = [r.latency for r in rs_ if r.latency is not None]
+            tp = [r.throughput for r in rs_ if r.throughput is not None]
+            ii = [r.issue_interval(nsched) for r in rs_ if r.throughput]
+            L.append(f"| {cls} | {len(rs_)} | {fmt_num(statistics.median(lat)) if lat else '-'} | "
+                     f"{fmt_num(statistics.median(tp)) if tp else '-'} | "
+                     f"{fmt_num(statistics.median(ii)) if ii else '-'} |")
+        L.append("")
+
+    return L
+
+
+def _ptxas_lines(ctx: TimingContext) -> list[str]:
+    rows = _rows(ctx)
+    L: list[str] = ["## ptxas's latency model against the measurement", ""]
+    both, differ = stall_comparison(rows)
+    if both:
+        L += ["For fixed-latency instructions ptxas writes its own latency model into the SASS: the "
+              "stall cycles of each instruction's control code before a dependent one may issue "
+              "(decoded from the cubin, kernel/control.py). Below, the measured dependent-chain "
+              f"latency beside it: {len(both) - len(differ)} of {len(both)} single-SASS variants agree "
+              f"within half a cycle; the {len(differ)} that differ:", "",
+              "| PTX | SASS | measured latency (cycles) | ptxas stall (cycles) | difference |",
+              "|---|---|---:|---:|---:|"]
+        for r in sorted(differ, key=lambda r: -abs((r.latency or 0) - (r.ptxas_stall or 0))):
+            L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)} | "
+                     f"{fmt_num(r.ptxas_stall, 3)} | {fmt_num((r.latency or 0) - (r.ptxas_stall or 0), 3)} |")
+        L.append("")
+    else:
+        L += [f"{NOT_MEASURED} (no single-SASS latency with ptxas's stall count in the results).", ""]
+
+    return L
+
+
+def _configuration_lines(ctx: TimingContext) -> list[str]:
+    """The instruction configurations: write-read, read-read, write-write, under a guard, and
+    per source operand."""
+    return configuration_lines(_rows(ctx))
+
+
+def _grid_lines(ctx: TimingContext) -> list[str]:
+    return grid_section(ctx.rs.records("instructions"))
+
+
+def _steps_lines(ctx: TimingContext) -> list[str]:
+    return steps_section(ctx.rs.records("instructions"))
+
+
+def _conclusion_lines(ctx: TimingContext) -> list[str]:
+    ic = conclusions(ctx.rs, "instructions")  # value classes, signed vs unsigned (conclusions.py)
+    return ["## Instruction conclusions", "", *ic, ""] if ic else []
+
+
+def _timings_by_class(ctx: TimingContext) -> list[str]:
+    rows, nsched = _rows(ctx), ctx.nsched
+    L: list[str] = ["## Instruction timings by class", ""]
+    if not rows:
+        L += [f"{NOT_MEASURED} (instruction suite).", ""]
+    dists = sorted({d for r in rows for d in r.distance})
+    for cls, rs_ in by_class(rows).items():
+        L += [f"### {cls}", "",
+              "| PTX | SASS (one instance) | cycles (latency) | throughput | issue interval | "
+              + "".join(f"d={d} | " for d in dists) + "flags |",
+              "|---|---|---:|---:|---:|" + "---:|" * len(dists) + "---|"]
+        for r in rs_:
+            L.append(f"| `{r.variant}` | {r.sass_text} | {fmt_num(r.latency, 3)}{r.latency_label} | "
+                     f"{fmt_num(r.throughput, 3)} | {fmt_num(r.issue_interval(nsched), 3)} | "
+                     + "".join(f"{fmt_num(r.distance.get(d), 3)} | " for d in dists)
+                     + f"{', '.join(r.flags)} |")
+        L.append("")
+    return L
+
+
+TIMING_SECTIONS = (TimingSection(21, _per_class_lines), TimingSection(30, _ptxas_lines),
+                   TimingSection(70, _configuration_lines), TimingSection(71, _grid_lines),
+                   TimingSection(72, _steps_lines), TimingSection(73, _conclusion_lines),
+                   TimingSection(100, _timings_by_class))

@@ -7,6 +7,16 @@ readable units (KiB/MiB/GiB, TB/s); '-' where it stored none."""
 from __future__ import annotations
 
 from gpudissect.report.present.fmt import fmt_bandwidth, fmt_bytes, fmt_num
+from gpudissect.report.present.markdown import (
+    NOT_MEASURED,
+    TimingContext,
+    TimingSection,
+    conclusions,
+    find_key,
+    quantity_rows,
+    structured,
+    summary_of,
+)
 from gpudissect.report.present.tabular import Cell, ReportTable
 
 # level: (load path of its hit latency, key in "sizes", key in "line_sizes", bandwidth prefix)
@@ -207,3 +217,49 @@ def report_section(doc: dict, rs) -> dict:
     tables = [t for t in (paths_table(summary), tlb_table(summary), bank_table(summary),
                           stated_table(summary)) if t is not None]
     return {"key_tables": [levels_table(summary)], "tables": tables}
+
+
+# ----------------------------------------------------------------- the timing reference
+def _memory_lines(ctx: TimingContext) -> list[str]:
+    rs = ctx.rs
+    L: list[str] = ["## Memory", ""]
+    L += quantity_rows(rs, [("l1_latency", "L1 hit latency"), ("l2_latency", "L2 hit latency"),
+                             ("dram_latency", "device memory latency"),
+                             ("smem_ld_latency", "shared memory load latency"),
+                             ("smem_st_latency", "shared memory store latency (seed 000's one-store span)"),
+                             ("smem_st_roundtrip", "shared store -> dependent load, beyond the load"),
+                             ("gmem_st_latency", "clock span around one global store (seed 000's method; not its completion)"),
+                             ("gmem_st_roundtrip", "global store -> dependent load, beyond the load"),
+                             ("smem_banks", "shared memory banks"), ("smem_bank_bytes", "shared memory bank width"),
+                             *((f"smem_{rw}_{b}", f"shared {rw} throughput, {b}-bit accesses")
+                               for rw in ("read", "write") for b in (32, 64, 128)),
+                             ("const_latency", "constant cache latency"),
+                             ("tex_latency", "texture fetch latency"),
+                             ("l1_size", "L1 capacity"), ("l2_size", "L2 capacity"),
+                             ("local_latency", "local memory latency"),
+                             ("l1_line", "L1 fill granularity"), ("l2_line", "L2 fill granularity"),
+                             ("dram_bandwidth", "device memory read bandwidth"),
+                             ("l2_bandwidth", "L2 read bandwidth"), ("l1_bandwidth", "L1 read bandwidth")])
+    L += conclusions(rs, "memory") + [""]
+
+    return L
+
+
+def _bank_lines(ctx: TimingContext) -> list[str]:
+    rs = ctx.rs
+    L: list[str] = ["## Bank conflicts", ""]
+    mem = summary_of(rs, "memory")
+    banks = find_key(mem, "bank_conflicts", "bank_conflict", "banks_table")
+    if banks:
+        L += ["Cycles of one warp's shared-memory access against the N-way conflict degree "
+              "(memory suite).", ""]
+        L += structured(banks, "access")
+        L += conclusions(rs, "memory", ("bank",))
+        L.append("")
+    else:
+        L += [f"Shared-memory bank-conflict rule: {NOT_MEASURED} (memory suite).", ""]
+
+    return L
+
+
+TIMING_SECTIONS = (TimingSection(40, _memory_lines), TimingSection(50, _bank_lines))

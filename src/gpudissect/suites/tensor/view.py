@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from functools import cache
 
 from gpudissect.report.present.fmt import fmt_num, fmt_sig, fmt_tera
+from gpudissect.report.present.markdown import (
+    NOT_MEASURED,
+    TimingContext,
+    TimingSection,
+    conclusions,
+    md_table,
+    summary_of,
+)
 from gpudissect.report.present.tabular import Cell, ReportTable
 from gpudissect.suites.tensor.analyse import record_group
 
@@ -271,3 +279,23 @@ def report_section(doc: dict, rs) -> dict:
             "findings": general, "findings_more": [relabel(c) for c in per_variant],
             "findings_more_title": "Findings about single variants, as the suite wrote them "
                                    "(their numbers are in the tables; integer types relabelled TOPS)"}
+
+
+# ----------------------------------------------------------------- the timing reference
+def _tensor_lines(ctx: TimingContext) -> list[str]:
+    rs = ctx.rs
+    L: list[str] = ["## Tensor cores", ""]
+    trows = tensor_rows(rs.records("tensor"))
+    if trows or summary_of(rs, "tensor"):
+        L += conclusions(rs, "tensor") + [""]
+        L += md_table([{"variant": f"`{r['variant']}`", "group": r["group"], "SASS": r["sass"],
+                        "latency (cycles)": r["latency"], "rate (instr/clk/SM)": r["rate"],
+                        "FLOP/clk/SM": r["flop_per_cycle_sm"], "TFLOP/s": r["tflops"],
+                        "% of peak": r["pct_of_peak"], "flags": r["flags"]} for r in trows])
+    else:
+        L += [f"Tensor-core latency and throughput: {NOT_MEASURED} (tensor suite).", ""]
+
+    return L
+
+
+TIMING_SECTIONS = (TimingSection(60, _tensor_lines),)
