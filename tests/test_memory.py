@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from gpudissect.bench.staircase import detect, refine_points
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import kernels as gm
 

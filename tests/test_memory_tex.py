@@ -10,7 +10,8 @@ import pickle
 import numpy as np
 import pytest
 
-from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, FakeDevice, Tex
+from gpudissect.device.args import TEX1D_LINEAR_MAX_WIDTH, Buf, Tex
+from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import kernels as gm
 
 KiB, MiB = 1 << 10, 1 << 20

@@ -50,7 +50,8 @@ from gpudissect.bench.contract import (
 )
 from gpudissect.bench.stats import per_sm
 from gpudissect.catalog.model import load_catalog
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result

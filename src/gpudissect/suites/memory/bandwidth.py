@@ -35,7 +35,7 @@ import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
 from gpudissect.bench.stats import noise_flag, per_sm
-from gpudissect.device.device import Buf
+from gpudissect.device.args import Buf
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.timing import timed
 from gpudissect.report.present.fmt import fmt_bytes

@@ -23,7 +23,8 @@ from gpudissect.bench import contract
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
 from gpudissect.bench.staircase import detect, pooled_spread, refine_points
 from gpudissect.bench.stats import noise_flag
-from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Device, Tex
+from gpudissect.device.args import TEX1D_LINEAR_MAX_WIDTH, Buf, Tex
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect.device.device import Buf, Tex
+from gpudissect.device.args import Buf, Tex
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.timing import timed
 from gpudissect.store.db import Result
