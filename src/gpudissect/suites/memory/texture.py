@@ -43,9 +43,10 @@ def bench(r: Launcher) -> tuple[list[Result], dict]:
             wins, periods = [], []
             for _ in range(max(2, p.lat_launches)):
                 run = r.dev.launch(r.k.cubin, name, 1, 1, [
-                    tex, Buf("texwin", nbytes=8 * gm.WINDOW_WORDS, read=True), np.uint32(4 * ch.nodes),
-                    np.uint32(0)])
-                w = np.asarray(run.outputs["texwin"], dtype=np.uint64)[:gm.WINDOW_WORDS].astype(np.int64)
+                    tex, Buf("texwin", nbytes=8 * gm.WINDOW_WORDS, read=True),
+                    np.uint32(4 * ch.nodes), np.uint32(0)])
+                w = np.asarray(run.outputs["texwin"],
+                               dtype=np.uint64)[:gm.WINDOW_WORDS].astype(np.int64)
                 periods.append(float(w[0]) / gm.UNROLL)
                 wins += [int(x) for x in w[3:]]
             a = np.asarray(wins, dtype=float)
