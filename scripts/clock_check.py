@@ -18,7 +18,8 @@ import numpy as np
 
 from gpudissect.arch.target import make_target
 from gpudissect.bench.clock import WORDS, clock_kernel
-from gpudissect.device.device import Buf, CudaDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import CudaDevice
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
 

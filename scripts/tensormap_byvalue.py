@@ -11,7 +11,7 @@ import ctypes
 
 import numpy as np
 
-from gpudissect.device.device import Buf
+from gpudissect.device.args import Buf
 from gpudissect.device.tensormap import TensorMap
 
 PTX = """\

@@ -14,7 +14,8 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.device.tensormap import TensorMap, TensorMapError
 from gpudissect.kernel.build import build_module
 from gpudissect.kernel.ptx import ptx_header

@@ -11,7 +11,8 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
-from gpudissect.device.device import FakeDevice, TensorMap
+from gpudissect.device.device import FakeDevice
+from gpudissect.device.tensormap import TensorMap
 from gpudissect.kernel import wgmma as wd
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.mma import TIMED_REPS

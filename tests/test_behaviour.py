@@ -14,7 +14,8 @@ from gpudissect.arch.target import Target, TargetError, make_target
 from gpudissect.bench import stats
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store
 from gpudissect.suites import get_suite
 from gpudissect.suites.behaviour import analyse as an

@@ -15,7 +15,8 @@ from gpudissect.arch.target import make_target
 from gpudissect.bench import stats
 from gpudissect.bench.contract import Context
 from gpudissect.bench.runner import run
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.timing import row_words
 from gpudissect.store.db import Store
 from gpudissect.suites import get_suite

@@ -10,7 +10,8 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_module
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Store

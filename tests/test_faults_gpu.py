@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from gpudissect.device.device import Buf
+from gpudissect.device.args import Buf
 from gpudissect.device.worker import WorkerDevice, WorkerFailed
 from gpudissect.kernel.toolchain import compile_ptx
 

@@ -209,7 +209,8 @@ def test_merge_copies_runs_under_new_ids(tmp_path, monkeypatch):
 
 def test_profile_items_exist():
     """Every pattern of the quick fleet profile selects items of its suite."""
-    from gpudissect.suites.memory.suite import QUICK_PLAN, _select, item_names
+    from gpudissect.suites.memory.plan import QUICK_PLAN
+    from gpudissect.suites.memory.suite import _select, item_names
     from gpudissect.suites.tensor.suite import load_tensor_catalog, select
 
     prof = load_profile()

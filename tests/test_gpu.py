@@ -51,7 +51,8 @@ LAUNCH_PTX = """
 def test_generic_launch_buffers_scalars_and_big_shared_memory():
     import numpy as np
 
-    from gpudissect.device.device import Buf, CudaDevice
+    from gpudissect.device.args import Buf
+    from gpudissect.device.device import CudaDevice
     from gpudissect.kernel.toolchain import compile_ptx
 
     dev = CudaDevice(0)

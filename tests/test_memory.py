@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from gpudissect.bench.staircase import detect, refine_points
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import kernels as gm
 
@@ -127,7 +128,8 @@ def test_knee_and_two_groups():
 
 def test_generated_kernels_verify():
     from gpudissect.arch.target import make_target
-    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
+    from gpudissect.suites.memory.launcher import Kernels
+    from gpudissect.suites.memory.plan import QUICK_PLAN
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
     timed = [n for n, kern in k.kernels.items() if "path" in kern.meta]
@@ -223,7 +225,7 @@ def _run(dev, store, patterns, plan):
 def test_suite_on_fake_device(tmp_path):
     from gpudissect.store.db import Store
     from gpudissect.store.export import suite_document
-    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.suites.memory.plan import Plan
 
     plan = Plan(sweep_max=512 * MiB, per_octave=2, refine=2, max_nodes=1 << 15, warm_cap=1 << 12,
                 const_footprints=(2048,), strides=(8, 16, 32, 64, 128, 256, 512),
@@ -270,7 +272,7 @@ def test_suite_on_fake_device(tmp_path):
 
 def test_failing_benchmark_is_contained(tmp_path):
     from gpudissect.store.db import Store
-    from gpudissect.suites.memory.suite import QUICK_PLAN
+    from gpudissect.suites.memory.plan import QUICK_PLAN
 
     def broken(kernel, grid, block, args, smem):
         if kernel == "chase_cv":

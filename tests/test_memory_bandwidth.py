@@ -1,7 +1,8 @@
-"""GPU-free tests of the memory suite's bandwidth part (``suites/memory/bandwidth.py``) and the
-texture-method check (``suites/memory/texture.py``): saturation on synthetic curves with known
-answers, the rates of one launch from its warps' timestamps, the stream geometry, the
-generated PTX and its SASS (ptxas and nvdisasm run here), and the items on a fake device."""
+"""GPU-free tests of the memory suite's bandwidth part (``suites/memory/bandwidth.py``, its
+kernels ``stream_kernels.py``) and the texture-method check (``suites/memory/texture.py``):
+saturation on synthetic curves with known answers, the rates of one launch from its warps'
+timestamps, the stream geometry, the generated PTX and its SASS (ptxas and nvdisasm run
+here), and the items on a fake device."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gpudissect.bench.stats import noise_flag
 from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import bandwidth as bw
 from gpudissect.suites.memory import kernels as gm
+from gpudissect.suites.memory import stream_kernels as sk
 from gpudissect.suites.memory import texture as tx
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
@@ -27,7 +29,7 @@ def _points(rate, flags=lambda b, i, w: []) -> list[dict]:
 
 
 def _inflight(b, i, w) -> int:
-    return w * bw.chunk_bytes(b, i)
+    return w * sk.chunk_bytes(b, i)
 
 
 # --- saturation on synthetic curves
@@ -122,13 +124,13 @@ def _offsets(op: str, cfg: bw.Config, geo: bw.Geometry) -> np.ndarray:
         for w in range(cfg.wpb):
             g = b * geo.ctamul + w
             lane = np.arange(32) * (cfg.bits // 8)
-            if bw.OPS[op].space == "shared":
-                so = (g * bw.chunk_bytes(cfg.bits, cfg.ilp)) & geo.smask
+            if sk.OPS[op].space == "shared":
+                so = (g * sk.chunk_bytes(cfg.bits, cfg.ilp)) & geo.smask
                 for _ in range(geo.trips):
                     offs += [so + lane + j * step for j in range(cfg.ilp)]
                     so = (so + geo.stride) & geo.smask
             else:
-                base = g * bw.chunk_bytes(cfg.bits, cfg.ilp)
+                base = g * sk.chunk_bytes(cfg.bits, cfg.ilp)
                 for t in range(geo.trips):
                     offs += [base + t * geo.stride + lane + j * step for j in range(cfg.ilp)]
     return np.concatenate(offs)
@@ -148,13 +150,13 @@ def test_geometry_stays_in_the_footprint(op, cfg, target):
     offs = _offsets(op, cfg, geo)
     width = cfg.bits // 8
     assert offs.min() >= 0 and offs.max() + width <= geo.footprint <= geo.buffer or \
-        bw.OPS[op].space == "shared" and offs.max() + width <= bw.SMEM_BYTES
-    if bw.OPS[op].space == "shared":
+        sk.OPS[op].space == "shared" and offs.max() + width <= sk.SMEM_BYTES
+    if sk.OPS[op].space == "shared":
         return
     assert geo.footprint <= target
     per_dir = 2 if op == "cpcg" else 1
-    assert geo.bytes_per_warp_pass == per_dir * geo.trips * bw.chunk_bytes(cfg.bits, cfg.ilp)
-    if bw.OPS[op].local:  # every block walks the same slice once
+    assert geo.bytes_per_warp_pass == per_dir * geo.trips * sk.chunk_bytes(cfg.bits, cfg.ilp)
+    if sk.OPS[op].local:  # every block walks the same slice once
         assert np.array_equal(np.unique(offs), np.arange(0, geo.footprint, width))
         assert offs.size == geo.grid * geo.footprint // width
     else:  # the grid covers the footprint exactly once per pass
@@ -187,7 +189,7 @@ def _built():
 
     t = make_target("sm_90")
     h = ptx_header(t.ptx_isa, t.arch)
-    return build_module(bw.kernels(h, WIDTHS, ILPS) + tx.kernels(h), t.arch)
+    return build_module(sk.kernels(h, WIDTHS, ILPS) + gm.window_kernels(h), t.arch)
 
 
 SASS_OP = {"lds": ("LDS",), "sts": ("STS",), "ldca": ("LDG.E{w}.STRONG.SM",),
@@ -195,7 +197,7 @@ SASS_OP = {"lds": ("LDS",), "sts": ("STS",), "ldca": ("LDG.E{w}.STRONG.SM",),
            "cpcg": ("LDG.E{w}.STRONG.GPU", "STG.E{w}.STRONG.GPU"), "ldpf": ("LDG.E.LTC256B{w}.STRONG.GPU",)}
 
 
-@pytest.mark.parametrize("op", list(bw.OPS))
+@pytest.mark.parametrize("op", list(sk.OPS))
 def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
     from gpudissect.kernel.region import kind_of
     from gpudissect.suites.memory.checks import check_region
@@ -203,7 +205,7 @@ def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
     built = _built()
     for bits in WIDTHS:
         for ilp in ILPS:
-            b = built[bw.kernel_name(op, bits, ilp)]
+            b = built[sk.kernel_name(op, bits, ilp)]
             assert not isinstance(b, Exception), b
             w = "" if bits == 32 else f".{bits}"
             want = {s.format(w=w).replace("LDS", "LDS" + w).replace("STS", "STS" + w) if s in ("LDS", "STS")
@@ -219,24 +221,25 @@ def test_stream_kernels_hold_the_intended_vector_accesses_and_no_harness(op):
                 assert seq[:ilp] == ["LDG"] * ilp, (bits, ilp, seq)
             # the per-warp record is written after the region (its stores are not in it)
             after = b.instrs[b.instrs.index(b.region[-1]) + 1:]
-            assert sum(i.opcode == "STG" for i in after) == bw.OUT_WORDS
+            assert sum(i.opcode == "STG" for i in after) == sk.OUT_WORDS
             assert any("SR_GLOBALTIMER" in " ".join(i.operands) for i in after)
 
 
 def test_the_suite_module_builds_and_verifies_the_bandwidth_kernels():
     from gpudissect.arch.target import make_target
-    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels
+    from gpudissect.suites.memory.launcher import Kernels
+    from gpudissect.suites.memory.plan import QUICK_PLAN
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
-    names = [bw.kernel_name(o, b, i) for o in bw.OPS for b in QUICK_PLAN.bw_widths for i in QUICK_PLAN.bw_ilps]
+    names = [sk.kernel_name(o, b, i) for o in sk.OPS for b in QUICK_PLAN.bw_widths for i in QUICK_PLAN.bw_ilps]
     assert all(n in k.built and k.checks[n].ok for n in names)
-    assert all(f"tex_win_{kind}" in k.built and k.checks[f"tex_win_{kind}"].ok for kind in tx.KINDS)
+    assert all(f"tex_win_{kind}" in k.built and k.checks[f"tex_win_{kind}"].ok for kind in gm.WINDOW_KINDS)
     assert "bw_st_cg" in k.built  # the L2 flush's stream stays
 
 
 def test_texture_windows_put_each_fetch_between_two_clock_reads():
     built = _built()
-    for kind in tx.KINDS:
+    for kind in gm.WINDOW_KINDS:
         reg = built[f"tex_win_{kind}"].region
         ops = [("clk" if i.opcode in ("S2UR", "S2R", "CS2R") and "SR_CLOCKLO" in " ".join(i.operands)
                 else "tld" if i.opcode == "TLD" else "use" if i.opcode in ("VIADD", "IADD3", "IMAD.IADD")
@@ -259,10 +262,10 @@ class FakeGPU:
         self.sms, self.rate, self.period, self.window = sms, rate, period, window
 
     def __call__(self, kernel, grid, block, args, smem):
-        if kernel.startswith(bw.PREFIX):
+        if kernel.startswith(sk.PREFIX):
             return outputs(kernel, grid, block, args, self.sms, self.rate)
         if kernel.startswith("tex_win_"):
-            w = np.zeros(tx.WORDS, dtype=np.uint64)
+            w = np.zeros(gm.WINDOW_WORDS, dtype=np.uint64)
             w[0] = int(self.period * gm.UNROLL)
             w[3:] = int(self.window if kernel.endswith("open") else self.period + 4)
             return {"texwin": w}
@@ -292,7 +295,7 @@ def _write_excess(l2: int):
 def test_bandwidth_items_on_a_fake_device(tmp_path):
     from gpudissect.store.db import Store
     from gpudissect.store.export import suite_document
-    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.suites.memory.plan import Plan
 
     sms = 4
     plan = Plan(bw_widths=(64, 128), bw_ilps=(1, 4, 8), bw_warps=(4, 16, 64), bw_launches=3,
@@ -388,7 +391,7 @@ def test_same_lines_conclusion_compares_the_two_l2_reads():
 
 
 def test_same_lines_level_runs_one_block_per_sm():
-    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.suites.memory.plan import Plan
 
     cs = bw.level_configurations("L2/read-same-lines", Plan())
     assert cs and all(c.bps == 1 for c in cs) and max(c.warps for c in cs) <= bw.MAX_BLOCK_WARPS

@@ -8,7 +8,8 @@ import pytest
 
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import bandwidth as bwm
-from gpudissect.suites.memory.suite import Plan, item_names
+from gpudissect.suites.memory.plan import Plan
+from gpudissect.suites.memory.suite import item_names
 
 STRIDES = Plan().bank_strides
 

@@ -318,7 +318,7 @@ def test_suite_models_two_partitions_tlb_and_line_on_a_fake_device(tmp_path):
     from gpudissect.store.export import suite_document
     from gpudissect.suites import get_suite
     from gpudissect.suites.memory.figures import figures
-    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.suites.memory.plan import Plan
 
     plan = Plan(sweep_max=256 * MiB, per_octave=2, refine=3, refine_per_octave=6, max_nodes=1 << 22,
                 warm_cap=1 << 22, strides=(8, 16, 32, 64, 128, 256), const_footprints=(2048,),

@@ -10,7 +10,8 @@ import pickle
 import numpy as np
 import pytest
 
-from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, FakeDevice, Tex
+from gpudissect.device.args import TEX1D_LINEAR_MAX_WIDTH, Buf, Tex
+from gpudissect.device.device import FakeDevice
 from gpudissect.suites.memory import kernels as gm
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -73,7 +74,8 @@ def test_tex_check_rejects_other_loads(sass):
 
 def test_the_suite_module_holds_a_verified_tex_chase():
     from gpudissect.arch.target import make_target
-    from gpudissect.suites.memory.suite import QUICK_PLAN, TEX_KERNEL, Kernels
+    from gpudissect.suites.memory.launcher import TEX_KERNEL, Kernels
+    from gpudissect.suites.memory.plan import QUICK_PLAN
 
     k = Kernels(make_target("sm_90"), QUICK_PLAN)
     assert TEX_KERNEL in k.built and k.checks[TEX_KERNEL].ok
@@ -185,7 +187,9 @@ class TexModel:
 
 def test_latency_tex_is_measured_with_a_texture_chain():
     from gpudissect.arch.target import make_target
-    from gpudissect.suites.memory.suite import QUICK_PLAN, Kernels, Launcher, bench_latency
+    from gpudissect.suites.memory.launcher import Kernels, Launcher
+    from gpudissect.suites.memory.plan import QUICK_PLAN
+    from gpudissect.suites.memory.suite import bench_latency
 
     model = TexModel()
     r = Launcher(FakeDevice(launch_model=model), Kernels(make_target("sm_90"), QUICK_PLAN), QUICK_PLAN)
@@ -209,7 +213,7 @@ def test_tex_sweep_and_summary_on_fake_device(tmp_path):
     from gpudissect.store.db import Store
     from gpudissect.suites import get_suite
     from gpudissect.suites.memory import analyse as am
-    from gpudissect.suites.memory.suite import Plan
+    from gpudissect.suites.memory.plan import Plan
 
     plan = Plan(sweep_max=4 * MiB, per_octave=2, refine=1, max_nodes=1 << 12, warm_cap=1 << 10,
                 const_footprints=(2048,), lat_launches=2, sweep_iters=4)

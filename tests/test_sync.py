@@ -12,7 +12,8 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.bench.contract import Context, SuiteInputError
 from gpudissect.bench.runner import run
-from gpudissect.device.device import Buf, FakeDevice
+from gpudissect.device.args import Buf
+from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store
 from gpudissect.suites import get_suite
 from gpudissect.suites.sync import analyse as an

@@ -1,4 +1,4 @@
-"""The tensor suite's throughput sweep (suites/tensor/sweep.py) on synthetic rates with known
+"""The tensor suite's throughput sweep (bench/tensor_sweep.py) on synthetic rates with known
 answers, the sparse wgmma kernels (ptxas here), and the conclusions that pair a wgmma
 throughput with the latency of its own N."""
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpudissect.arch.target import Target
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
 

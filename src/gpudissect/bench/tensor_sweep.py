@@ -25,7 +25,8 @@ from gpudissect.bench.stats import (
     slopes_per_repeat,
     sm_windows,
 )
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.mma import TIMED_REPS
 from gpudissect.kernel.timing import row_words

@@ -1,7 +1,9 @@
 """The GPU side: load cubins and launch kernels through cuda-core / cuda-bindings.
 
 Everything here needs a GPU; nothing else in gpudissect does. :class:`FakeDevice`
-stands in for it in tests (it produces synthetic clocks from a model you give it).
+stands in for it in tests (it produces synthetic clocks from a model you give it). The
+arguments a launch takes are records of their own: buffers and textures (``args.py``), tensor
+maps (``tensormap.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from gpudissect.device.args import TEX1D_LINEAR_MAX_WIDTH, TEX_FORMATS, Buf, Tex
 from gpudissect.device.tensormap import (
     TMAP_ALIGN,
     TMAP_BYTES,
@@ -55,31 +58,6 @@ class LaunchResult:
     wall_s: float
 
 
-@dataclass
-class Buf:
-    """A device-buffer kernel argument of the generic :meth:`Device.launch` (picklable, so a
-    launch can be forwarded to a worker process).
-
-    ``data`` is copied to the device before the first launch (else the buffer is zero-filled
-    once, when ``zero`` is set); ``read`` copies it back after the last launch as ``dtype``.
-    Buffers are device memory of their own for each name and reused (grown on demand) across
-    launches of one device, so a large buffer is only uploaded when new ``data`` comes."""
-
-    name: str
-    nbytes: int = 0
-    data: np.ndarray | None = None
-    read: bool = False
-    dtype: str = "u8"
-    zero: bool = False
-
-    def __post_init__(self) -> None:
-        if self.data is not None:
-            self.data = np.ascontiguousarray(self.data)
-            self.nbytes = max(self.nbytes, int(self.data.nbytes))
-        if self.nbytes <= 0:
-            raise ValueError(f"buffer '{self.name}' has no size")
-
-
 @dataclass(frozen=True)
 class RunSpec:
     """One entry of :meth:`Device.run_many`: the arguments of one :meth:`Device.run` call
@@ -92,44 +70,6 @@ class RunSpec:
     grid: int
     block: int
     launches: int = 1
-
-
-# Element formats of texture objects: numpy dtype and CUarray_format member (one channel)
-TEX_FORMATS = {"u8": ("u1", "CU_AD_FORMAT_UNSIGNED_INT8"), "u16": ("u2", "CU_AD_FORMAT_UNSIGNED_INT16"),
-               "u32": ("u4", "CU_AD_FORMAT_UNSIGNED_INT32")}
-TEX1D_LINEAR_MAX_WIDTH = 1 << 27  # elements; sm_90's limit, the fallback when not queried
-
-
-@dataclass
-class Tex:
-    """A texture-object kernel argument (picklable): a 1D texture over the linear device
-    buffer ``buf`` (one channel of ``fmt`` integers, read as integers, point sampling; a fetch
-    outside the texture returns 0). ``buf`` is allocated, uploaded and (``read``) copied back
-    like a :class:`Buf` argument (its own memory, aligned for textures); the kernel gets the
-    texture object handle as a ``.u64`` parameter (unified texture mode)."""
-
-    buf: Buf
-    fmt: str = "u32"
-
-    def __post_init__(self) -> None:
-        if self.fmt not in TEX_FORMATS:
-            raise ValueError(f"texture format '{self.fmt}': one of {', '.join(TEX_FORMATS)}")
-        if self.buf.nbytes % self.itemsize:
-            raise ValueError(f"texture over '{self.buf.name}': {self.buf.nbytes} B is not a "
-                             f"whole number of {self.fmt} elements")
-
-    @property
-    def itemsize(self) -> int:
-        return np.dtype(TEX_FORMATS[self.fmt][0]).itemsize
-
-    @property
-    def width(self) -> int:
-        return self.buf.nbytes // self.itemsize
-
-    def check_width(self, max_width: int) -> None:
-        if self.width > max_width:
-            raise ValueError(f"texture over '{self.buf.name}': {self.width} elements exceed the "
-                             f"device's 1D linear texture width ({max_width} elements): refused")
 
 
 # A scalar kernel argument: a numpy scalar of the PTX parameter's width (np.uint32(5), ...).
@@ -615,7 +555,7 @@ class FakeDevice:
                  launch_model=None, free_bytes: int = 8 << 30):
         """``launch_model(kernel, grid, block, args, smem) -> dict of outputs`` (optionally
         with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches (:class:`Tex`
-        arguments wider than sm_90's 1D linear texture limit are refused first)."""
+        arguments wider than CUDA's 1D linear texture limit are refused first)."""
         self.model = model
         self.launch_model = launch_model
         self.free_bytes = free_bytes

@@ -32,7 +32,7 @@ def demo_model(kernel: str, chains: int, length: int, warps: int) -> float:
 
 
 def _zero_outputs(kernel, grid, block, args, smem) -> dict:
-    from gpudissect.device.device import Buf, Tex
+    from gpudissect.device.args import Buf, Tex
 
     bufs = [a.buf if isinstance(a, Tex) else a for a in args]
     return {a.name: np.zeros(a.nbytes // np.dtype(a.dtype).itemsize, dtype=a.dtype)

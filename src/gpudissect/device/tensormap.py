@@ -5,10 +5,8 @@ any launch."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gpudissect.device.device import Buf
+from gpudissect.device.args import Buf
 
 # Tensor maps (TMA descriptors): element types (bytes, CUtensorMapDataType value, float?) and
 # the other enums of cuTensorMapEncodeTiled (name: (value, bytes where it has a size))

@@ -129,7 +129,7 @@ def _prefer_own_instruction(table: dict[str, list[tuple[float, str]]]) -> None:
 
 
 def tables_from(rs, memory_map: dict | None = None) -> Tables:
-    """Tables from a loaded result set (``report.load.ResultSet``)."""
+    """Tables from a loaded result set (``report.read.results.ResultSet``)."""
     arch = rs.provenance().get("arch")
     if not arch:
         raise PredictError(f"{rs.source}: the tables name no architecture (provenance 'arch')")

@@ -44,7 +44,7 @@ from gpudissect.bench.contract import (
     select_named,
 )
 from gpudissect.bench.stats import noise_flag
-from gpudissect.device.device import Buf
+from gpudissect.device.args import Buf
 from gpudissect.device.tensormap import TensorMap
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import ptx_header

@@ -28,7 +28,8 @@ from gpudissect.bench.contract import Context
 from gpudissect.bench.stats import noise_flag
 from gpudissect.bench.tensor_sweep import Config, time_config
 from gpudissect.catalog.tensor import WgmmaVariant, load_tensor_catalog
-from gpudissect.device.device import Buf, TensorMap
+from gpudissect.device.args import Buf
+from gpudissect.device.tensormap import TensorMap
 from gpudissect.kernel import wgmma as wd
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.mma import TIMED_REPS, random_words, tensor_arch

@@ -17,7 +17,7 @@ delimited by the same two ``%clock64`` reads (inline PTX that takes the chains a
 operands, so nvcc can move no work of the region out of it, and adds no instruction), as many
 barriers before each repetition, the timestamps in registers until after the repetition loop,
 lane 0 writing its warp's row (``row_words(REPS)`` u64: (start, end) per kept repetition, then
-``%smid``) after it, so one analysis (``suite.pair_spans``) reads both kernels. Its SASS is
+``%smid``) after it, so one analysis (``launch.pair_spans``) reads both kernels. Its SASS is
 checked as the verified kernel's is (``region_intrusions``, a ``sass:`` flag): between the
 two clock reads no barrier, memory access, special register read or branch but the work
 loop's back edge, and, outside that loop, nothing but the work and moves.
@@ -52,6 +52,7 @@ from gpudissect.kernel.timing import cuda_repeated
 from gpudissect.kernel.toolchain import disassemble, find_tool, sha256
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour.kernels import REPS, ROW, pipe_kernel, pipe_name
+from gpudissect.suites.behaviour.launch import pair_spans
 
 # variant -> (C type, C statement of one step of chain x with the fixed operands a, b)
 VARIANTS: dict[str, tuple[str, str]] = {
@@ -232,9 +233,6 @@ def region_ops(b: Built) -> dict[str, int]:
 def work_rate(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int) -> dict:
     """One launch of each length: warp-instructions of the work per clock per SM, from the
     difference of the two lengths (the region's constant costs cancel)."""
-    # the suite's launches of a timed kernel (imported here: the suite imports this module)
-    from gpudissect.suites.behaviour.suite import pair_spans
-
     spans = pair_spans(dev, pair, nsm, warps, smem)
     units = warps * pair[0].kernel.chains * (pair[1].kernel.length - pair[0].kernel.length)
     return {**stats.rate_stats(stats.slope_rates(spans[0], spans[1], units)), "sms": len({sm for _r, sm in spans[1]})}

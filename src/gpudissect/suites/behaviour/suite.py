@@ -48,9 +48,9 @@ from gpudissect.bench.contract import (
     SuiteBase,
     select_named,
 )
-from gpudissect.bench.stats import per_sm
 from gpudissect.catalog.model import load_catalog
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
@@ -68,6 +68,7 @@ from gpudissect.suites.behaviour.kernels import (
     resid_kernel,
     sched_pair_kernel,
 )
+from gpudissect.suites.behaviour.launch import pair_spans, timed_launch
 from gpudissect.suites.behaviour.summary import summarize
 
 PIPE_VARIANTS = ("fma.rn.f32", "mad.lo.u32", "lop3.b32", "min.s32", "prmt.b32", "fma.rn.f64",
@@ -370,42 +371,8 @@ def run_fairness(dev: Device, p: Probe, built: Built, nsm: int, rules: dict) -> 
 
 
 # ----------------------------------------------------------------- running: timed probes
-def _launch(dev: Device, b: Built, grid: int, warps: int, bufs: list[Buf], smem: int) -> dict[str, np.ndarray]:
-    """One launch of a kernel whose last parameter is the times buffer of its repeated timed
-    region (kernel/timing.py): the read-back buffers, ``times`` as one row per warp."""
-    r = dev.launch(b.cubin, b.name, grid, warps * 32,
-                   [*bufs, Buf("times", nbytes=grid * warps * ROW * 8, read=True, dtype="u8", zero=True)],
-                   smem=smem)
-    out = dict(r.outputs)
-    out["times"] = out["times"].reshape(-1, ROW)[: grid * warps].astype(np.int64)
-    return out
-
-
-def _spans(times: np.ndarray, warps: int) -> dict[tuple[int, int], float]:
-    """(kept repetition, SM) -> the SM's span, for the SMs that held exactly ``warps`` warps."""
-    out = {}
-    for rep in range(1, REPS):
-        st = per_sm(times, rep)
-        for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
-            if w == warps:
-                out[(rep, int(sm))] = float(span)
-    return out
-
-
 def _count(b: Built, ops: set[str]) -> int:
     return sum(1 for i in b.region if i.opcode in ops)
-
-
-def pair_spans(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int) -> list[dict]:
-    """One launch of each of two region lengths of a pipe-ABI kernel (in, out, times): the SM
-    spans of each (``_spans``)."""
-    spans = []
-    for b in pair:
-        k = b.kernel
-        bufs = [Buf("pin", data=np.array(k.inputs or [0], dtype=np.uint64)),
-                Buf("pout", nbytes=nsm * warps * 32 * 8 * max(k.n_sink, 1))]
-        spans.append(_spans(_launch(dev, b, nsm, warps, bufs, smem)["times"], warps))
-    return spans
 
 
 def _rates(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int, ops: set[str]) -> dict:
@@ -483,8 +450,8 @@ def run_sched_pairs(dev: Device, p: Probe, b: Built, smem: int, flags: list[str]
     ffma = _count(b, {"FFMA"})
     per = []
     for _ in range(LAUNCHES):
-        out = _launch(dev, b, len(sets), W, [Buf("masks", data=masks),
-                                             Buf("wid", nbytes=len(sets) * W * 8, read=True, zero=True)], smem)
+        out = timed_launch(dev, b, len(sets), W, [Buf("masks", data=masks),
+                                                  Buf("wid", nbytes=len(sets) * W * 8, read=True, zero=True)], smem)
         rows = out["times"].reshape(len(sets), W, ROW)
         starts = np.stack([rows[:, :, 2 * r] for r in range(1, REPS)], 1)
         ends = np.stack([rows[:, :, 2 * r + 1] for r in range(1, REPS)], 1)
@@ -513,7 +480,7 @@ def run_sched_order(dev: Device, p: Probe, b: Built, nsm: int, smem: int, groups
         gs = an.extend_groups(groups["groups"], groups.get("mod"), W)
     per = []
     for _ in range(LAUNCHES):
-        out = _launch(dev, b, nsm, W, [Buf("wid", nbytes=nsm * W * 8, read=True, zero=True)], smem)
+        out = timed_launch(dev, b, nsm, W, [Buf("wid", nbytes=nsm * W * 8, read=True, zero=True)], smem)
         rows = out["times"].reshape(nsm, W, ROW)
         wid = out["wid"].astype(np.int64)[: nsm * W].reshape(nsm, W)
         smid = rows[:, 0, -1]

@@ -36,7 +36,8 @@ from gpudissect.bench.contract import (
     select_named,
 )
 from gpudissect.bench.stats import noise_flag
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import ptx_header
 from gpudissect.store.db import Result

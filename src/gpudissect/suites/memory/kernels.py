@@ -1,4 +1,6 @@
-"""PTX kernels of the memory suite: pointer chases, bandwidth streams, bank-conflict probes.
+"""PTX kernels of the memory suite: pointer chases, texture-fetch windows, the L2 flush's store
+stream, bank-conflict probes (the bandwidth benchmarks' stream kernels are in
+``stream_kernels.py``).
 
 Every timed kernel holds its timed region between two ``%clock64`` reads
 (:mod:`gpudissect.kernel.timing`), so :func:`gpudissect.kernel.region.find_region` finds it and
@@ -27,9 +29,13 @@ Kernel ABIs (parameters in order):
   the ``warm`` parameter doubles as the word count there, every word is visited once warm).
   ``chase_tex`` takes a texture object handle instead of ``chain`` (u32 elements holding the
   next node's element index, :func:`element_indices`) and returns the final index as sink.
+* ``tex_win_<kind>(tex u64, out u64, warm u32, zero u32)``: ``UNROLL`` dependent texture
+  fetches, each timed between two 32-bit clock reads, after ``warm`` untimed ones; writes
+  (region cycles, sink, smid, then the UNROLL windows) as u64 to ``out`` (the texture-method
+  check, ``texture.py``).
 * ``bw_st_cg(buf u64, out u64, slice u32, block_stride u32, reps u32)``: each block writes
   ``slice`` 16-byte vectors starting at ``ctaid * block_stride`` vectors, ``reps`` times (the
-  L2 flush of the stride sweep; the bandwidth benchmarks' kernels are in ``bandwidth.py``).
+  L2 flush of the stride sweep; the bandwidth benchmarks' kernels are in ``stream_kernels.py``).
 * ``bank_w<bits>(out u64, stride u32, iters u32)``: one warp, lane address
   ``lane * stride`` bytes in shared memory holding itself (a self-loop), timed dependent loads.
 """
@@ -339,6 +345,61 @@ def element_indices(chain: Chain) -> np.ndarray:
     """The chain as u32 ELEMENT indices of the next node (what a u32 texture fetch takes),
     stored at each node's element: :meth:`Chain.byte_offsets` divided by 4."""
     return chain.byte_offsets(unit=4)
+
+
+WINDOW_KINDS = ("open", "used")  # the texture-method check (texture.py)
+WINDOW_WORDS = 3 + UNROLL  # u64 a window kernel writes
+
+
+def window_kernel(kind: str, header: str) -> Kernel:
+    """UNROLL dependent texture fetches, each between two 32-bit clock reads; ``used``: the
+    fetched index feeds an add before the end read."""
+    if kind not in WINDOW_KINDS:
+        raise ValueError(f"unknown window kind '{kind}' ({', '.join(WINDOW_KINDS)})")
+    use = "    add.u32 %a, %a, %z;\n" if kind == "used" else ""
+    body = []
+    for i in range(UNROLL):
+        body += [f"    mov.u32 %s{i}, %clock;", TEX_STEP, use.rstrip("\n"),
+                 f"    mov.u32 %e{i}, %clock;", f"    sub.u32 %e{i}, %e{i}, %s{i};"]
+    region = "\n".join(timed([x for x in body if x], "%t0", "%t1", "    "))
+    stores = "\n".join(f"    cvt.u64.u32 %x, %e{i};\n    st.global.u64 [%o+{8 * (3 + i)}], %x;"
+                       for i in range(UNROLL))
+    e = f"""
+.visible .entry tex_win_{kind}(.param .u64 tex, .param .u64 out, .param .u32 warm, .param .u32 zero)
+{{
+    .reg .u64 %tx, %t0, %t1, %o, %x;
+    .reg .u32 %n, %z, %a, %b, %c, %d, %s<{UNROLL}>, %e<{UNROLL}>;
+    .reg .pred %q;
+    ld.param.u64 %tx, [tex];
+    ld.param.u32 %n, [warm];
+    ld.param.u32 %z, [zero];
+    mov.u32 %a, 0;
+W:
+    setp.eq.u32 %q, %n, 0;
+    @%q bra WD;
+{TEX_STEP}
+    sub.u32 %n, %n, 1;
+    bra W;
+WD:
+{region}
+    sub.u64 %t1, %t1, %t0;
+    ld.param.u64 %o, [out];
+    st.global.u64 [%o], %t1;
+    cvt.u64.u32 %x, %a;
+    st.global.u64 [%o+8], %x;
+    mov.u32 %n, %smid;
+    cvt.u64.u32 %x, %n;
+    st.global.u64 [%o+16], %x;
+{stores}
+    ret;
+}}
+"""
+    return Kernel(f"tex_win_{kind}", header, e, variant=f"texmethod/{kind}", measure="latency",
+                  length=UNROLL, meta={"path": "tex.1d.window", "expect": "texture", "kind": kind})
+
+
+def window_kernels(header: str) -> list[Kernel]:
+    return [window_kernel(k, header) for k in WINDOW_KINDS]
 
 
 def chase_const_kernel(chain: Chain, header: str, tag: str) -> Kernel:

@@ -14,240 +14,28 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from gpudissect.arch.target import Target
 from gpudissect.bench import contract
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
 from gpudissect.bench.staircase import detect, pooled_spread, refine_points
 from gpudissect.bench.stats import noise_flag
-from gpudissect.device.device import TEX1D_LINEAR_MAX_WIDTH, Buf, Device, Tex
-from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.device.args import TEX1D_LINEAR_MAX_WIDTH, Buf
 from gpudissect.store.db import Result
 from gpudissect.suites.memory import analyse as am
 from gpudissect.suites.memory import bandwidth as bwm
 from gpudissect.suites.memory import kernels as gm
 from gpudissect.suites.memory import texture as tex
-from gpudissect.suites.memory.checks import MemCheck, check_region
+from gpudissect.suites.memory.launcher import TEX_KERNEL, Kernels, Launcher
+from gpudissect.suites.memory.plan import QUICK_PLAN, Plan
 
 MiB = 1 << 20
-
-
-@dataclass(frozen=True)
-class Plan:
-    hot_footprint: int = 2048  # path latencies: a chain this small stays in the nearest level
-    hot_spacing: int = 64
-    lat_iters: int = 64  # x UNROLL dependent loads timed per launch
-    lat_launches: int = 3
-    sweep_min: int = 4096
-    sweep_max: int = 32 << 30  # capped by half the free device memory ...
-    sweep_l2_multiple: int = 4  # ... and by this many times the L2 size the driver reports
-    per_octave: int = 2
-    refine: int = 3  # extra points inside each detected step's bracket
-    dense_sweeps: tuple[str, ...] = ("ca-strided", "cg-random")  # the L2 model's sweeps ...
-    refine_per_octave: int = 6  # ... fill each step's bracket this densely (at least `refine`)
-    sweep_iters: int = 128
-    sweep_launches: int = 3  # launches per sweep point (median; their spread flags noise)
-    warm_cap: int = 1 << 20  # untimed links followed before timing (whole chain when smaller)
-    max_nodes: int = 1 << 20  # larger footprints space their nodes further apart (= warm_cap:
-    # every swept chain is walked whole before it is timed)
-    strides: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)
-    # TLB study: page strides (one visited page per stride; at and above the 2 MiB large
-    # page), pages in random order, a few lines per page (the data stays in L2, so a step is
-    # translation); it may span most of the device memory
-    tlb_strides: tuple[int, ...] = (2 << 20, 4 << 20, 32 << 20, 512 << 20)
-    tlb_region: int = 2 << 20  # the lines of a page lie in its first tlb_region bytes
-    tlb_lines: int = 4096  # lines in a chain (pages x lines per page), at most ...
-    tlb_lines_per_page: int = 64  # ... this many per page, at least one
-    tlb_per_octave: int = 2
-    tlb_max: int = 128 << 30
-    tlb_free_fraction: float = 0.9
-    # per-SM L2 map: one block per SM, each on a one-line self-loop, lines at random offsets
-    l2map_lines: int = 64
-    l2map_bytes: int = 64 << 20
-    l2map_reps: int = 3
-    l2map_iters: int = 16  # x UNROLL timed loads per block
-    l2map_warm: int = 32
-    # line size: the capacity step of a strided chain at node spacings wider than the line
-    # moves up by spacing / line (a line is allocated per node); the first spacing is the
-    # measured fill granularity (the reference)
-    line_spacings_l1: tuple[int, ...] = (192, 768)
-    line_spacings_l2: tuple[int, ...] = (384,)
-    line_per_octave: int = 4
-    stride_nodes: int = 1024
-    stride_reps: int = 3  # cold passes per stride (fresh chain each); median
-    const_footprints: tuple[int, ...] = (512, 2048, 8192, 32768)
-    # in access widths; past 32 words (33, 48, 65) the conflict pattern repeats at the bank count
-    bank_strides: tuple[int, ...] = (0, 1, 2, 3, 4, 6, 8, 16, 24, 32, 33, 48, 64, 65)
-    store_span_iters: int = 256  # seed 000's method: regions of one store, each timed alone
-    bw_block: int = 256  # the L2 flush's store stream (stride/L2)
-    bw_blocks_per_sm: int = 8
-    # bandwidth (suites/memory/bandwidth.py): access width x ILP x warps per SM per level
-    bw_widths: tuple[int, ...] = (32, 64, 128)
-    bw_ilps: tuple[int, ...] = (1, 2, 4, 8)
-    bw_warps: tuple[int, ...] = (4, 8, 16, 32, 64)
-    bw_block_warps: int = 8  # warps per block (more warps per SM: more blocks)
-    bw_region_us: float = 1000.0  # timed region of an on-chip level's launch
-    bw_dram_region_us: float = 3000.0  # ... of a device-memory launch
-    bw_launches: int = 3
-    bw_foot_multiples: tuple[float, ...] = (1, 2, 4, 8, 16, 32)  # DRAM write/read (x L2 bound)
-    bw_l2_fractions: tuple[float, ...] = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2, 4)  # x L2 footprint
-    seed: int = 1
-
-    def const_spacing(self, footprint: int) -> int:
-        """Node spacing of a constant chase's chain of ``footprint`` bytes."""
-        return self.hot_spacing if footprint > 2 * self.hot_spacing else 8
-
-    def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-QUICK_PLAN = Plan(sweep_max=512 << 20, tlb_max=1 << 30, stride_reps=1, per_octave=1, refine=1, sweep_iters=32, warm_cap=1 << 16,
-                  strides=(8, 32, 128, 512), const_footprints=(2048,), bank_strides=(0, 1, 2, 32),
-                  bw_widths=(128,), bw_ilps=(1, 4), bw_warps=(8, 32),
-                  bw_region_us=200.0, bw_dram_region_us=500.0, bw_launches=2,
-                  bw_foot_multiples=(1, 8),
-                  bw_l2_fractions=(1 / 2, 4), lat_launches=2, sweep_launches=2,
-                  refine_per_octave=2, tlb_strides=(2 << 20, 32 << 20), l2map_lines=16,
-                  l2map_reps=2, line_per_octave=2)
 
 GLOBAL_PATHS = {f"ld.global.{op}": f"chase_{op}" for op in gm.GLOBAL_OPS}
 LOCAL_PATHS = {"ld.shared": "chase_lds", "st.shared+ld.shared": "chase_sts", "ld.local": "chase_ldl"}
 STORE_ROUND_TRIP = {"st.global+ld.global": "chase_stg"}  # one-word self-loop in a global buffer
 STORE_SPANS = {"st.shared": "span_sts", "st.global": "span_stg"}  # store_span/<path>; span_none
-TEX_KERNEL = "chase_tex"  # latency/tex and sweep/tex-*: a 1D u32 texture object over the chain
-
-
-def module_kernels(header: str, plan: Plan) -> list[Kernel]:
-    """All kernels of the suite (one module under ``header``); the constant chases hold the
-    plan's chains."""
-    ks = [gm.scatter_kernel(header)]
-    ks += [gm.link_kernel(header), gm.l2probe_kernel(header)]
-    ks += [gm.chase_global_kernel(op, header) for op in gm.GLOBAL_OPS]
-    ks += [gm.chase_shared_kernel(header), gm.chase_shared_kernel(header, store=True),
-           gm.chase_local_kernel(header), gm.chase_tex_kernel(header), gm.chase_stg_kernel(header)]
-    ks += [gm.store_span_kernel(n, header) for n in gm.STORE_SPANS]
-    for f in plan.const_footprints:
-        ch = gm.build_chain(f, plan.const_spacing(f), "random", seed=plan.seed)
-        ks.append(gm.chase_const_kernel(ch, header, f"{f}"))
-    ks += [gm.bandwidth_kernel(k, header) for k in gm.BW_KINDS]
-    ks += bwm.kernels(header, plan.bw_widths, plan.bw_ilps) + tex.kernels(header)
-    ks += [gm.bank_kernel(b, header) for b in gm.BANK_WIDTHS]
-    return ks
-
-
-class Kernels:
-    """All kernels of the suite, compiled as one module for the target, with their SASS checks."""
-
-    def __init__(self, target: Target, plan: Plan):
-        ks = module_kernels(ptx_header(target.ptx_isa, target.arch), plan)
-        self.kernels = {k.name: k for k in ks}
-        built = build_module(ks, target.arch)
-        self.built: dict[str, Built] = {n: b for n, b in built.items() if isinstance(b, Built)}
-        self.cubin = next(iter(self.built.values())).cubin
-        self.checks: dict[str, MemCheck] = {
-            n: check_region(self.kernels[n].meta["path"], b.region, b.arch) for n, b in self.built.items()}
-
-    def texts(self, name: str) -> dict[str, tuple[str, str]]:
-        b = self.built.get(name)
-        return b.texts() if b else {}
-
-    def result(self, name: str, **kw) -> Result:
-        """A Result carrying the kernel's provenance (hashes, SASS of the checked loads) and
-        the SASS-check flags."""
-        b = self.built.get(name)
-        chk = self.checks.get(name)
-        flags = list(kw.pop("flags", []))
-        if chk is not None and not chk.ok:
-            flags += chk.flags()
-            kw["value"] = None
-        return Result(flags=flags, sass=sorted(chk.counts) if chk else [],
-                      ptx_hash=b.ptx_hash if b else None, sass_hash=b.sass_hash if b else None,
-                      strategy="memory", cls="memory", **kw)
-
-
-def reported_l2_bytes(dev: Device) -> int | None:
-    """The L2 size the driver reports (cuDeviceGetAttribute L2_CACHE_SIZE), read in this
-    process (an attribute query needs no context); None for fake devices or where it cannot
-    be read. Bounds the cache sweeps and is compared with the measured capacity, never
-    used as a measurement."""
-    info = getattr(dev, "info", None)
-    if info is None or "fake" in f"{info.driver} {info.uuid}".lower():
-        return None
-    try:
-        from cuda.bindings import driver as cu
-
-        if int(cu.cuInit(0)[0]):
-            return None
-        err, d = cu.cuDeviceGet(int(info.index))
-        if int(err):
-            return None
-        err, v = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d)
-        return int(v) if not int(err) and int(v) > 0 else None
-    except Exception:
-        return None
-
-
-class Launcher:
-    """The suite's kernels on one device: chains placed, chases and streams launched; it
-    remembers the largest chain buffer held (free memory counts it as available)."""
-
-    def __init__(self, dev: Device, k: Kernels, plan: Plan):
-        self.dev, self.k, self.plan = dev, k, plan
-        self.held = 0  # bytes of the largest chain buffer allocated so far
-        self.sm = int(dev.info.sm_count)
-        self.l2_reported = reported_l2_bytes(dev)
-
-    # --- chases
-    def place(self, chain: gm.Chain) -> None:
-        """Upload the validated chain and turn it into addresses in the 'chain' buffer."""
-        n = chain.nodes
-        self.dev.launch(self.k.cubin, "scatter", min(4096, max(1, n // 256)), 256,
-                        [Buf("chain", nbytes=chain.footprint), Buf("next", data=chain.next),
-                         np.uint64(n), np.uint64(chain.spacing)])
-        self.held = max(self.held, chain.footprint)
-
-    def chain_arg(self, kernel: str, chain: gm.Chain) -> Buf | Tex:
-        """Put the validated chain where ``kernel`` follows it: addresses in the 'chain'
-        buffer (global chases, :meth:`place`) or element indices in a texture (``chase_tex``)."""
-        if kernel == TEX_KERNEL:
-            return Tex(Buf("texchain", data=gm.element_indices(chain)))
-        self.place(chain)
-        return Buf("chain", nbytes=chain.footprint)
-
-    def link(self, offs: np.ndarray, nbytes: int) -> None:
-        """Link the validated offset chain (:func:`gm.offset_chain`) in the 'chain' buffer."""
-        n = int(offs.size)
-        self.dev.launch(self.k.cubin, "link", min(4096, max(1, n // 256)), 256,
-                        [Buf("chain", nbytes=nbytes), Buf("offs", data=offs), np.uint64(n),
-                         np.uint64(nbytes - 8)])
-        self.held = max(self.held, nbytes)
-
-    def chase(self, kernel: str, nbytes: int, warm: int, iters: int, grid: int = 1,
-              launches: int = 1, chain_buf: Buf | Tex | None = None) -> np.ndarray:
-        """Cycles per dependent load, shape (launches, grid), and smids (grid,)."""
-        args = [chain_buf or Buf("chain", nbytes=nbytes), Buf("out", nbytes=24 * grid, read=True),
-                np.uint32(warm), np.uint32(iters)]
-        vals, smid = [], None
-        for _ in range(launches):
-            run = self.dev.launch(self.k.cubin, kernel, grid, 1, args)
-            out = np.asarray(run.outputs["out"], dtype=np.uint64)[: 3 * grid].reshape(grid, 3)
-            vals.append(out[:, 0].astype(float) / (iters * gm.UNROLL))
-            smid = out[:, 2].astype(int)
-        return np.array(vals), smid
-
-    def limit(self) -> int:
-        return int(self.dev.free_memory()) + self.held
-
-    def chain(self, footprint: int, spacing: int, order: str, seed: int = 0) -> gm.Chain:
-        sp = spacing
-        while footprint // sp > self.plan.max_nodes:
-            sp *= 2
-        return gm.build_chain(footprint, sp, order, seed=self.plan.seed + seed, limit=self.limit())
-
 
 
 def error_result(variant: str, measure: str, unit: str, flag: str, **params) -> Result:

@@ -11,8 +11,7 @@ before the end read), so its window holds the whole fetch. Both kernels run ``UN
 windows back to back inside one clock64 region (the chain period per fetch, with the
 windows' overhead), after ``warm`` untimed fetches.
 
-ABI ``tex_win_<kind>(tex u64, out u64, warm u32, zero u32)``: writes (region cycles, sink,
-smid, then the UNROLL windows) as u64 to ``out``.
+The kernels, ``tex_win_open`` and ``tex_win_used``, are ``kernels.window_kernel``.
 """
 
 from __future__ import annotations
@@ -21,69 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpudissect.device.device import Buf, Tex
-from gpudissect.kernel.ptx import Kernel
-from gpudissect.kernel.timing import timed
+from gpudissect.device.args import Buf, Tex
 from gpudissect.store.db import Result
 from gpudissect.suites.memory import kernels as gm
 
 if TYPE_CHECKING:
-    from gpudissect.suites.memory.suite import Launcher
+    from gpudissect.suites.memory.launcher import Launcher
 
-KINDS = ("open", "used")
 ITEM = "texture/method"
-WORDS = 3 + gm.UNROLL
-
-
-def window_kernel(kind: str, header: str) -> Kernel:
-    """UNROLL dependent texture fetches, each between two 32-bit clock reads; ``used``: the
-    fetched index feeds an add before the end read."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown window kind '{kind}' ({', '.join(KINDS)})")
-    use = "    add.u32 %a, %a, %z;\n" if kind == "used" else ""
-    body = []
-    for i in range(gm.UNROLL):
-        body += [f"    mov.u32 %s{i}, %clock;", gm.TEX_STEP, use.rstrip("\n"),
-                 f"    mov.u32 %e{i}, %clock;", f"    sub.u32 %e{i}, %e{i}, %s{i};"]
-    region = "\n".join(timed([x for x in body if x], "%t0", "%t1", "    "))
-    stores = "\n".join(f"    cvt.u64.u32 %x, %e{i};\n    st.global.u64 [%o+{8 * (3 + i)}], %x;"
-                       for i in range(gm.UNROLL))
-    e = f"""
-.visible .entry tex_win_{kind}(.param .u64 tex, .param .u64 out, .param .u32 warm, .param .u32 zero)
-{{
-    .reg .u64 %tx, %t0, %t1, %o, %x;
-    .reg .u32 %n, %z, %a, %b, %c, %d, %s<{gm.UNROLL}>, %e<{gm.UNROLL}>;
-    .reg .pred %q;
-    ld.param.u64 %tx, [tex];
-    ld.param.u32 %n, [warm];
-    ld.param.u32 %z, [zero];
-    mov.u32 %a, 0;
-W:
-    setp.eq.u32 %q, %n, 0;
-    @%q bra WD;
-{gm.TEX_STEP}
-    sub.u32 %n, %n, 1;
-    bra W;
-WD:
-{region}
-    sub.u64 %t1, %t1, %t0;
-    ld.param.u64 %o, [out];
-    st.global.u64 [%o], %t1;
-    cvt.u64.u32 %x, %a;
-    st.global.u64 [%o+8], %x;
-    mov.u32 %n, %smid;
-    cvt.u64.u32 %x, %n;
-    st.global.u64 [%o+16], %x;
-{stores}
-    ret;
-}}
-"""
-    return Kernel(f"tex_win_{kind}", header, e, variant=f"texmethod/{kind}", measure="latency",
-                  length=gm.UNROLL, meta={"path": "tex.1d.window", "expect": "texture", "kind": kind})
-
-
-def kernels(header: str) -> list[Kernel]:
-    return [window_kernel(k, header) for k in KINDS]
 
 
 def bench(r: Launcher) -> tuple[list[Result], dict]:
@@ -92,16 +36,17 @@ def bench(r: Launcher) -> tuple[list[Result], dict]:
     ch = gm.build_chain(p.hot_footprint, p.hot_spacing, "random", seed=p.seed, limit=r.limit())
     tex = Tex(Buf("texchain", data=gm.element_indices(ch)))
     out, texts = [], {}
-    for kind in KINDS:
+    for kind in gm.WINDOW_KINDS:
         name = f"tex_win_{kind}"
         variant = f"texmethod/{kind}"
         try:
             wins, periods = [], []
             for _ in range(max(2, p.lat_launches)):
                 run = r.dev.launch(r.k.cubin, name, 1, 1, [
-                    tex, Buf("texwin", nbytes=8 * WORDS, read=True), np.uint32(4 * ch.nodes),
-                    np.uint32(0)])
-                w = np.asarray(run.outputs["texwin"], dtype=np.uint64)[:WORDS].astype(np.int64)
+                    tex, Buf("texwin", nbytes=8 * gm.WINDOW_WORDS, read=True),
+                    np.uint32(4 * ch.nodes), np.uint32(0)])
+                w = np.asarray(run.outputs["texwin"],
+                               dtype=np.uint64)[:gm.WINDOW_WORDS].astype(np.int64)
                 periods.append(float(w[0]) / gm.UNROLL)
                 wins += [int(x) for x in w[3:]]
             a = np.asarray(wins, dtype=float)

@@ -37,7 +37,8 @@ from gpudissect.bench.contract import (
     SuiteBase,
     select_named,
 )
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result

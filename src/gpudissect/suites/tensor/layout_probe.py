@@ -9,7 +9,8 @@ import numpy as np
 
 from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, element
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.ptx import Kernel

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpudissect.arch.target import Target
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.mma import tensor_arch, tensor_header
 from gpudissect.kernel.ptx import Kernel

@@ -26,7 +26,8 @@ import numpy as np
 
 from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import MmaVariant, element, load_tensor_catalog
-from gpudissect.device.device import Buf, Device
+from gpudissect.device.args import Buf
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.mma import tensor_arch
 from gpudissect.kernel.region import find_region
