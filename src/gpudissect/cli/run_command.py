@@ -61,7 +61,7 @@ def run_cmd(opts: RunOptions) -> None:
     report = report or Path("report.html")
     if not _gpu_here():
         ready(report, markdown)
-        _run_without_gpu(opts, target, plan.get("instructions"), RunReports(report, markdown))
+        _run_without_gpu(replace(opts, reports=RunReports(report, markdown)), target, plan.get("instructions"))
         return
     markdown = markdown or Path("timing-reference.md")
     ready(report, markdown, opts.place.db or default_db())
@@ -121,7 +121,7 @@ def _gpu_here() -> bool:
         return False
 
 
-def _run_without_gpu(opts: RunOptions, target, patterns: list[str] | None, reports: RunReports) -> None:
+def _run_without_gpu(opts: RunOptions, target, patterns: list[str] | None) -> None:
     """``run`` on a machine without a GPU: the catalog mapped (verified) by the instruction
     suite, and the report written from the shipped H100 data."""
     from gpudissect.report.read.shipped import SHIPPED, shipped_results
@@ -137,7 +137,7 @@ def _run_without_gpu(opts: RunOptions, target, patterns: list[str] | None, repor
     console.print(f"no NVIDIA GPU here: mapping the catalog for {target.arch} and writing the report from "
                   f"the shipped {SHIPPED.upper()} data ({data})", markup=False, highlight=False, soft_wrap=True)
     s = mapping.map_selected(opts.manner.catalog, patterns, target, opts.manner.jobs)
-    write_reports(data, reports.report, reports.markdown)
+    write_reports(data, opts.reports.report, opts.reports.markdown)
     mapping.some_verified(s, target.arch)
 
 
