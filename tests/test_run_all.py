@@ -13,7 +13,8 @@ import pytest
 from test_cli_errors import H100, files, needs_ptxas, one_error
 from typer.testing import CliRunner
 
-from gpudissect.cli import _suite_plan, app
+from gpudissect.cli import app
+from gpudissect.cli.run_command import suite_plan as _suite_plan
 from gpudissect.device import device, multi
 from gpudissect.device.device import NoGPU
 from gpudissect.report.read import shipped

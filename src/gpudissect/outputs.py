@@ -4,15 +4,16 @@
 is a file, a folder without write permission, two outputs naming one file) before a command
 does its long work; :func:`atomic_outputs` hands the writers temporary files in the same
 folders and moves them into place only when every one is complete, so a failure (or Ctrl-C)
-never leaves a half-written file or half of a pair. Missing parent folders are created (as the
-commands always did) when their nearest existing ancestor is a writable folder.
+never leaves a half-written file or half of a pair; :func:`writing` and :func:`write_texts` are
+the writers' side, where a write that fails is an :class:`OutputError` too. Missing parent folders
+are created (as the commands always did) when their nearest existing ancestor is a writable folder.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -90,3 +91,22 @@ def atomic_outputs(*paths: Path) -> Iterator[list[Path]]:
             except OSError:
                 pass
         raise
+
+
+@contextmanager
+def writing(*paths: Path) -> Iterator[list[Path]]:
+    """Temporary paths beside ``paths`` to write (:func:`atomic_outputs`): all moved into place
+    at the end, or none; an ``OSError`` of the block is an :class:`OutputError` naming them."""
+    try:
+        with atomic_outputs(*paths) as tmps:
+            yield tmps
+    except OSError as e:
+        raise OutputError(f"cannot write {', '.join(map(str, paths))}: {e.strerror or e}") from None
+
+
+def write_texts(items: list[tuple[Path, Callable[[], str]]]) -> None:
+    """Every ``(path, text)`` pair, the texts made first, the files written together."""
+    texts = [make() for _, make in items]
+    with writing(*(p for p, _ in items)) as tmps:
+        for tmp, text in zip(tmps, texts, strict=True):
+            tmp.write_text(text)

@@ -1,10 +1,14 @@
 """The suites: one folder each (kernels, checks, measurement, analysis, figures), each package
 exposing ``SUITE`` (the contract of ``bench/contract.py``). Adding a suite is a new folder and
-one line here; the command line and the report find suites only through this registry."""
+one line here; the command line and the report find suites only through this registry. A suite
+may own commands: a ``commands`` module in its folder with ``register(app)`` (see
+:func:`suite_commands`)."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import pkgutil
 
 from gpudissect.bench.contract import SuiteBase, SuiteInputError
 
@@ -44,3 +48,16 @@ def suite_module(name: str, part: str):
         if e.name == f"{SUITES[name]}.{part}":
             return None
         raise
+
+
+def suite_commands() -> list:
+    """The ``commands`` modules of the suites that own commands, in registry order, each with
+    ``register(app)`` (the typer app of ``gpudissect.cli``). A suite without one is not
+    imported: the command line starts fast."""
+    return [suite_module(name, "commands") for name in SUITES if _has_part(name, "commands")]
+
+
+def _has_part(name: str, part: str) -> bool:
+    """Whether suite ``name``'s folder holds a module ``part``, found without importing it."""
+    spec = importlib.util.find_spec(SUITES[name])
+    return any(m.name == part for m in pkgutil.iter_modules(spec.submodule_search_locations or []))

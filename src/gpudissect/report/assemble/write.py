@@ -2,8 +2,8 @@
 reference (``gpudissect report`` and ``gpudissect report --markdown`` write the same), one line
 each saying where it went.
 
-Output paths are checked by the caller before its work (``report.cli.outputs_ok``); the files
-are written whole (``report.cli.writing``).
+Output paths are checked by the caller before its work (``outputs.check_outputs``); the files
+are written whole (``outputs.writing``: a write that fails is an ``OutputError``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gpudissect.report.cli import write_texts, writing
+from gpudissect.outputs import write_texts, writing
 from gpudissect.report.read.results import ResultSet, load_result_set
 
 console = Console()

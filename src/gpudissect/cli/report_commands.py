@@ -1,60 +1,21 @@
-"""Commands of the results layer: report (HTML, --markdown, --accel-sim), simexport, compare.
-
-Registered on the main typer app by :func:`register` (one line in ``gpudissect.cli``).
-"""
+"""Commands of the results layer: ``report`` (HTML, --markdown, --accel-sim), ``simexport`` and
+``compare``; and :func:`write_reports`, the report files that ``run`` and ``fleet`` write at the end."""
 
 from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console()
-err = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {escape(msg)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def outputs_ok(*paths: Path | None) -> None:
-    """A command's output paths (``None``: not asked for), checked before its work: one line
-    and exit 2 when one cannot be written."""
-    from gpudissect.outputs import OutputError, check_outputs
-
-    try:
-        check_outputs(*paths)
-    except OutputError as e:
-        _fail(str(e))
-
-
-@contextmanager
-def writing(*paths: Path) -> Iterator[list[Path]]:
-    """Temporary paths beside ``paths`` to write (``gpudissect.outputs.atomic_outputs``): all
-    moved into place at the end, or none; a write error is one line."""
-    from gpudissect.outputs import atomic_outputs
-
-    try:
-        with atomic_outputs(*paths) as tmps:
-            yield tmps
-    except OSError as e:
-        _fail(f"cannot write {', '.join(map(str, paths))}: {e.strerror or e}")
-
-
-def write_texts(items: list[tuple[Path, Callable[[], str]]]) -> None:
-    """Every ``(path, text)`` pair, the texts made first, the files written together."""
-    texts = [make() for _, make in items]
-    with writing(*(p for p, _ in items)) as tmps:
-        for tmp, text in zip(tmps, texts, strict=True):
-            tmp.write_text(text)
+from gpudissect.cli.option_groups import grouped
+from gpudissect.outputs import OutputError, write_texts
+from gpudissect.terminal import console, fail, fails_on, outputs_ok
 
 
 def _source(data: Path | None, db: Path | None):
@@ -62,17 +23,17 @@ def _source(data: Path | None, db: Path | None):
     from gpudissect.store.db import default_path
 
     if data and db:
-        _fail("give --data or --db, not both")
+        fail("give --data or --db, not both")
     spec = data or db
     if spec is None:
         if default_path().exists():
             spec = default_path()
         else:
-            _fail(f"no results: give --data DIR (e.g. data/h100) or --db FILE ({default_path()} does not exist)")
+            fail(f"no results: give --data DIR (e.g. data/h100) or --db FILE ({default_path()} does not exist)")
     try:
         return load_result_set(spec), (Path(spec) if Path(spec).is_dir() else None)
     except LoadError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def report_cmd(
@@ -92,9 +53,9 @@ def report_cmd(
     """Self-contained HTML report (offline), the timing reference (--markdown), or the simulator
     export (--accel-sim), from a data directory or a results database (no GPU needed)."""
     if markdown and accel_sim:
-        _fail("choose one of --markdown and --accel-sim")
+        fail("choose one of --markdown and --accel-sim")
     if compare_with and (markdown or accel_sim):
-        _fail("--compare goes with the HTML report, not with --markdown or --accel-sim")
+        fail("--compare goes with the HTML report, not with --markdown or --accel-sim")
     if accel_sim:
         out = out or Path("accel-sim.config")
         outputs_ok(out, out.with_suffix(".json"))
@@ -107,17 +68,19 @@ def report_cmd(
         out = out or Path("timing-reference.md")
         outputs_ok(out)
         rs, _ = _source(data, db)
-        write.markdown(rs, out)
+        with fails_on(OutputError):
+            write.markdown(rs, out)
         return
     try:
         import jinja2  # noqa: F401
     except ImportError:
-        _fail("the HTML report needs jinja2 and matplotlib: pip install 'gpudissect[report]'")
+        fail("the HTML report needs jinja2 and matplotlib: pip install 'gpudissect[report]'")
     out = out or Path("report.html")
     outputs_ok(out)
     rs, data_dir = _source(data, db)
     others = _load_sets(compare_with, at_least=1) if compare_with else []
-    write.html(rs, out, data_dir, others, threshold)
+    with fails_on(OutputError):
+        write.html(rs, out, data_dir, others, threshold)
 
 
 def _simexport(rs, out: Path, json_out: Path | None) -> None:
@@ -126,7 +89,8 @@ def _simexport(rs, out: Path, json_out: Path | None) -> None:
 
     d = simexport_data(rs)
     json_out = json_out or out.with_suffix(".json")
-    write_texts([(out, lambda: accel_sim_config(d)), (json_out, lambda: json.dumps(d, indent=1) + "\n")])
+    with fails_on(OutputError):
+        write_texts([(out, lambda: accel_sim_config(d)), (json_out, lambda: json.dumps(d, indent=1) + "\n")])
     n_set = sum(o["value"] is not None for o in d["options"])
     console.print(f"{n_set} of {len(d['options'])} options measured -> {out}, {json_out}")
 
@@ -152,11 +116,11 @@ def _load_sets(specs: list[str], at_least: int = 2) -> list:
     from gpudissect.report.read.results import LoadError, load_result_set
 
     if len(specs) < at_least:
-        _fail("compare needs at least two result sets (e.g. gpudissect compare data/h100 a100)")
+        fail("compare needs at least two result sets (e.g. gpudissect compare data/h100 a100)")
     try:
         return [load_result_set(s) for s in specs]
     except LoadError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def _compare_table(sets: list, rows: list, limit: int) -> Table:
@@ -182,21 +146,39 @@ def _compare_table(sets: list, rows: list, limit: int) -> Table:
     return t
 
 
+@dataclass
+class CompareRows:
+    """Which quantities are compared and shown."""
+
+    threshold: Annotated[float, typer.Option(help="highlight relative differences at least this large")] = 0.10
+    only_diff: Annotated[bool, typer.Option(
+        "--only-diff", help="show only the quantities that differ (in any set)")] = False
+    all_keys: Annotated[bool, typer.Option("--all", help="also quantities missing in some sets")] = False
+    key: Annotated[bool, typer.Option(
+        "--key", help="only the key quantities (data/metrics.toml groups: latency, bandwidth, sizes, "
+                      "tensor peaks, instructions)")] = False
+    pattern: Annotated[str, typer.Option(
+        "--filter", help="glob on the quantity key (e.g. 'instr/add.*')")] = None
+    limit: Annotated[int, typer.Option(help="rows printed on the terminal (files get all)")] = 200
+
+
+@dataclass
+class CompareFiles:
+    """The files the comparison is written to (None: not asked for)."""
+
+    md: Annotated[Path, typer.Option("--markdown", help="write the comparison as markdown")] = None
+    html: Annotated[Path, typer.Option("--html", help="write the comparison as HTML")] = None
+    json_out: Annotated[Path, typer.Option("--json", help="write the comparison as JSON")] = None
+
+
+@grouped
 def compare_cmd(
-    specs: list[str] = typer.Argument(..., metavar="SETS", help="result sets, two or more: data "
-                                      "directory, suite JSON, results DB, or 'a100' (the published A100 "
-                                      "reference); each later set is compared with the first"),
-    threshold: float = typer.Option(0.10, help="highlight relative differences at least this large"),
-    only_diff: bool = typer.Option(False, "--only-diff", help="show only the quantities that differ "
-                                   "(in any set)"),
-    all_keys: bool = typer.Option(False, "--all", help="also quantities missing in some sets"),
-    key: bool = typer.Option(False, "--key", help="only the key quantities (data/metrics.toml groups: "
-                             "latency, bandwidth, sizes, tensor peaks, instructions)"),
-    pattern: str = typer.Option(None, "--filter", help="glob on the quantity key (e.g. 'instr/add.*')"),
-    limit: int = typer.Option(200, help="rows printed on the terminal (files get all)"),
-    md: Path = typer.Option(None, "--markdown", help="write the comparison as markdown"),
-    html: Path = typer.Option(None, "--html", help="write the comparison as HTML"),
-    json_out: Path = typer.Option(None, "--json", help="write the comparison as JSON"),
+    specs: Annotated[list[str], typer.Argument(
+        metavar="SETS", help="result sets, two or more: data directory, suite JSON, results DB, or "
+                             "'a100' (the published A100 reference); each later set is compared with "
+                             "the first")],
+    shown: CompareRows,
+    files: CompareFiles,
 ) -> None:
     """Result sets side by side (two GPUs, drivers or runs; H100 vs H200 vs the published A100
     reference 'a100'; ...), each against the first, differences highlighted."""
@@ -210,27 +192,29 @@ def compare_cmd(
         values,
     )
 
+    threshold, key, all_keys, pattern = shown.threshold, shown.key, shown.all_keys, shown.pattern
+    md, html, json_out = files.md, files.html, files.json_out
     outputs_ok(md, html, json_out)
     sets = _load_sets(specs)
     vmaps = [values(s) for s in sets]
     rows = key_rows(vmaps, threshold) if key else compare_maps(vmaps, threshold, include_one_sided=all_keys)
     if not rows:
-        _fail(f"{_and(specs)} have no key quantities" if key else
-              f"{_and(specs)} have no quantities in common" + ("" if all_keys else
-              " (--all lists those missing in some sets)" if len(specs) > 2 else
-              " (--all lists those present on one side only)"))
+        fail(f"{_and(specs)} have no key quantities" if key else
+             f"{_and(specs)} have no quantities in common" + ("" if all_keys else
+             " (--all lists those missing in some sets)" if len(specs) > 2 else
+             " (--all lists those present on one side only)"))
     if pattern:
         rows = [r for r in rows if fnmatch.fnmatchcase(r.key, pattern)]
         if not rows:
-            _fail(f"no quantity of {_and(specs)} matches '{pattern}'")
+            fail(f"no quantity of {_and(specs)} matches '{pattern}'")
     n_common = len(rows)
-    if only_diff:
+    if shown.only_diff:
         rows = [r for r in rows if r.differs]
     if rows:
-        console.print(_compare_table(sets, rows, limit))
+        console.print(_compare_table(sets, rows, shown.limit))
         n = sum(r.differs for r in rows)
         console.print(f"{len(rows)} quantities compared, [bold red]{n}[/] differ by {threshold:.0%} or more"
-                      + (f" (first {limit} shown)" if len(rows) > limit else ""))
+                      + (f" (first {shown.limit} shown)" if len(rows) > shown.limit else ""))
     else:  # --only-diff and nothing differs
         console.print(f"no differences: none of the {n_common} quantities compared differs by "
                       f"{threshold:.0%} or more")
@@ -241,9 +225,29 @@ def compare_cmd(
         (md, lambda: comparison_markdown(sets, rows, threshold)),
         (html, lambda: comparison_html(sets, rows, threshold)),
         (json_out, lambda: json.dumps(comparison_document(sets, rows, threshold, view), indent=1) + "\n")) if path]
-    write_texts(outs)
+    with fails_on(OutputError):
+        write_texts(outs)
     for path, _ in outs:
         console.print(f"-> {path}")
+
+
+def write_reports(spec: Path, report: Path | None, markdown: Path | None) -> None:
+    """The timing reference and the HTML report of a results database or data directory (each
+    where asked for, its path checked before the work), one line each."""
+    from gpudissect.report.assemble import write
+    from gpudissect.report.read.results import LoadError
+
+    if report is None and markdown is None:
+        return
+    try:
+        rs, data_dir = write.load(Path(spec))
+    except LoadError as e:
+        fail(str(e))
+    with fails_on(OutputError):
+        if markdown is not None:
+            write.markdown(rs, markdown)
+        if report is not None:
+            write.html(rs, report, data_dir)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,225 @@
+"""The instruction suite's own commands, registered on the command line through the registry
+(``suites.suite_commands``): ``catalog`` (the PTX variants), ``map`` (their PTX->SASS map,
+verified, without a GPU) and ``time`` (any PTX through the suite's kernels and checks); and
+:func:`map_selected`, the map that ``gpudissect run`` makes on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from gpudissect.catalog.model import CatalogError, UnknownVariant
+from gpudissect.terminal import (
+    cache_ok,
+    console,
+    fail,
+    interruptible,
+    open_catalog,
+    open_device,
+    outputs_ok,
+    progress,
+    target_of,
+    toolchain_ok,
+    writing,
+)
+
+
+def catalog_cmd(
+    pattern: list[str] = typer.Argument(None, help="variant names or globs (e.g. 'add.*')"),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) instead of the built-in one"),
+) -> None:
+    """List catalog variants."""
+    cat = open_catalog(catalog)
+    try:
+        vs = cat.select(pattern)
+    except UnknownVariant as e:
+        fail(str(e))
+    t = Table("variant", "class", "operands", "min sm", "PTX")
+    for v in vs:
+        sig = " ".join(f"{o.name}{'!' if o.written else ''}:{o.ptype}" for o in v.operands)
+        t.add_row(v.name, v.cls, sig, str(v.min_sm), v.ptx)
+    console.print(t)
+    console.print(f"{len(vs)} variants")
+
+
+def map_cmd(
+    arch: str = typer.Option("sm_90", help="target architecture (sm_XX)"),
+    pattern: list[str] = typer.Argument(None, help="variant names or globs; all when omitted"),
+    json_path: Path = typer.Option(None, "--json", help="write the map as JSON (gzipped for a .gz name)"),
+    csv_path: Path = typer.Option(None, "--csv", help="write the map as CSV"),
+    jobs: int = typer.Option(0, help="parallel compile jobs (0: 2 x cores)"),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
+    registers: bool = typer.Option(False, "--registers",
+                                   help="print each verified variant's PTX->SASS register correspondence"),
+) -> None:
+    """PTX->SASS map of the catalog, verified (needs no GPU)."""
+    from gpudissect.suites.instructions.mapper import write_csv, write_json
+
+    outputs_ok(json_path, csv_path)
+    cat = open_catalog(catalog)
+    try:
+        vs = cat.select(pattern)
+    except UnknownVariant as e:
+        fail(str(e))
+    toolchain_ok()
+    target = target_of(arch)
+    cache_ok()
+    recs, s = map_variants(vs, target, jobs, quiet)
+    if registers:
+        from gpudissect.suites.instructions.registers import lines as register_lines
+
+        for line in register_lines([r.to_json() for r in recs]):
+            console.print(line, highlight=False, soft_wrap=True)
+    gz = json_path is not None and json_path.suffix == ".gz"
+    outs = [(p, w) for p, w in ((json_path, functools.partial(write_json, compress=gz)), (csv_path, write_csv))
+            if p]
+    with writing(*(p for p, _ in outs)) as tmps:
+        for tmp, (_, write) in zip(tmps, outs, strict=True):
+            write(recs, tmp)
+    some_verified(s, target.arch)
+
+
+def map_variants(vs, target, jobs: int, quiet: bool) -> tuple[list, dict]:
+    """``vs`` mapped to SASS on ``target`` and verified, under a progress bar (Ctrl-C stops at
+    once); the table unless ``quiet``, then the summary line. The records and their summary."""
+    from gpudissect.kernel.toolchain import cache_dir
+    from gpudissect.suites.instructions.mapper import map_catalog, summary
+
+    t0 = time.perf_counter()
+    with progress() as prog:
+        task = prog.add_task(f"mapping {target.arch}", total=len(vs))
+        recs = interruptible(
+            lambda: map_catalog(vs, target, jobs=jobs or None, progress=lambda r: prog.advance(task)),
+            f"no map written; what was compiled stays in the cache {cache_dir()} (a rerun reuses it)")
+    dt = time.perf_counter() - t0
+    if not quiet:
+        t = Table("variant", "status", "SASS (one instance)", "strategy", "reason", show_lines=False)
+        for r in recs:
+            style = {"verified": "green", "unsupported": "yellow"}.get(r.status, "red")
+            t.add_row(r.variant, f"[{style}]{r.status}[/]", " + ".join(r.sass), r.strategy or "",
+                      (r.reason or "")[:90])
+        console.print(t)
+    s = summary(recs)
+    console.print(f"{s['total']} variants on {target.arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
+                  + f"  ({dt:.1f} s)")
+    return recs, s
+
+
+def map_selected(catalog: list[Path] | None, patterns: list[str] | None, target, jobs: int) -> dict:
+    """The variants of ``catalog`` (the built-in one when empty) that ``patterns`` select, mapped
+    and verified on ``target`` (the summary line only); the summary."""
+    vs = open_catalog(catalog).select(patterns)
+    _, s = map_variants(vs, target, jobs, quiet=True)
+    return s
+
+
+def some_verified(s: dict, arch: str) -> None:
+    """Exit 1 (one line) when a map verified nothing."""
+    if not s.get("verified"):
+        fail(f"no variant verified on {arch} (every one failed or is unsupported: see the reasons)", code=1)
+
+
+def time_cmd(
+    ptx: str = typer.Option(..., "--ptx", help="PTX instruction(s) with {d} (result) and {a},{b},{c} (operands), "
+                            "or @FILE"),
+    sig: str = typer.Option("d:u32 a:u32 b:u32", "--sig", help="operands as name:type, destination first"),
+    arch: str = typer.Option("sm_90"),
+    db: Path = typer.Option(None, "--db"),
+    gpu: int = typer.Option(0),
+    no_gpu: bool = typer.Option(False, "--no-gpu", help="verify and show the SASS only"),
+) -> None:
+    """Time any PTX instruction or short sequence with the same generators, checks and statistics."""
+    from gpudissect.arch.target import TargetError, make_target
+    from gpudissect.bench.contract import Context, Item
+    from gpudissect.bench.runner import measure_guarded
+    from gpudissect.catalog.model import Variant, parse_signature
+    from gpudissect.suites.instructions.suite import InstructionsSuite, Plan
+    from gpudissect.suites.instructions.verify import autoverify
+
+    try:
+        text = Path(ptx[1:]).read_text() if ptx.startswith("@") else ptx
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"--ptx {ptx}: cannot read: {getattr(e, 'strerror', None) or e}")
+    try:
+        ops = parse_signature(sig, "--sig")
+    except CatalogError as e:
+        fail(str(e))
+    import re as _re
+
+    used = set(_re.findall(r"\{([a-z][a-z0-9]*)\}", text))
+    missing = {o.name for o in ops} - used
+    if missing:
+        fail(f"--ptx does not use operand(s) {sorted(missing)} of --sig '{sig}'")
+    unknown = used - {o.name for o in ops}
+    if unknown:
+        fail(f"--ptx uses operand(s) {sorted(unknown)} that --sig '{sig}' does not declare")
+    name = "custom:" + text.strip().split()[0] if text.strip() else "custom"
+    v = Variant(name=name, opcode="custom", type=ops[0].ptype, modifiers=(), ptx=text.strip(),
+                operands=ops, cls="custom")
+    try:
+        target = make_target(arch)
+    except TargetError as e:
+        fail(str(e))
+    cache_ok()
+    rec = autoverify(v, target)
+    console.print(f"{'verified' if rec.verified else '[red]' + rec.status + '[/]'} "
+                  f"strategy={rec.strategy} SASS/instance: {' + '.join(rec.sass) or '-'}")
+    if not rec.verified:
+        if rec.status == "error":  # no strategy assembled: the PTX itself is bad input
+            fail(f"the PTX does not assemble: {_ptxas_says(v, rec, target)}")
+        fail(rec.reason or "not verified", code=1)
+    if no_gpu:
+        return
+    dev = open_device(gpu)
+    # the suite's own kernels, checks and clock/noise guard; nothing is stored
+    suite = InstructionsSuite(full=Plan(tp_warps=(16, 32)))
+    ctx = Context(dev, None, target, jobs=4)
+    suite.prepare_mapped(ctx, [v], [rec])
+    results = measure_guarded(suite, ctx, Item(v.name, v)).results
+    t = Table("measure", "params", "value", "unit", "flags")
+    for r in results:
+        t.add_row(r.measure, str({k: v for k, v in r.params.items() if k != "lengths"}),
+                  "-" if r.value is None else f"{r.value:.3f}", r.unit, "; ".join(r.flags))
+    console.print(t)
+
+
+def _ptxas_says(v, rec, target) -> str:
+    """ptxas's whole message on the variant's kernel (its first strategy, one instance), on one
+    line: its temporary file called k.ptx, and the kernel line it names quoted."""
+    import re
+
+    from gpudissect.kernel.ptx import module_ptx
+    from gpudissect.kernel.toolchain import PtxasError, compile_ptx
+    from gpudissect.suites.instructions.strategies import strategy
+    from gpudissect.suites.instructions.template import generate
+
+    first = rec.attempts[0] if rec.attempts else None
+    try:
+        strat = strategy(first.strategy)
+        ptx = module_ptx([generate(v, strat, target, length=1, name="k")])
+        compile_ptx(ptx, target.arch, strat.opt, use_cache=False)
+    except PtxasError as e:
+        src, quoted, lines = ptx.splitlines(), set(), []
+        for line in e.message.splitlines():
+            line = " ".join(re.sub(r"\S*/(k\.ptx)", r"\1", line).split())
+            m = re.search(r"line (\d+);", line)
+            if m and 0 < int(m.group(1)) <= len(src) and m.group(1) not in quoted:
+                quoted.add(m.group(1))
+                line += f" [{src[int(m.group(1)) - 1].strip()}]"
+            lines.append(line)
+        return " | ".join(lines)
+    except Exception:  # the message as recorded, then
+        pass
+    return first.reason if first else (rec.reason or "")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("catalog")(catalog_cmd)
+    app.command("map")(map_cmd)
+    app.command("time")(time_cmd)
