@@ -16,12 +16,8 @@ from dataclasses import replace
 from gpudissect.arch.target import target_of_device
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import CudaDevice
-from gpudissect.suites.instructions.suite import (
-    FULL_PLAN,
-    compile_work,
-    measure_work,
-    prepare_works,
-)
+from gpudissect.suites.instructions.core import compile_work, measure_work
+from gpudissect.suites.instructions.suite import FULL_PLAN, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
 

@@ -1,9 +1,10 @@
 """Re-derive a shipped instruction suite's read-read / write-write comparisons and the grid's warp
 latency per SASS issue from its stored records with the current analysis (no new measurement):
 unpack ``<dir>/instructions.db.xz``; for every ``latency_read_read`` / ``latency_write_write``
-result, its comparison with its control (configs.against_control) from the stored slopes and the
-stored rates at each warp count; for every ``grid`` result, its warp latency per SASS issue from
-its own timed region's SASS per instance; store them, export ``instructions.json.gz`` and pack
+result, its comparison with its control (studies/dependence_types.against_control) from the
+stored slopes and the stored rates at each warp count; for every ``grid`` result, its warp
+latency per SASS issue from its own timed region's SASS per instance; store them, export
+``instructions.json.gz`` and pack
 the store again. ``python scripts/rederive_configs.py data/h200``."""
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from pathlib import Path
 
 from gpudissect.store.db import Result, Store
 from gpudissect.store.pack import pack, unpack
-from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, against_control
-from gpudissect.suites.instructions.grid import column_spi
+from gpudissect.suites.instructions.studies.dependence_types import (
+    CONFIGS,
+    CONTROL_OF,
+    against_control,
+)
+from gpudissect.suites.instructions.studies.grid import column_spi
 
 DERIVED = ("one_warp", "over_warps", "verdict")  # what against_control writes
 FIELDS = ("variant", "measure", "value", "unit", "statistic", "params", "fit", "samples", "flags", "sass",

@@ -341,11 +341,11 @@ def test_efficiency_section(data_dir: Path):
 
 
 def test_cells_from_the_grid_modules_record_shape():
-    """The record as suites/instructions/grid.py writes it (params from its analyse, samples of
+    """The record as suites/instructions/studies/grid.py writes it (params from its analyse, samples of
     rounded rates with None for a missing cell) gives the same maximum and fewest warps."""
     import numpy as np
 
-    from gpudissect.suites.instructions import grid
+    from gpudissect.suites.instructions.studies import grid
 
     ws, ds = list(range(1, 9)), list(range(1, 5))
     rates = np.array([[synthetic_rate(w, d) for d in ds] for w in ws])

@@ -12,13 +12,13 @@ import pytest
 from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
-from gpudissect.suites.instructions import values as V
 from gpudissect.suites.instructions.conclusions import (
     signed_partner,
     signedness,
     signedness_lines,
     summarize,
 )
+from gpudissect.suites.instructions.studies import value_classes as V
 from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 

@@ -10,8 +10,8 @@ import math
 import pytest
 
 from gpudissect.bench.stats import robust_halfwidth
-from gpudissect.suites.instructions import values as V
 from gpudissect.suites.instructions.conclusions import signedness, signedness_lines
+from gpudissect.suites.instructions.studies import value_classes as V
 
 XS = [32.0, 64.0, 96.0, 128.0]  # chain lengths: one cycle over their span is 1/96 cycle per instance
 WIDE = (-1.0, 0.0, 1.0, -1.0, 0.0, 1.0)  # repeats +-1: a 95% half-width of about 1.49

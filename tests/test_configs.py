@@ -17,9 +17,12 @@ from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.kernel.build import build_module
 from gpudissect.store.db import Result
-from gpudissect.suites.instructions import configs
 from gpudissect.suites.instructions.checks import Sample, check_family
-from gpudissect.suites.instructions.configs import (
+from gpudissect.suites.instructions.core import measure_work
+from gpudissect.suites.instructions.own_sass import core_sass
+from gpudissect.suites.instructions.strategies import strategy
+from gpudissect.suites.instructions.studies import dependence_types as configs
+from gpudissect.suites.instructions.studies.dependence_types import (
     ConfigSpec,
     check_config,
     check_read_read,
@@ -27,9 +30,7 @@ from gpudissect.suites.instructions.configs import (
     config_lengths,
     config_specs,
 )
-from gpudissect.suites.instructions.operands import core_sass
-from gpudissect.suites.instructions.strategies import strategy
-from gpudissect.suites.instructions.suite import Plan, measure_work, prepare_works
+from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.template import GenerationError, generate_config
 from gpudissect.suites.instructions.verify import autoverify_many
 
@@ -322,7 +323,7 @@ def test_a_control_measured_again_is_compared_again(table, sm90):
 
 
 def test_below_issue_limit_leaves_data_dependent_paths_alone():
-    from gpudissect.suites.instructions.suite import _below_issue
+    from gpudissect.suites.instructions.core import below_issue as _below_issue
 
     assert _below_issue(0.5, ["FFMA"], [16, 32, 48], [0.5, 0.5])[0].startswith("below-issue-limit: ")
     assert _below_issue(1.0, ["FFMA"], [16, 32, 48], [1.0, 1.0]) == []
@@ -511,7 +512,7 @@ def test_a_configuration_and_a_control_of_different_moves_are_not_compared(sass)
 
 def test_a_chunk_with_nothing_left_to_build_is_returned_as_it_is(sm90):
     """A retry whose families all failed to generate (no kernels) builds no empty module."""
-    from gpudissect.suites.instructions.suite import Family, _build_chunk
+    from gpudissect.suites.instructions.core import Family, _build_chunk
 
     v = load_catalog().get("add.u64")
     rec = autoverify_many([v], sm90, jobs=1)[0]

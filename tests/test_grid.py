@@ -16,18 +16,17 @@ from gpudissect.arch.limits import parse_sass
 from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice, RunSpec
-from gpudissect.suites.instructions.grid import (
+from gpudissect.suites.instructions.block_rates import block_spans, cell_rate, launch_spans
+from gpudissect.suites.instructions.core import measure_work
+from gpudissect.suites.instructions.studies.grid import (
     GRID,
     analyse,
-    block_spans,
-    cell_rate,
     instabilities,
     latency_from_grid,
-    launch_spans,
     min_warps,
     warp_latency,
 )
-from gpudissect.suites.instructions.suite import Plan, measure_work, prepare_works
+from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
 WARPS = list(range(1, 33))

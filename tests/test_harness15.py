@@ -17,18 +17,16 @@ from gpudissect.kernel.build import build_module, build_one
 from gpudissect.kernel.region import KINDS, is_clock_read
 from gpudissect.kernel.toolchain import disassemble
 from gpudissect.store.db import Result, Store
-from gpudissect.suites.instructions.strategies import strategy
-from gpudissect.suites.instructions.suite import (
+from gpudissect.suites.instructions.companion import companion_removed
+from gpudissect.suites.instructions.core import (
     BAD,
     PEAK_TOL,
-    InstructionsSuite,
-    Plan,
     VariantWork,
-    companion_removed,
     lengths_for,
     peak_results,
-    timing_families,
 )
+from gpudissect.suites.instructions.strategies import strategy
+from gpudissect.suites.instructions.suite import InstructionsSuite, Plan, timing_families
 from gpudissect.suites.instructions.template import generate
 from gpudissect.suites.instructions.verify import (
     VERIFY_LENGTHS,
@@ -588,7 +586,7 @@ def test_a_refused_warp_count_keeps_the_smaller_ones(tmp_path, sweep):
 
 
 def test_a_64bit_add_companion_takes_out_one_low_and_one_carry_half():
-    from gpudissect.suites.instructions.suite import own_sass
+    from gpudissect.suites.instructions.own_sass import own_sass
 
     add = ("IADD3", "IMAD.IADD", "VIADD", "IADD3.X", "IMAD.X")
     # the variant's own 32-bit add stays; the companion is one IADD3 and one carry

@@ -15,22 +15,18 @@ from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result
-from gpudissect.suites.instructions import operands
+from gpudissect.suites.instructions import own_sass
 from gpudissect.suites.instructions.checks import Sample
-from gpudissect.suites.instructions.operands import (
+from gpudissect.suites.instructions.core import measure_work
+from gpudissect.suites.instructions.studies.guarded import check_guarded, config_measures
+from gpudissect.suites.instructions.studies.operand_latency import (
     OperandSpec,
     chain_slots,
-    check_guarded,
     check_operand_flow,
-    config_measures,
+    operand_companion_removed,
     operand_specs,
 )
-from gpudissect.suites.instructions.suite import (
-    Plan,
-    measure_work,
-    operand_companion_removed,
-    prepare_works,
-)
+from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
 PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
@@ -66,7 +62,7 @@ def table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     def use(strategies: str = '["reg"]') -> None:
         f = tmp_path / "strategies.toml"
         f.write_text(TABLE.format(strategies=strategies))
-        monkeypatch.setattr(operands, "STRATEGY_FILE", f)
+        monkeypatch.setattr(own_sass, "STRATEGY_FILE", f)
 
     return use
 

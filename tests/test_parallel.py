@@ -7,7 +7,8 @@ import os
 from gpudissect.arch.target import make_target
 from gpudissect.catalog.model import load_catalog
 from gpudissect.kernel.parallel import pmap
-from gpudissect.suites.instructions.suite import Plan, VariantWork, compile_work, timing_families
+from gpudissect.suites.instructions.core import Plan, VariantWork, compile_work
+from gpudissect.suites.instructions.suite import timing_families
 from gpudissect.suites.instructions.verify import autoverify_many
 
 

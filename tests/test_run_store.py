@@ -13,7 +13,8 @@ from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Store, StoreError
 from gpudissect.store.export import JSON_KEYS, records, table_v, write_json
 from gpudissect.suites.instructions import SUITE
-from gpudissect.suites.instructions.suite import QUICK_PLAN, lengths_for
+from gpudissect.suites.instructions.core import lengths_for
+from gpudissect.suites.instructions.suite import QUICK_PLAN
 from gpudissect.suites.instructions.template import companion_references
 
 

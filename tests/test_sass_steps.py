@@ -1,4 +1,4 @@
-"""Per-SASS steps of multi-SASS instructions (suites/instructions/steps.py): proxy matching on
+"""Per-SASS steps of multi-SASS instructions (suites/instructions/studies/sass_steps.py): proxy matching on
 the shipped map, the critical path and the in-order issue schedule on hand-made SASS and control
 codes, the issue cost and the verdicts."""
 
@@ -15,7 +15,7 @@ from gpudissect.kernel.control import Control
 from gpudissect.kernel.dataflow import dependence_graph
 from gpudissect.kernel.region import MOVE_RE
 from gpudissect.kernel.sass import parse_sass as parse_text
-from gpudissect.suites.instructions import steps as st
+from gpudissect.suites.instructions.studies import sass_steps as st
 
 MAP = Path(__file__).resolve().parents[1] / "data" / "sm_90" / "map.json.gz"
 

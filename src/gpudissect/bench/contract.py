@@ -15,8 +15,15 @@ A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an objec
   a physical limit);
   the suite may measure only what needs it and keep the rest;
 * ``error_results(item, flag)``: what is stored for an item whose measurement raised;
-* ``summarize(ctx) -> dict``: conclusions from the stored results (``{"conclusions": [...]}``);
-* ``finish(ctx) -> list[str]``: optional work after the items (a self-check), lines to print.
+* ``derive(ctx)``: results computed from the stored ones after the items (no GPU), stored
+  before the summary is; by default each of the suite's ``studies`` derives its own;
+* ``summarize(ctx) -> dict``: conclusions from the stored results, the derived ones included
+  (``{"conclusions": [...]}``); the runner stores it once (where not empty) as ``summary:<run id>``;
+* ``finish(ctx) -> list[str]``: optional work after the summary (a self-check), lines to print.
+
+A suite may be a small core plus ``studies``: each a :class:`Study` that declares what it
+``needs`` of the core's measures and which measures it ``adds``; the suite asks its studies
+for whatever its phases need of them (their kernels, their measurement, their derived results).
 
 :class:`SuiteBase` gives the defaults. Registering a suite is one line in ``suites/__init__.py``.
 """
@@ -103,11 +110,33 @@ class Context:
         return self.dev.info.sm_count
 
 
+@dataclass(frozen=True)
+class Study:
+    """One study of a suite: work beside the suite's core measurement, with modules of its own.
+    ``needs``: the core's measures it reads; ``adds``: the measures it stores (names, or
+    ``fnmatch`` patterns for a family of names). A suite's own kind of study adds the hooks that
+    suite's phases call (its kernels, its measurement); :meth:`derive` is every study's."""
+
+    name: str
+    needs: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
+
+    def writes(self, measure: str) -> bool:
+        """Whether ``measure`` is one this study adds."""
+        return any(fnmatch.fnmatchcase(measure, pat) for pat in self.adds)
+
+    def derive(self, ctx: Context) -> None:
+        """Store what this study derives from the run's stored results (the suite's derive
+        phase; no GPU)."""
+        return None
+
+
 class SuiteBase:
     name = ""
     description = ""
     options: dict[str, str] = {}
     retry_flags: tuple[str, ...] = ()  # result flags the runner measures again (once)
+    studies: tuple[Study, ...] = ()  # the studies beside the suite's core, in the order they derive
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         return None
@@ -129,6 +158,11 @@ class SuiteBase:
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         return [Result(item.name, "error", None, "-", "none", flags=[flag[:400]], cls=self.name)]
+
+    def derive(self, ctx: Context) -> None:
+        """After the items, before the summary: each study's derived results, in order."""
+        for study in self.studies:
+            study.derive(ctx)
 
     def summarize(self, ctx: Context) -> dict:
         return {}

@@ -1,6 +1,6 @@
 """The one run loop of every suite: resume, progress, per-item isolation and error records,
-the clock and noise guard, saving (one transaction per item), the summary and the timing
-split. Suites declare their work through the contract in ``bench/contract.py``."""
+the clock and noise guard, saving (one transaction per item), the derived results, the summary
+and the timing split. Suites declare their work through the contract in ``bench/contract.py``."""
 
 from __future__ import annotations
 
@@ -162,6 +162,7 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     if progress:
         progress("summary", len(todo), len(todo))
     t = time.perf_counter()
+    suite.derive(ctx)  # derived results first: the summary is of them too, and stored once
     summary = suite.summarize(ctx)
     if summary:
         store.set_meta(f"summary:{run_id}", summary)

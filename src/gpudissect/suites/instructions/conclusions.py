@@ -1,12 +1,13 @@
 """The instruction suite's stated conclusions (issue 22), computed from a run's records (stored
-rows or exported records alike): value-dependent latency (values.py) and signed against unsigned
-forms of the same instruction (seed 000, conclusion 2: "except for bfind, min and max there is
-no difference in clock cycles or mapping between a signed and an unsigned instruction").
+rows or exported records alike): its studies' (value-dependent latency: studies/value_classes.py)
+and the core's, signed against unsigned forms of the same instruction (seed 000, conclusion 2:
+"except for bfind, min and max there is no difference in clock cycles or mapping between a
+signed and an unsigned instruction").
 
 Nothing is hard-coded: a pair is two catalog variants whose names differ only in ``s<N>`` against
 ``u<N>`` type tokens; their SASS is the verified map's, their numbers the run's. Two numbers are
 "the same" when their difference lies within its 95% interval, from the records' own repeats
-(values.py :func:`~gpudissect.suites.instructions.values.uncertainty`: ``robust_halfwidth`` of
+(records.py :func:`~gpudissect.suites.instructions.records.uncertainty`: ``robust_halfwidth`` of
 the per-repeat slopes or rates, floored at the clock's resolution, one cycle over the span of the
 chain lengths); a pair where either record has no repeats is undetermined (None), not guessed.
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 import math
 import re
 
-from gpudissect.suites.instructions import values as value_latency
+from gpudissect.suites.instructions.core import VariantStudy
+from gpudissect.suites.instructions.records import RESOLUTION, index, same_within, uncertainty
 
 BAD = ("noisy", "poor-fit", "not timed", "error", "sass:", "includes companion", "not-saturated")
 _SIGNED = re.compile(r"^([su])(\d+)$")
@@ -49,8 +51,8 @@ def _compare(a: dict | None, b: dict | None, idx: dict) -> tuple[bool | None, li
     the verdict None when either is missing or not clean, or has no interval."""
     if not (a and b and _clean(a) and _clean(b)):
         return None, [None, None], False
-    ua, ub = value_latency.uncertainty(a, idx), value_latency.uncertainty(b, idx)
-    same = value_latency.same_within(a["value"], ua, b["value"], ub)
+    ua, ub = uncertainty(a, idx), uncertainty(b, idx)
+    same = same_within(a["value"], ua, b["value"], ub)
     return same, [ua, ub], same is None
 
 
@@ -62,7 +64,7 @@ def signedness(records: list[dict]) -> list[dict]:
     for r in records:
         if r.get("measure") in ("latency", "throughput_peak"):
             by.setdefault(r["variant"], {})[r["measure"]] = r
-    idx = value_latency.index(records)
+    idx = index(records)
     rows = []
     for s_name in sorted(by):
         u_name = signed_partner(s_name)
@@ -113,7 +115,7 @@ def signedness_lines(rows: list[dict]) -> list[str]:
     out = [f"signed vs unsigned: {len(rows)} pairs of variants; "
            + ", ".join(f"{n} {k}" for k, n in sorted(rel.items()))
            + "; " + part("latency", "latency") + "; " + part("throughput", "peak throughput")
-           + f" (each interval at least {value_latency.RESOLUTION})"]
+           + f" (each interval at least {RESOLUTION})"]
     diff = [r for r in rows if r["sass"] == "different SASS"]
     if diff:
         out.append("signed and unsigned map to different SASS: " + "; ".join(
@@ -128,9 +130,12 @@ def signedness_lines(rows: list[dict]) -> list[str]:
     return out
 
 
-def summarize(records: list[dict]) -> dict:
-    """The suite's summary: its conclusions and the tables behind them."""
+def summarize(records: list[dict], studies: tuple[VariantStudy, ...] = ()) -> dict:
+    """The suite's summary: its conclusions (each study's, then signed against unsigned) and the
+    tables behind them."""
     sign = signedness(records)
-    vals = {r["variant"]: r.get("params") or {} for r in records if r.get("measure") == value_latency.RANGE}
-    return {"conclusions": value_latency.conclusions(records) + signedness_lines(sign),
-            "signedness": sign, "value_latency": vals}
+    out = {"conclusions": [line for s in studies for line in s.conclusions(records)] + signedness_lines(sign),
+           "signedness": sign}
+    for s in studies:
+        out.update(s.tables(records))
+    return out

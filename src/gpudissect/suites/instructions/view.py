@@ -19,11 +19,12 @@ from gpudissect.report.present.markdown import (
     conclusions,
 )
 from gpudissect.report.read.metrics import lookup
-from gpudissect.suites.instructions import steps
-from gpudissect.suites.instructions.configs import CONFIGS, CONTROL_OF, MODES
-from gpudissect.suites.instructions.operands import GUARDS, MEASURE
-from gpudissect.suites.instructions.steps import CHECK as STEP_CHECK
-from gpudissect.suites.instructions.steps import MEASURES as STEP_MEASURES
+from gpudissect.suites.instructions.studies import sass_steps as steps
+from gpudissect.suites.instructions.studies.dependence_types import CONFIGS, CONTROL_OF, MODES
+from gpudissect.suites.instructions.studies.guarded import GUARDS
+from gpudissect.suites.instructions.studies.operand_latency import MEASURE
+from gpudissect.suites.instructions.studies.sass_steps import CHECK as STEP_CHECK
+from gpudissect.suites.instructions.studies.sass_steps import MEASURES as STEP_MEASURES
 from gpudissect.suites.instructions.template import READ_READ, WRITE_WRITE
 
 OPERAND_PREFIX = MEASURE.split("{")[0]  # latency_operand_<i>

@@ -1,4 +1,5 @@
-"""Read-read and write-write instruction configurations (issue 22, thesis section 2.5).
+"""Read-read and write-write instruction configurations (issue 22, thesis section 2.5), with
+their controls: part of the configurations study (``configurations.py``).
 
 * ``latency_read_read``: a run of instances that all read the SAME register in one source slot
   and write their own destinations, no instance reading another's result (the cost of reading a
@@ -12,6 +13,8 @@ warp), as for the latency chains. The SASS check (:func:`check_read_read`,
 :func:`check_write_write`) proves on every kernel of a family that the instances are all there
 (none merged or removed as dead) and have the intended register pattern; an instance of several
 SASS instructions (mul.hi.u64, min.u64, ...) as the region's data-flow groups (:func:`_groups`).
+Each is set against its control, the same instructions with no register shared
+(:func:`against_control`).
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import is_move
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.store.db import Result
-from gpudissect.suites.instructions import values as value_latency
 from gpudissect.suites.instructions.checks import Sample
-from gpudissect.suites.instructions.operands import equivalent
+from gpudissect.suites.instructions.own_sass import equivalent
+from gpudissect.suites.instructions.records import same_within, uncertainty
 from gpudissect.suites.instructions.strategies import STRATEGY_FILE
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.template import (
@@ -289,7 +292,7 @@ def _mix(ops: Counter[str]) -> str:
 
 
 def _own_of(g: _Group, own: dict[str, Fraction]) -> tuple[Counter[str], list[str]]:
-    """The group's instructions of the variant's own SASS (operands.equivalent forms as one;
+    """The group's instructions of the variant's own SASS (own_sass.equivalent forms as one;
     a form of ``own`` counts even where it looks like a move, as IMAD.X R, RZ, RZ, RZ, P does)
     and those neither own nor a move (what the variant does not compile to)."""
     same = equivalent()
@@ -661,7 +664,7 @@ def _clean(r: Result | None) -> bool:
 def one_warp(r: Result, c: Result | None) -> dict:
     """The configuration's one-warp slope against its control's: the excess (cycles per
     instance), its uncertainty (each slope's 95% half-width over repeats, at least the clock's
-    resolution, in quadrature: values.uncertainty and values.same_within, the suite's one rule)
+    resolution, in quadrature: records.uncertainty and records.same_within, the suite's one rule)
     and what it says; verdict None where either is not clean or has no interval, or where the
     two regions hold different numbers of register moves per instance (other instructions)."""
     if not (_clean(r) and _clean(c)):
@@ -671,8 +674,8 @@ def one_warp(r: Result, c: Result | None) -> dict:
     if mr is not None and mc is not None and abs(mr - mc) >= MOVES_APART:
         return {"verdict": None, "why": f"the configuration's region holds {mr:g} register moves per instance, "
                                         f"its control's {mc:g}: not the same instructions"}
-    ua, uc = value_latency.uncertainty(asdict(r)), value_latency.uncertainty(asdict(c))
-    same = value_latency.same_within(r.value, ua, c.value, uc)
+    ua, uc = uncertainty(asdict(r)), uncertainty(asdict(c))
+    same = same_within(r.value, ua, c.value, uc)
     if same is None:
         return {"verdict": None, "why": "the configuration or its control has no repeats to give an interval"}
     excess = r.value - c.value
@@ -685,7 +688,7 @@ def one_warp(r: Result, c: Result | None) -> dict:
 def over_warps(cfg: dict[int, tuple[float, float, int]], ctrl: dict[int, tuple[float, float, int]],
                units: tuple[int, int] = (0, 0)) -> dict:
     """The configuration's rate against its control's at each warp count both were timed at
-    (W -> (rate, 95% half-width, repeats), grid.warp_rates): where the two differ by more than
+    (W -> (rate, 95% half-width, repeats), block_rates.warp_rates): where the two differ by more than
     their intervals (each at least the clock's resolution, one cycle of the span of W warps x
     ``units`` instances per thread; in quadrature), and by how much. The two kernels run in
     separate launches, whose spread the repeats of one launch do not hold: a difference counts

@@ -1,13 +1,13 @@
 """The warps x dependence-distance throughput grid of a variant (issue 22; thesis section 7.3,
-Tables 7.6-7.16).
+Tables 7.6-7.16): a study of the instruction suite (:data:`STUDY`).
 
 Rows: W warps per SM (one block of W warps on every SM), columns: d independent chains per
 thread (the dependence distance); a cell is the warp-instructions of the SM's region over its
 span (warp-instructions per cycle per SM), from one launch per (W, d) with the repetitions
 inside it (:func:`measure_grid` says why one region and not a slope over two). The kernels are
 the throughput families' where their chain count is a column (``Plan.tp_chains``), and families
-of their own (measure ``grid``) for the others; a column's launches go to the device in one
-batch (``Device.run_many``).
+of their own (measure ``grid``) for the others; a column's rates are its kernel's at each warp
+count (``block_rates.warp_rates``: the launches of a column in one batch).
 
 From the grid (pure functions, :func:`analyse`): the maximum rate (MT), the fewest warps that
 reach it (MNW), the warp latency (WL: cycles before the scheduler issues the same warp again,
@@ -20,28 +20,27 @@ warp lowers the rate by more than the noise: uneven warps over the schedulers).
 from __future__ import annotations
 
 import math
-import statistics
 
 import numpy as np
 
 from gpudissect.arch.limits import check, limit_for, parse_sass
 from gpudissect.arch.target import Target
-from gpudissect.bench.runner import WORKER_FAILED
-from gpudissect.bench.stats import SMID, robust_halfwidth
 from gpudissect.catalog.model import Variant
-from gpudissect.device.device import Device, LaunchResult, RunSpec
+from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
-from gpudissect.kernel.timing import end_word, start_word
 from gpudissect.store.db import Result
-from gpudissect.suites.instructions.strategies import strategy as get_strategy
-from gpudissect.suites.instructions.suite import (
+from gpudissect.suites.instructions.block_rates import warp_rates
+from gpudissect.suites.instructions.core import (
     Family,
     Plan,
+    VariantStudy,
     VariantWork,
-    _cite,
+    citation,
     lengths_for,
     sass_per_instance,
+    skipped,
 )
+from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.template import generate
 from gpudissect.suites.instructions.verify import MapRecord
 
@@ -65,54 +64,11 @@ def grid_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: i
             continue
         ks = [generate(v, strat, target, chains=d, length=n, reps=plan.reps, measure=GRID,
                        name=f"v{idx}_w{d}_n{n}") for n in lengths_for(plan.grid_units, d, spi, plan)]
-        out.append(Family(GRID, d, ks))
+        out.append(Family(GRID, d, ks, study=STUDY))
     return out
 
 
 # --- analysis (pure) -----------------------------------------------------------------------
-
-
-def block_spans(times: np.ndarray, warps: int, reps: int) -> np.ndarray:
-    """Per repetition after the first (cold instruction cache): the median over the blocks
-    that were alone on their SM of the block's span, from its first warp's start to its last
-    warp's end. ``times``: one launch's rows (kernel/timing.py), blocks of ``warps`` rows."""
-    return launch_spans([(times, warps)], reps)[0]
-
-
-def launch_spans(runs: list[tuple[np.ndarray, int]], reps: int) -> list[np.ndarray]:
-    """:func:`block_spans` of many launches ((rows, warps per block) each) in one reduction over
-    all their rows: a grid has hundreds of launches per variant, and per-launch numpy calls
-    would cost more host time than the GPU spends on them."""
-    sizes = [t.shape[0] // w for t, w in runs]
-    out = [np.empty(0) for _ in runs]
-    if reps < 2 or not any(sizes):
-        return out
-    times = np.concatenate([t[: n * w] for (t, w), n in zip(runs, sizes, strict=True)])
-    offsets = np.cumsum([0] + [n * w for (_, w), n in zip(runs, sizes, strict=True)])[:-1]
-    starts = np.concatenate([o + w * np.arange(n) for o, (_, w), n in zip(offsets, runs, sizes, strict=True)])
-    owner = np.repeat(np.arange(len(runs)), sizes)
-    key = times[starts, SMID].astype(np.int64) + (owner.astype(np.int64) << 32)  # SM id within its launch
-    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-    alone = counts[inv] == 1
-    kept = range(1, reps)  # the first repetition (cold instruction cache) left out
-    t0 = np.minimum.reduceat(times[:, [start_word(k) for k in kept]].T.astype(np.int64), starts, axis=1)
-    t1 = np.maximum.reduceat(times[:, [end_word(k) for k in kept]].T.astype(np.int64), starts, axis=1)
-    span = (t1 - t0).astype(float)
-    edges = np.cumsum([0, *sizes])
-    for i, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
-        keep = alone[a:b]
-        if keep.any():
-            out[i] = np.median(span[:, a:b][:, keep], axis=1)
-    return out
-
-
-def cell_rate(work: float, spans: list[float]) -> tuple[float | None, list[float]]:
-    """``work`` (warp-instructions of the SM's region: warps x instances per thread) / the
-    median span, and the same from each repeat's span."""
-    ok = [x for x in spans if x > 0]
-    if not ok:
-        return None, []
-    return work / statistics.median(ok), [work / x for x in ok]
 
 
 def _finite(a: np.ndarray) -> np.ndarray:
@@ -239,56 +195,11 @@ def region_kernel(f: Family, plan: Plan) -> Built:
     return max(fit, key=lambda b: b.kernel.units) if fit else min(f.built, key=lambda b: b.kernel.units)
 
 
-def _launch_column(dev: Device, b: Built, ws: list[int], plan: Plan, sm_count: int,
-                   notes: list[str]) -> dict[int, list[LaunchResult]]:
-    """Every warp count's launches of one column's kernel, in one batch; where the batch is
-    refused (a launch the driver does not take), each warp count alone, the refused ones
-    noted. A failed worker is raised: the variant's remaining kernels would fail alike."""
-    k = b.kernel
-
-    def spec(W: int) -> RunSpec:
-        return RunSpec(k.name, tuple(k.inputs), k.n_sink, plan.reps, sm_count, 32 * W, plan.grid_launches)
-
-    try:
-        return dict(zip(ws, dev.run_many(b.cubin, [spec(W) for W in ws]), strict=True))
-    except Exception as e:
-        if type(e).__name__ == WORKER_FAILED:
-            raise
-    out = {}
-    for W in ws:
-        try:
-            out[W] = dev.run_many(b.cubin, [spec(W)])[0]
-        except Exception as e:
-            if type(e).__name__ == WORKER_FAILED:
-                raise
-            notes.append(f"d={k.chains} W={W}: refused: {type(e).__name__}: {e}"[:200])
-    return out
-
-
 def column_spi(region_sass: dict[str, list[str]], distances: list[int]) -> float | None:
     """The SASS per instance that the warp latency's column (the largest distance) issues: its
     timed region's (params ``region_sass``); None where it is not known."""
     last = region_sass.get(str(max(distances))) if distances else None
     return sum(c for _, c in parse_sass(last)) if last else None
-
-
-def warp_rates(dev: Device, b: Built, warps: list[int], plan: Plan, sm_count: int,
-               notes: list[str]) -> dict[int, tuple[float, float, int]]:
-    """The rate of one kernel (warp-instructions per cycle per SM: W x instances per thread over
-    the block's span, as a grid cell) at each warp count of ``warps`` (one block of W warps per
-    SM, one batch): W -> (rate, the 95% half-width of its median over repeats, the repeats). A
-    failed worker is raised."""
-    got = _launch_column(dev, b, warps, plan, sm_count, notes)
-    runs = [(W, r.times) for W in warps if W in got for r in got[W]]
-    by_w: dict[int, list[float]] = {}
-    for (W, _), sp in zip(runs, launch_spans([(t, W) for W, t in runs], plan.reps), strict=True):
-        by_w.setdefault(W, []).extend(sp.tolist())
-    out = {}
-    for W in warps:
-        rate, per = cell_rate(W * b.kernel.units, by_w.get(W, []))
-        if rate is not None:
-            out[W] = (rate, robust_halfwidth(per), len(per))
-    return out
 
 
 def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts: dict) -> list[Result]:
@@ -314,7 +225,7 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
     repeats = 0
     for j, d in enumerate(ds):
         f = cols.get(d)
-        c = _cite(w, f) if f is not None else None
+        c = citation(w, f) if f is not None else None
         if not isinstance(c, tuple):
             notes.append(f"d={d}: " + (c.flags[0] if c is not None else "no kernels"))
             continue
@@ -374,3 +285,23 @@ def measure_grid(dev: Device, w: VariantWork, plan: Plan, target: Target, texts:
                    "max over the warps x distance grid; a cell: W x instances per thread / the "
                    "median over SMs and repeats of the block span (first start to last end) of "
                    "one region", params=params, samples=samples, flags=flags, **cite)]
+
+
+class Grid(VariantStudy):
+    """The grid as a study of the instruction suite: its own families (the distances no
+    throughput family has), timed after the throughput sweep as one result."""
+
+    many_warps = True
+
+    def families(self, v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:
+        return grid_families(v, rec, target, plan, idx)
+
+    def measure_families(self, dev: Device, w: VariantWork, idx: list[int], plan: Plan, target: Target,
+                         texts: dict, failed: Exception | None) -> None:
+        # one result of all the grid's columns, kept with its first family of its own
+        w.results[idx[0]] = [skipped(w, w.families[idx[0]], failed)] if failed else \
+            measure_grid(dev, w, plan, target, texts)
+
+
+# its columns are the throughput families' kernels where their chain count is a column
+STUDY = Grid("grid", needs=("throughput",), adds=(GRID,))

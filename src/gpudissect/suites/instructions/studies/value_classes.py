@@ -1,6 +1,7 @@
 """Value-dependent latency (issue 22; seed 000: "for the testp instruction, the latency depends
-on the state"): a variant's latency chain timed with its register sources from one class of
-values at a time (zero, denormal, inf, nan, negative, ...; ``catalog/value_classes.toml``).
+on the state"), a study of the instruction suite (:data:`STUDY`): a variant's latency chain timed
+with its register sources from one class of values at a time (zero, denormal, inf, nan,
+negative, ...; ``catalog/value_classes.toml``).
 
 The chain keeps its value in the class: each instance's result (after its glue, if the result is
 of another register class) is re-derived into the class value by ``(result & m) | k`` with
@@ -13,22 +14,15 @@ classes is the variant's own; each class's number says it includes the re-deriva
 Per (variant, class): measure ``latency_values`` (params: the class and the operand values).
 Per variant, after the run (:func:`derive`): ``latency_values_range``: min and max over the clean
 classes, which classes are the same as the fastest (the difference within its 95% interval,
-:func:`same_within`), which are slower, which are undetermined (no repeats to give a spread), and
+``records.same_within``, the suite's one rule), which are slower, which are undetermined (no repeats to give a spread), and
 the SASS branches of the instance (a data-dependent path in the SASS: a class slower than the
 fastest took it). Each class's number is chain cycles per instance including the re-derivation:
 only the differences between classes are the instruction's.
-
-The uncertainty of a record (:func:`uncertainty`, also used for signed against unsigned in
-conclusions.py) is its own: the 95% half-width of the median of its per-repeat slopes or rates
-(``bench/stats.py`` ``robust_halfwidth``, the interval its noise flag is judged by), floored at
-the clock's resolution (:func:`resolution`: %clock64 is read in whole cycles, so a slope over
-chain lengths spanning L instances cannot resolve less than 1/L cycle per instance).
 """
 
 from __future__ import annotations
 
 import fnmatch
-import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -36,7 +30,6 @@ from functools import cache
 
 from gpudissect.arch.limits import BRANCHES, parse_sass
 from gpudissect.arch.target import Target
-from gpudissect.bench.stats import robust_halfwidth
 from gpudissect.catalog.model import CATALOG_DIR, REG_CLASS, Operand, Variant
 from gpudissect.catalog.operand_values import bits_for
 from gpudissect.kernel.build import Built, build_module
@@ -45,17 +38,26 @@ from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import is_move
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
-from gpudissect.suites.instructions.operands import equivalent
+from gpudissect.suites.instructions.core import (
+    Family,
+    Plan,
+    VariantStudy,
+    VariantWork,
+    chain,
+    lengths_for,
+    sass_per_instance,
+)
+from gpudissect.suites.instructions.own_sass import equivalent, own_counts
+from gpudissect.suites.instructions.records import CONFIDENCE, RESOLUTION, same_within, uncertainty
+from gpudissect.suites.instructions.records import index as index  # the same rule's, re-exported
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
 from gpudissect.suites.instructions.template import GenerationError, generate, glue_ptx
+from gpudissect.suites.instructions.verify import check_built
 
 VALUE_FILE = CATALOG_DIR / "value_classes.toml"
 MEASURE = "latency_values"
 RANGE = "latency_values_range"
 STRATEGY = "reg"
-# the named floor of a record's uncertainty (:func:`resolution`): a physical limit, not a threshold
-RESOLUTION = "one %clock64 cycle over the span of the fitted chain lengths"
-CONFIDENCE = "95% interval"  # what :func:`uncertainty` states (robust_halfwidth's)
 BITS_TYPE = {"h": "b16", "r": "b32", "rd": "b64"}  # the type of the re-derivation's registers
 # names of the derived variant's extra operands (catalog placeholders are lower-case words)
 RESULT, GLUED, SCRATCH, MASK, KEY = "vr", "vg", "vt", "vm", "vk"
@@ -192,8 +194,6 @@ def families(v: Variant, lengths: tuple[int, ...], target: Target, reps: int, id
 
 def _build(job: tuple[Variant, dict[str, Fraction], list[ValueFamily], str]) -> list[ValueFamily]:
     """Build one variant's value families (one module) and check each (in a worker process)."""
-    from gpudissect.suites.instructions.verify import check_built
-
     v, own, fams, arch = job
     todo = [f for f in fams if not f.error]
     if not todo:
@@ -230,8 +230,6 @@ def compile_all(items: list[tuple[Variant, dict[str, Fraction], list[ValueFamily
 def prepare(works: list, target: Target, plan, jobs: int) -> dict[str, list[ValueFamily]]:
     """The value-class families of every verified variant the table lists (the suite's ``works``),
     built and checked: variant name -> its families."""
-    from gpudissect.suites.instructions.suite import lengths_for, own_counts, sass_per_instance
-
     items = []
     for i, w in enumerate(works):
         if not (w.record.verified and selected(w.variant)):
@@ -244,8 +242,6 @@ def prepare(works: list, target: Target, plan, jobs: int) -> dict[str, list[Valu
 
 def measure(dev, v: Variant, fams: list[ValueFamily], plan) -> tuple[list[Result], dict]:
     """Time each class's chain (the suite's latency chain: one warp, slope over lengths)."""
-    from gpudissect.suites.instructions.suite import Family, VariantWork, _chain
-
     out: list[Result] = []
     texts: dict = {}
     for f in fams:
@@ -257,7 +253,7 @@ def measure(dev, v: Variant, fams: list[ValueFamily], plan) -> tuple[list[Result
         cite = dict(sass=f.sass, strategy=STRATEGY, cls=v.cls, ptx_hash=cited.ptx_hash, sass_hash=cited.sass_hash)
         flags = ["branch: data-dependent path in the instance's SASS"] if branches(f.sass) else []
         try:
-            r = _chain(dev, VariantWork(v, None), fam, plan, flags, cite)  # type: ignore[arg-type]
+            r = chain(dev, VariantWork(v, None), fam, plan, flags, cite)  # type: ignore[arg-type]
         except Exception as e:  # one class fails, not the variant
             f.error = f"error: {type(e).__name__}: {e}"[:300]
             out.append(family_result(v, f, None))
@@ -286,89 +282,6 @@ def family_result(v: Variant, f: ValueFamily, r: Result | None) -> Result:
     r.flags = [*r.flags, "includes re-derivation: (result & m) | k, the same in every class"]
     return r
 
-
-def repeats(r: dict) -> list[float]:
-    """A record's own repeats of its value: the slope (latency chains) or the rate (throughput)
-    of each (launch, repetition); [] when it holds none."""
-    s = r.get("samples")
-    if not isinstance(s, dict):
-        return []
-    return [float(x) for x in (s.get("slope_per_repeat") or s.get("rate_per_repeat") or [])]
-
-
-def resolution(r: dict) -> float:
-    """The least change of ``r``'s value that whole-cycle clock reads can show (RESOLUTION): one
-    cycle over the span of the fitted lengths, in the value's unit. A latency is the slope itself
-    (1/span cycles); a value k/slope (a rate) or slope/k moves by value/slope per cycle of slope.
-    0 without a fit of two distinct lengths."""
-    fit = r.get("fit") or {}
-    xs = fit.get("xs") or []
-    slope, v = fit.get("slope"), r.get("value")
-    if len(xs) < 2 or not slope or v is None or max(xs) == min(xs):
-        return 0.0
-    return abs(v) / abs(slope) / (max(xs) - min(xs))
-
-
-def _own_uncertainty(r: dict) -> float | None:
-    reps = repeats(r)
-    if len(reps) < 2:
-        return None
-    return max(float(robust_halfwidth(reps)), resolution(r))
-
-
-def index(records) -> dict[tuple[str, str], list[dict]]:
-    """(variant, measure) -> records, for :func:`uncertainty` of derived values."""
-    out: dict[tuple[str, str], list[dict]] = {}
-    for r in records:
-        out.setdefault((r.get("variant"), r.get("measure")), []).append(r)  # type: ignore[arg-type]
-    return out
-
-
-def _matching(rows: list[dict], value) -> dict | None:
-    return next((x for x in rows if value is not None and x.get("value") is not None
-                 and math.isclose(x["value"], value, rel_tol=1e-9, abs_tol=1e-12)), None)
-
-
-def uncertainty(r: dict, idx: dict[tuple[str, str], list[dict]] | None = None) -> float | None:
-    """Half-width of the 95% interval of ``r``'s value (CONFIDENCE): ``robust_halfwidth`` of its
-    own repeats, floored at its clock resolution (:func:`resolution`). A value derived from other
-    records (``idx``: :func:`index` of the run's records) takes theirs: a latency with its
-    companion removed (pair minus companion: the two half-widths in quadrature); a peak
-    throughput (its best configuration's throughput record, of the variant whose SASS stands for
-    it where it borrows one, scaled as its value is). None where no repeats give a spread."""
-    from gpudissect.suites.instructions.suite import PAIR
-
-    if r.get("value") is None:
-        return None
-    own = _own_uncertainty(r)
-    if own is not None or idx is None:
-        return own
-    p = r.get("params") or {}
-    m = str(r.get("measure") or "")
-    comp = p.get("companion")
-    if isinstance(comp, dict) and "pair" in p:
-        pair = _matching(idx.get((r["variant"], m + PAIR), []), p["pair"])
-        ref = _matching(idx.get((comp.get("variant"), "latency"), []), comp.get("latency"))
-        parts = [_own_uncertainty(x) if x else None for x in (pair, ref)]
-        return None if None in parts else math.hypot(*parts)  # type: ignore[arg-type]
-    best = p.get("best")
-    if m.removesuffix(PAIR) == "throughput_peak" and isinstance(best, dict):
-        src = p.get("same_sass_as") or r["variant"]
-        tp = "throughput" + (PAIR if m.endswith(PAIR) else "")
-        cand = next((x for x in idx.get((src, tp), [])
-                     if all((x.get("params") or {}).get(k) == best.get(k) for k in ("chains", "warps"))), None)
-        u = _own_uncertainty(cand) if cand and cand.get("value") else None
-        return None if u is None else u * abs(r["value"] / cand["value"])  # type: ignore[index]
-    return None
-
-
-def same_within(a: float, ua: float | None, b: float, ub: float | None) -> bool | None:
-    """Whether two independently measured values are the same: their difference lies within
-    its 95% interval (the two half-widths of :func:`uncertainty` in quadrature). None
-    (undetermined) when either has no interval."""
-    if ua is None or ub is None:
-        return None
-    return abs(a - b) <= math.hypot(ua, ub)
 
 
 def range_result(variant: str, rows: list[dict]) -> Result | None:
@@ -463,3 +376,30 @@ def own_type_classes(ptype: str, doc: str | None = None) -> list[str]:
 
 
 assert set(BITS_TYPE) <= set(REG_CLASS.values())
+
+
+class ValueClasses(VariantStudy):
+    """The value classes as a study of the instruction suite: kernels of their own, timed once per
+    variant after the core's families."""
+
+    def prepare(self, works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, list[ValueFamily]]:
+        return prepare(works, target, plan, jobs)
+
+    def measure_variant(self, dev, w: VariantWork, state: dict[str, list[ValueFamily]] | None, plan: Plan,
+                        previous: list[Result] | None) -> tuple[list[Result], dict]:
+        if previous is not None:  # measured again: the classes are kept (timed once)
+            return [r for r in previous if r.measure == MEASURE], {}
+        fams = (state or {}).get(w.variant.name)
+        return measure(dev, w.variant, fams, plan) if fams else ([], {})
+
+    def derive(self, ctx) -> None:
+        derive(ctx.store, ctx.run_id)
+
+    def conclusions(self, records: list[dict]) -> list[str]:
+        return conclusions(records)
+
+    def tables(self, records: list[dict]) -> dict:
+        return {"value_latency": {r["variant"]: r.get("params") or {} for r in records if r.get("measure") == RANGE}}
+
+
+STUDY = ValueClasses("value_classes", adds=(MEASURE, RANGE))

@@ -1,4 +1,5 @@
-"""Per-SASS steps of multi-SASS CUDA-core instructions (issue 22; thesis section 6.2).
+"""Per-SASS steps of multi-SASS CUDA-core instructions (issue 22; thesis section 6.2), a study
+of the instruction suite (:data:`STUDY`).
 
 ptxas expands many PTX instructions (``mul.lo.u64``, ``div.u32``, ``rem.u32``, conversions, ...)
 into several SASS instructions. There is no SASS assembler, so a step cannot be timed alone:
@@ -68,6 +69,7 @@ from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.sass import parse_sass as parse_sass_text
 from gpudissect.predict.tables import UNTRUSTED
 from gpudissect.store.db import Result
+from gpudissect.suites.instructions.core import PEAK_TOL, VariantStudy
 
 MEASURE = "sass_step"
 CHECK = "sass_step_sum"
@@ -840,7 +842,7 @@ def conclusion(records: list[dict]) -> str | None:
 def shipped_map(arch: str) -> list[dict]:
     """The shipped PTX->SASS map of ``arch`` (``data/<arch>/map.json.gz`` of the repository), or
     nothing where it is not there (an installed package)."""
-    path = Path(__file__).resolve().parents[4] / "data" / arch / "map.json.gz"
+    path = Path(__file__).resolve().parents[5] / "data" / arch / "map.json.gz"
     try:
         return json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, ValueError):
@@ -919,3 +921,17 @@ def derive(store, run_id: int, arch: str, rate_tol: float = 0.0) -> str | None:
         store.save(run_id, "sass_steps", [Result("sass_steps", CHECK, None, "cycles", "none", flags=[why])])
         return why
     return None
+
+
+class SassSteps(VariantStudy):
+    """The per-SASS steps as a study of the instruction suite: the proxies a run of a few
+    patterns times too, and the steps derived from the run's results."""
+
+    def variants(self, selected: list[str], arch: str) -> list[str]:
+        return proxy_references(selected, arch)
+
+    def derive(self, ctx) -> None:
+        derive(ctx.store, ctx.run_id, ctx.target.arch, PEAK_TOL)
+
+
+STUDY = SassSteps("sass_steps", needs=("latency", "throughput_peak"), adds=MEASURES)
