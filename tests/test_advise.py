@@ -12,7 +12,8 @@ from test_predict import PTX
 from typer.testing import CliRunner
 
 from gpudissect.advise import efficiency as ef
-from gpudissect.advise.report import efficacy_report_table, efficiency_section
+from gpudissect.advise.report import efficiency_section
+from gpudissect.suites.behaviour.view import efficacy_report_table
 from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
 from gpudissect.arch.target import make_target
 from gpudissect.cli import app

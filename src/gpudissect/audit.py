@@ -25,7 +25,7 @@ import re
 from gpudissect.arch.limits import LimitsError, check, checked_sass, limit_for
 from gpudissect.report.read.metrics import BAD_FLAGS
 from gpudissect.report.read.results import LoadError, ResultSet, load_result_set
-from gpudissect.suites.instructions.strategies import all_strategies
+from gpudissect.suites import SUITES, get_suite
 
 # flags under which a value is not presented as clean (such records are not limit-checked)
 BAD = tuple(BAD_FLAGS) + ("not timed", "noisy", "poor-fit", "warps-not-overlapping",
@@ -68,9 +68,12 @@ def _where(r: dict) -> str:
 
 
 def _low_opt_strategies() -> dict[str, int]:
-    """Strategy name -> ptxas optimisation level, for today's strategies below -O3 (older data
-    names its -O1/-O0 strategies by suffix: see ``_opt_level``)."""
-    return {n: s.opt for n, s in all_strategies().items() if s.opt < 3}
+    """Strategy name -> ptxas optimisation level, for today's strategies below -O3 of every
+    registered suite (older data names its -O1/-O0 strategies by suffix: see ``_opt_level``)."""
+    out: dict[str, int] = {}
+    for name in SUITES:
+        out.update({n: o for n, o in get_suite(name).compile_levels().items() if o < 3})
+    return out
 
 
 def _opt_level(strategy: str | None, known: dict[str, int]) -> int | None:

@@ -8,8 +8,8 @@ import statistics
 
 from gpudissect.advise import efficiency as ef
 from gpudissect.report.present.fmt import fmt_num
-from gpudissect.report.present.tabular import Cell, ReportTable
 from gpudissect.report.read.results import ResultSet
+from gpudissect.suites import SUITES, suite_module
 
 MIN_CELLS = 3  # a variant's distribution needs at least this many clean configurations
 
@@ -88,57 +88,12 @@ def overall_lines(cells: dict[str, tuple[list[ef.Cell], str]]) -> list[str]:
             "maximum.", ""]
 
 
-EFFICACY_NOTE = ("the same work (independent chains of one instruction) as the suite's verified PTX kernel and as "
-                 "CUDA C++ built by `nvcc -O3` (a loop, nvcc's unrolling and registers), timed by the same harness, "
-                 "one block per SM; efficacy = nvcc rate / verified rate")
 
 
-def efficacy_rows(rs: ResultSet | None) -> list[dict]:
-    """One row per measured point of the behaviour suite's ``efficacy`` results."""
-    recs = [r for r in rs.records("behaviour") if r.get("measure") == "efficacy"] if rs is not None else []
-    rows = []
-    for r in sorted(recs, key=lambda r: (r["params"]["variant"], r["params"]["warps"], r["params"]["chains"])):
-        p, fit = r["params"], r.get("fit") or {}
-        v, n = fit.get("verified") or {}, fit.get("nvcc") or {}
-        ops = ", ".join(f"{k} {c}" for k, c in sorted((n.get("region_ops") or {}).items(), key=lambda x: -x[1]))
-        rows.append({"variant": p["variant"], "warps x chains": f"{p['warps']} x {p['chains']}",
-                     "verified rate": v.get("rate"), "nvcc rate": n.get("rate"), "efficacy": r.get("value"),
-                     "registers (verified / nvcc)": f"{v.get('regs', '-')} / {n.get('regs', '-')}",
-                     "nvcc's region": ops, "flags": ", ".join(r.get("flags") or [])})
-    return rows
 
 
-def efficacy_table(rs: ResultSet) -> list[str]:
-    rows = efficacy_rows(rs)
-    if not rows:
-        return []
-    L = [f"Compiler efficacy (behaviour suite, `efficacy:*`): {EFFICACY_NOTE}.", "",
-         "| " + " | ".join(rows[0]) + " |", "|---|---|---:|---:|---:|---|---|---|"]
-    for r in rows:
-        region = r["nvcc's region"]
-        L.append(f"| `{r['variant']}` | {r['warps x chains']} | {fmt_num(r['verified rate'])} | "
-                 f"{fmt_num(r['nvcc rate'])} | {fmt_num(r['efficacy'], 3)} | {r['registers (verified / nvcc)']} | "
-                 f"{region} | {r['flags']} |")
-    vals = [r["efficacy"] for r in rows if r["efficacy"] is not None]
-    if vals:
-        L += ["", f"Efficacy over the {len(vals)} points: {min(vals):.3f} to {max(vals):.3f} "
-              f"(median {statistics.median(vals):.3f})."]
-    return L + [""]
 
 
-def efficacy_report_table(rs: ResultSet | None) -> ReportTable | None:
-    """The HTML report's table of the compiler efficacy (in the behaviour suite's section)."""
-    rows = efficacy_rows(rs)
-    if not rows:
-        return None
-    t = ReportTable("behaviour-efficacy", "Compiler efficacy: nvcc-built CUDA C++ against the verified PTX kernel",
-                    list(rows[0]), note=EFFICACY_NOTE[:1].upper() + EFFICACY_NOTE[1:] + ".",
-                    code=(0, 6), numeric=(2, 3, 4), wrap=(6, 7))
-    for r in rows:
-        t.add(Cell(r["variant"]), r["warps x chains"], Cell(fmt_num(r["verified rate"]), r["verified rate"]),
-              Cell(fmt_num(r["nvcc rate"]), r["nvcc rate"]), Cell(fmt_num(r["efficacy"], 3), r["efficacy"]),
-              r["registers (verified / nvcc)"], r["nvcc's region"], r["flags"])
-    return t
 
 
 def padding_table(rs: ResultSet) -> list[str]:
@@ -178,5 +133,8 @@ def efficiency_section(rs: ResultSet) -> list[str]:
                  "and losses of one variant; `gpudissect advise KERNEL` the occupancy and per-loop advice of a "
                  "cubin or PTX file.", ""]
         body += variant_table(cells) + overall_lines(cells) + matrix_tables(cells)
-    body += efficacy_table(rs) + padding_table(rs)
+    for name in SUITES:  # a suite's own part (the behaviour suite: the compiler efficacy)
+        own = getattr(suite_module(name, "view"), "efficiency_lines", None)
+        body += own(rs) if own else []
+    body += padding_table(rs)
     return ["## Efficiency losses and compiler efficacy", "", *body] if body else []

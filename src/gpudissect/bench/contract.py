@@ -164,6 +164,12 @@ class SuiteBase:
         for study in self.studies:
             study.derive(ctx)
 
+    def compile_levels(self) -> dict[str, int]:
+        """The ptxas optimisation level of each kernel strategy this suite names in its results
+        (``Result.strategy``), for the audit's check that nothing was timed below -O3; {} when
+        every kernel is compiled at the build path's default."""
+        return {}
+
     def summarize(self, ctx: Context) -> dict:
         return {}
 

@@ -22,10 +22,8 @@ from gpudissect.arch.target import arch_table
 from gpudissect.kernel.sass import NO_DEST
 from gpudissect.predict import PredictError
 from gpudissect.predict.tensor_model import tensor_timings
+from gpudissect.report.read.results import UNTRUSTED
 
-# flags of a record whose value is not a clean measurement of the instruction
-UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no clean configuration",
-             "not-saturated")
 # opcodes that only steer control flow or wait: one issue slot, no result, no pipe
 CONTROL = BRANCHES | {"EXIT", "NOP", "YIELD", "WARPSYNC", "BSSY", "BSYNC", "DEPBAR"}
 

@@ -27,6 +27,10 @@ from gpudissect.store.export import SUITE_SCHEMA, suite_document
 from gpudissect.store.pack import unpack
 from gpudissect.suites import REPORTED_FIRST, SUITES
 
+# flags of a record whose value is not a clean measurement of the instruction (the predictor's
+# tables and the per-SASS steps take no value that carries one)
+UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no clean configuration",
+             "not-saturated")
 VALIDATION_SCHEMA = "gpudissect.predict-validation/"  # predict/measure.py SCHEMA
 REFERENCES = {"a100": "reference_a100.json"}
 

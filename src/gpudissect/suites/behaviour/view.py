@@ -1,10 +1,13 @@
 """The behaviour suite's part of the HTML report, from its summary: one verdict per probe
 (dispatch, block -> SM fairness, occupancy, schedulers, warp issue order, pipes) with the
-numbers behind it, then the tables of each probe; and its block -> SM fairness section of the
-timing reference (:func:`markdown_section`). Values as the suite stored them; '-' where it
-stored none."""
+numbers behind it, then the tables of each probe and the compiler efficacy; and its sections
+of the timing reference (the occupancy table, the issue rules with the block -> SM fairness of
+:func:`markdown_section`, the compiler efficacy in the efficiency section). Values as the
+suite stored them; '-' where it stored none."""
 
 from __future__ import annotations
+
+import statistics
 
 from gpudissect.report.present.fmt import fmt_bytes, fmt_num
 from gpudissect.report.present.markdown import (
@@ -17,6 +20,7 @@ from gpudissect.report.present.markdown import (
     summary_of,
 )
 from gpudissect.report.present.tabular import Cell, ReportTable
+from gpudissect.report.read.results import ResultSet
 
 
 def _yes(v) -> str:
@@ -217,8 +221,6 @@ def markdown_section(summary: dict) -> list[str]:
 
 def report_section(doc: dict, rs) -> dict:
     summary = doc.get("summary") or {}
-    from gpudissect.advise.report import efficacy_report_table  # compiler efficacy (advise/)
-
     tables = [t for t in (dispatch_table(summary), fairness_table(summary), occupancy_table(summary),
                           pipes_table(summary), efficacy_report_table(rs)) if t]
     return {"key_tables": [verdicts_table(summary)], "tables": tables}
@@ -264,3 +266,62 @@ def _scheduling_lines(ctx: TimingContext) -> list[str]:
 
 
 TIMING_SECTIONS = (TimingSection(10, _occupancy_lines), TimingSection(20, _scheduling_lines))
+
+
+EFFICACY_NOTE = ("the same work (independent chains of one instruction) as the suite's verified PTX kernel and as "
+                 "CUDA C++ built by `nvcc -O3` (a loop, nvcc's unrolling and registers), timed by the same harness, "
+                 "one block per SM; efficacy = nvcc rate / verified rate")
+
+
+def efficacy_rows(rs: ResultSet | None) -> list[dict]:
+    """One row per measured point of the behaviour suite's ``efficacy`` results."""
+    recs = [r for r in rs.records("behaviour") if r.get("measure") == "efficacy"] if rs is not None else []
+    rows = []
+    for r in sorted(recs, key=lambda r: (r["params"]["variant"], r["params"]["warps"], r["params"]["chains"])):
+        p, fit = r["params"], r.get("fit") or {}
+        v, n = fit.get("verified") or {}, fit.get("nvcc") or {}
+        ops = ", ".join(f"{k} {c}" for k, c in sorted((n.get("region_ops") or {}).items(), key=lambda x: -x[1]))
+        rows.append({"variant": p["variant"], "warps x chains": f"{p['warps']} x {p['chains']}",
+                     "verified rate": v.get("rate"), "nvcc rate": n.get("rate"), "efficacy": r.get("value"),
+                     "registers (verified / nvcc)": f"{v.get('regs', '-')} / {n.get('regs', '-')}",
+                     "nvcc's region": ops, "flags": ", ".join(r.get("flags") or [])})
+    return rows
+
+
+def efficiency_lines(rs: ResultSet) -> list[str]:
+    """The suite's part of the timing reference's efficiency section (advise/report.py): the
+    compiler efficacy of its ``efficacy:*`` probes."""
+    return efficacy_table(rs)
+
+
+def efficacy_table(rs: ResultSet) -> list[str]:
+    rows = efficacy_rows(rs)
+    if not rows:
+        return []
+    L = [f"Compiler efficacy (behaviour suite, `efficacy:*`): {EFFICACY_NOTE}.", "",
+         "| " + " | ".join(rows[0]) + " |", "|---|---|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        region = r["nvcc's region"]
+        L.append(f"| `{r['variant']}` | {r['warps x chains']} | {fmt_num(r['verified rate'])} | "
+                 f"{fmt_num(r['nvcc rate'])} | {fmt_num(r['efficacy'], 3)} | {r['registers (verified / nvcc)']} | "
+                 f"{region} | {r['flags']} |")
+    vals = [r["efficacy"] for r in rows if r["efficacy"] is not None]
+    if vals:
+        L += ["", f"Efficacy over the {len(vals)} points: {min(vals):.3f} to {max(vals):.3f} "
+              f"(median {statistics.median(vals):.3f})."]
+    return L + [""]
+
+
+def efficacy_report_table(rs: ResultSet | None) -> ReportTable | None:
+    """The HTML report's table of the compiler efficacy (in the behaviour suite's section)."""
+    rows = efficacy_rows(rs)
+    if not rows:
+        return None
+    t = ReportTable("behaviour-efficacy", "Compiler efficacy: nvcc-built CUDA C++ against the verified PTX kernel",
+                    list(rows[0]), note=EFFICACY_NOTE[:1].upper() + EFFICACY_NOTE[1:] + ".",
+                    code=(0, 6), numeric=(2, 3, 4), wrap=(6, 7))
+    for r in rows:
+        t.add(Cell(r["variant"]), r["warps x chains"], Cell(fmt_num(r["verified rate"]), r["verified rate"]),
+              Cell(fmt_num(r["nvcc rate"]), r["nvcc rate"]), Cell(fmt_num(r["efficacy"], 3), r["efficacy"]),
+              r["registers (verified / nvcc)"], r["nvcc's region"], r["flags"])
+    return t

@@ -85,6 +85,12 @@ class InstructionsSuite(SuiteBase):
     def axes(self, ctx: Context) -> Plan:
         return self.quick if ctx.quick else self.full
 
+    def compile_levels(self) -> dict[str, int]:
+        """Every strategy of strategies.toml with its ptxas -O level."""
+        from gpudissect.suites.instructions.strategies import all_strategies
+
+        return {n: s.opt for n, s in all_strategies().items()}
+
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         select_variants(patterns, options.get("catalog"))
 

@@ -350,7 +350,7 @@ def _step_cell(st: dict) -> str:
             f"({fmt_num(st.get('latency'), 3)}, {fmt_num(st.get('rate'), 3)})")
 
 
-def steps_section(records: list[dict]) -> list[str]:
+def steps_section(records: list[dict], arch: str) -> list[str]:
     """The timing reference's section on the per-SASS steps of multi-SASS CUDA-core instructions:
     per variant its steps (proxy, latency, rate), the steps' dependence-path latency and busiest
     unit's issue cost against the whole's, and the verdicts."""
@@ -361,7 +361,7 @@ def steps_section(records: list[dict]) -> list[str]:
          "Each SASS step of a multi-SASS CUDA-core instruction timed by a proxy: a variant of the same "
          "run whose verified SASS is exactly that instruction (* not exact: the proxy's chain holds moves "
          "too, or only the opcode matches; ? no proxy). Step cells: SASS <- proxy (latency cycles, rate "
-         "warp-instr/clk/SM). " + steps.SECTION_NOTE + " Cost: the busiest "
+         "warp-instr/clk/SM). " + steps.section_note(arch) + " Cost: the busiest "
          "unit's cycles per instance (sum of count / rate) against 1 / the whole's peak rate. Verdicts: "
          "match (within the tolerance), steps-exceed / steps-below (by how much: see the flags), "
          "lower-bound (a step without a proxy counted as 0).", "",
@@ -439,7 +439,7 @@ def _grid_lines(ctx: TimingContext) -> list[str]:
 
 
 def _steps_lines(ctx: TimingContext) -> list[str]:
-    return steps_section(ctx.rs.records("instructions"))
+    return steps_section(ctx.rs.records("instructions"), ctx.rs.provenance().get("arch") or "?")
 
 
 def _conclusion_lines(ctx: TimingContext) -> list[str]:

@@ -22,7 +22,7 @@ Per multi-SASS variant, from the run's own results (the suite's ``derive`` phase
   ``steps-below``: the whole costs more than its steps show), ``lower-bound`` where a step
   has no proxy (counted as 0).
 
-The issue schedule (:func:`issue_schedule`). An sm_90 warp issues in order, and nothing but
+The issue schedule (:func:`issue_schedule`). A warp of these GPUs issues in order, and nothing but
 ptxas's control codes (``kernel/control.py``) holds a consumer back: the stall count of each
 instruction (cycles before the next may issue: ptxas's latency model of fixed-latency SASS) and,
 for variable-latency SASS (MUFU, conversions, ...), a scoreboard that the consumer waits on. So
@@ -58,7 +58,6 @@ import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpudissect.arch.limits import Limits, load_limits, parse_sass
 from gpudissect.bench.stats import fit_line, robust_halfwidth
@@ -67,7 +66,8 @@ from gpudissect.kernel.dataflow import dependence_graph, reads, writes
 from gpudissect.kernel.region import KINDS, MOVE_RE, RegionNotFound, find_region
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.sass import parse_sass as parse_sass_text
-from gpudissect.predict.tables import UNTRUSTED
+from gpudissect.report.read import shipped
+from gpudissect.report.read.results import UNTRUSTED
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions.core import PEAK_TOL, VariantStudy
 
@@ -805,7 +805,12 @@ def step_results(rows: list[dict], kernel_text: Callable[[str], str | None], lim
     return out
 
 
-SECTION_NOTE = ("Latency: the steps' issue schedule against the whole's measured latency. An sm_90 warp issues "
+def section_note(arch: str) -> str:
+    """The timing reference's note on the steps' issue schedule, for the architecture of the data."""
+    return SECTION_NOTE.format(arch=arch)
+
+
+SECTION_NOTE = ("Latency: the steps' issue schedule against the whole's measured latency. An {arch} warp issues "
                 "in order and only ptxas's control codes hold a consumer back, so the schedule issues the "
                 "whole's own timed SASS one instruction after another: each its predecessor's stall count "
                 "later, and no earlier than the measured proxy latency of a variable-latency step whose "
@@ -840,11 +845,11 @@ def conclusion(records: list[dict]) -> str | None:
 
 
 def shipped_map(arch: str) -> list[dict]:
-    """The shipped PTX->SASS map of ``arch`` (``data/<arch>/map.json.gz`` of the repository), or
-    nothing where it is not there (an installed package)."""
-    path = Path(__file__).resolve().parents[5] / "data" / arch / "map.json.gz"
+    """The shipped PTX->SASS map of ``arch`` (report/read/shipped.py), or nothing where it is
+    not there (an installed package)."""
+    path = shipped.shipped_map(arch)
     try:
-        return json.loads(gzip.decompress(path.read_bytes()))
+        return json.loads(gzip.decompress(path.read_bytes())) if path else []
     except (OSError, ValueError):
         return []
 
