@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from gpudissect.advise import efficiency as ef
 from gpudissect.advise.report import efficiency_section
-from gpudissect.suites.behaviour.view import efficacy_report_table
 from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
 from gpudissect.arch.target import make_target
 from gpudissect.cli import app
 from gpudissect.report.read.results import ResultSet
 from gpudissect.suites.behaviour import efficacy as eff
+from gpudissect.suites.behaviour.view import efficacy_report_table
 
 LAT, PEAK = 5.0, 3.0  # synthetic: deliberately not the H100's numbers
 NSM = 10

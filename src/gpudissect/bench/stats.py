@@ -241,3 +241,15 @@ def saturation(rates: list[float | None]) -> dict:
     ok = rise <= RISE
     return {"saturated": ok, "rise": round(rise, 4),
             **({} if ok else {"why": f"still rising: x{rise:.3f} from the last step of parallelism"})}
+
+
+def sm_spans(times: np.ndarray, warps: int, reps: int) -> dict[tuple[int, int], float]:
+    """(kept repetition, SM) -> span from the SM's first start to its last end, for SMs that
+    held ``warps`` warps (the first repetition, cold, is dropped)."""
+    out: dict[tuple[int, int], float] = {}
+    for rep in range(1, reps):
+        st = per_sm(times, rep)
+        for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
+            if w == warps:
+                out[(rep, int(sm))] = float(span)
+    return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpudissect.bench.stats import per_sm
+from gpudissect.bench.stats import sm_spans
 from gpudissect.device.args import Buf
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
@@ -28,13 +28,7 @@ def timed_launch(dev: Device, b: Built, grid: int, warps: int, bufs: list[Buf], 
 
 def _spans(times: np.ndarray, warps: int) -> dict[tuple[int, int], float]:
     """(kept repetition, SM) -> the SM's span, for the SMs that held exactly ``warps`` warps."""
-    out = {}
-    for rep in range(1, REPS):
-        st = per_sm(times, rep)
-        for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
-            if w == warps:
-                out[(rep, int(sm))] = float(span)
-    return out
+    return sm_spans(times, warps, REPS)
 
 
 def pair_spans(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int) -> list[dict]:

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 
 from gpudissect.arch.target import arch_table
-from gpudissect.bench.stats import fit_line, noise_flag, per_sm, rate_stats, slope_rates
+from gpudissect.bench.stats import fit_line, noise_flag, rate_stats, slope_rates, sm_spans
 from gpudissect.kernel.sass import SassInstr
 
 PLATEAU = 0.95  # a warp count reaches the plateau when its rate is within 5% of the sweep's peak
@@ -57,16 +57,6 @@ def sass_problems(region: list[SassInstr], table: str, key: str, instances: int,
 
 
 # ----------------------------------------------------------------- rates and slopes
-def sm_spans(times: np.ndarray, warps: int, reps: int) -> dict[tuple[int, int], float]:
-    """(kept repetition, SM) -> span from the SM's first start to its last end, for SMs that
-    held ``warps`` warps (the first repetition, cold, is dropped)."""
-    out: dict[tuple[int, int], float] = {}
-    for rep in range(1, reps):
-        st = per_sm(times, rep)
-        for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
-            if w == warps:
-                out[(rep, int(sm))] = float(span)
-    return out
 
 
 def per_sm_rate(times1: np.ndarray, times2: np.ndarray, warps: int, reps: int, units: float) -> dict:
