@@ -6,6 +6,7 @@ import csv
 import json
 
 import pytest
+from test_cli_errors import needs_ptxas
 from typer.testing import CliRunner
 
 from gpudissect.arch.target import make_target
@@ -208,3 +209,22 @@ def test_map_catalog_api(catalog):
     assert sorted(seen) == sorted(r.variant for r in recs)  # progress once per variant
     assert all(r.verified for r in recs), [(r.variant, r.reason) for r in recs]
     assert any("MUFU" in s for s in recs[2].sass)
+
+
+@needs_ptxas
+def test_the_map_json_is_the_same_whatever_the_hash_seed(tmp_path):
+    """The map's register correspondence lists the chained source and the destination in one
+    order (it once followed a set's iteration order, which Python's string hashing changes from
+    one process to the next)."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for seed in ("1", "2", "3"):
+        out = tmp_path / f"map{seed}.json"
+        env = {**os.environ, "PYTHONHASHSEED": seed, "GPUDISSECT_CACHE": str(tmp_path / "cache")}
+        subprocess.run([sys.executable, "-m", "gpudissect", "map", "add.u16", "add.s16", "--quiet", "--json",
+                        str(out)], check=True, env=env, capture_output=True)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]

@@ -137,7 +137,7 @@ def correspondence(variant: Variant, ptx: str, instrs: list[SassInstr], region: 
                 carried |= {r for r in x.sources() if reg in after[st].get(r, frozenset())
                             and not r.startswith("UR")}
             role += " (where the chain enters the region and leaves it: the instances' SASS differ)"
-        for name in {chain.name, variant.dest.name}:
+        for name in dict.fromkeys((chain.name, variant.dest.name)):  # in this order: the map is the same every run
             pred = variant.operand(name).reg_class == "p"
             own = [r for r in carried if r.startswith(("P", "UP")) == pred]
             out[name] = {"ptx": ops.get(name), "sass": sorted(own, key=_reg_key), "role": role}
