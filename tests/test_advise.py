@@ -293,8 +293,6 @@ def test_advise_bad_inputs(data_dir: Path, tmp_path: Path):
     assert r.exit_code == 2 and "not a cubin, PTX file or SASS listing" in r.output
 
 
-
-
 def test_advise_kernel(tmp_path: Path):
     from gpudissect.kernel.toolchain import ToolchainMissing, find_tool
 

@@ -114,9 +114,6 @@ def test_occupancy_rules(threads, regs, smem, blocks, limiter):
 def test_occupancy_rules_unknown_arch():
     with pytest.raises(TargetError, match="sm_75"):
         occupancy.occupancy_rules(Target("sm_75", "sm_75", "9.0", {"target": {}}))
-    borrowed = Target("sm_75", "sm_75", "9.0", {"target": {"occupancy": "occupancy_sm90.toml"}})
-    with pytest.raises(TargetError, match="sm_75"):
-        occupancy.occupancy_rules(borrowed)
 
 
 # ----------------------------------------------------------------- residency and dispatch

@@ -19,7 +19,7 @@ from gpudissect.suites.instructions.conclusions import (
     summarize,
 )
 from gpudissect.suites.instructions.studies import value_classes as V
-from gpudissect.suites.instructions.suite import Plan, prepare_works
+from gpudissect.suites.instructions.suite import STUDIES, Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
 PLAN = Plan(latency_units=(32, 64), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,), distances=(2,),
@@ -146,7 +146,7 @@ def test_signedness_from_records():
     assert "3 pairs" in lines[0] and "1 of 2 pairs" in lines[0] and "min.s32 4 vs min.u32 6 (+-" in lines[0]
     assert "within its 95% interval" in lines[0] and "undetermined" not in lines[0]
     assert any(x.startswith("equality: setp.eq.s32") for x in lines)
-    assert summarize(recs)["conclusions"] == lines
+    assert summarize(recs, STUDIES)["conclusions"] == lines
 
 
 # --- tensor latency against shape ------------------------------------------------------------

@@ -76,6 +76,9 @@ def test_no_suite_imports_another_and_the_core_imports_no_suite():
             other = _suite_of(d)
             if other is not None and other != own:
                 bad.append(f"{mod} -> {d}")
+            # a suite reaches no other through the registry either (its own commands may use it)
+            if own is not None and d == REGISTRY and not mod.endswith(".commands"):
+                bad.append(f"{mod} -> {d} (the registry)")
     assert bad == [], "suite->suite or core->suite imports (find suites through gpudissect.suites):\n" + \
         "\n".join(sorted(bad))
 
@@ -121,9 +124,11 @@ def test_no_module_below_the_command_line_names_an_architecture():
     defaults aside: the cli package and the commands a suite registers on it)."""
     below = {m: p for m, p in MODULES.items() if not (m == f"{PKG}.cli" or m.startswith(f"{PKG}.cli.")
                                                       or (_suite_of(m) and m.endswith(".commands")))}
-    archs = "|".join(sorted({str(arch_target.arch_number(a)) for a in arch_target.supported_archs()}))
+    numbers = sorted({arch_target.arch_number(a) for a in arch_target.supported_archs()})
+    archs = "|".join(str(n) for n in numbers)
+    pattern = re.compile(rf"(?<![A-Za-z0-9])sm_?({archs})[a-z]?(?!\d)", re.I)
     named = [f"{_module(p)}:{i}" for p in below.values() for i, line in enumerate(p.read_text().splitlines(), 1)
-             if re.search(rf"\bsm_?({archs})[a-z]?\b", line)]
+             if pattern.search(line)]
     assert named == [], "architectures are data (data/arch/<arch>/), not code:\n" + "\n".join(named)
 
 
@@ -139,36 +144,45 @@ def test_module_names_say_one_job_each():
     assert {n: ms for n, ms in seen.items() if len(ms) > 1} == {}
 
 
+def _clear() -> None:
+    from gpudissect.arch.limits import load_limits
+
+    for f in (arch_target._facts, arch_target.paired_sass, load_limits):
+        f.cache_clear()
+
+
 @pytest.fixture
 def arch_dir(tmp_path, monkeypatch):
     """A copy of the architecture folders the tool reads, to add one to."""
     d = tmp_path / "arch"
     shutil.copytree(arch_target.ARCH_DIR, d)
     monkeypatch.setattr(arch_target, "ARCH_DIR", d)
-    arch_target.arch_facts.cache_clear()
-    arch_target.paired_sass.cache_clear()
+    _clear()
     yield d
-    arch_target.arch_facts.cache_clear()
-    arch_target.paired_sass.cache_clear()
+    _clear()
 
 
 def test_an_architecture_is_one_folder_that_may_inherit(arch_dir):
+    from gpudissect.arch.limits import limit_for, load_limits
     from gpudissect.arch.occupancy import occupancy_rules
 
     base = arch_target.supported_archs()[0]
     new = f"sm_{arch_target.arch_number(base) + 1}"
     (arch_dir / new).mkdir()
-    (arch_dir / new / "target.toml").write_text(f'inherits = "{base}"\narch = "{new}"\nspecific = "{new}a"\n')
+    (arch_dir / new / "target.toml").write_text(f'inherits = "{base}"\n')
     (arch_dir / new / "occupancy.toml").write_text("max_blocks_per_sm = 7\n")
     assert new in arch_target.supported_archs()
     t = arch_target.make_target(new, "13.0")
-    assert (t.arch, t.specific) == (new, f"{new}a")
+    # what names an architecture is its own: kernels are built for it, not for the parent's form
+    assert (t.arch, t.specific, t.facts["target"].get("features_specific")) == (new, new, None)
+    assert load_limits(new).arch == new and "gpu" not in t.facts["limits"]
     rules = occupancy_rules(t)
     inherited = occupancy_rules(arch_target.make_target(base, "13.0"))
     assert rules["max_blocks_per_sm"] == 7  # its own
     assert rules["regs_per_sm"] == inherited["regs_per_sm"]  # the one it inherits from
-    assert t.facts["limits"] == arch_target.arch_facts(base)["limits"]
-    assert t.table("tensor_peaks") == arch_target.arch_facts(base)["tensor_peaks"]
+    assert limit_for(["FFMA"], new).value == limit_for(["FFMA"], base).value
+    for name in ("tensor_peaks", "sync_sass", "memory_paths", "predict"):
+        assert arch_target.arch_table(new, name) == arch_target.arch_table(base, name)
 
 
 def test_an_architecture_without_a_folder_is_one_clear_error(arch_dir):
@@ -178,3 +192,35 @@ def test_an_architecture_without_a_folder_is_one_clear_error(arch_dir):
     (arch_dir / "sm_43" / "target.toml").write_text('inherits = "sm_41"\narch = "sm_43"\n')
     with pytest.raises(arch_target.TargetError, match="inherits from sm_41"):
         arch_target.make_target("sm_43", "13.0")
+    for a, b in (("sm_44", "sm_45"), ("sm_45", "sm_44")):  # a circle of inheritance
+        (arch_dir / a).mkdir()
+        (arch_dir / a / "target.toml").write_text(f'inherits = "{b}"\n')
+    with pytest.raises(arch_target.TargetError, match="which inherits from it"):
+        arch_target.make_target("sm_44", "13.0")
+
+
+def test_no_command_line_function_takes_more_than_eight_parameters():
+    wide = []
+    for mod, path in MODULES.items():
+        if not (mod == f"{PKG}.cli" or mod.startswith(f"{PKG}.cli.")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                if n > 8:
+                    wide.append(f"{mod}.{node.name}: {n}")
+    assert wide == []
+
+
+def test_the_instruction_studies_declare_what_they_add_and_no_two_add_the_same():
+    from fnmatch import fnmatchcase
+
+    from gpudissect.suites import get_suite
+
+    studies = get_suite("instructions").studies
+    assert studies and all(s.adds for s in studies)
+    for i, a in enumerate(studies):
+        for b in studies[i + 1:]:
+            clash = [x for x in a.adds for y in b.adds if fnmatchcase(x, y) or fnmatchcase(y, x)]
+            assert clash == [], (a.name, b.name, clash)

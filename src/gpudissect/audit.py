@@ -236,26 +236,28 @@ def check_flags(recs: list[dict]) -> list[str]:
     return out
 
 
-def _arch(rs: ResultSet) -> str:
-    """The architecture the set was measured on (its provenance), without a specific suffix."""
-    a = str(rs.provenance().get("arch") or "")
+def _arch(rs: ResultSet, default: str | None) -> str:
+    """The architecture the set was measured on (its provenance, else ``default``), without a
+    specific suffix."""
+    a = str(rs.provenance().get("arch") or default or "")
     m = re.fullmatch(r"(sm_\d+)[a-z]?", a)
     if not m:
         raise LimitsError(f"the data names no architecture (provenance arch: {a or 'none'})")
     return m.group(1)
 
 
-def audit(path) -> list[str]:
+def audit(path, default_arch: str | None = None) -> list[str]:
     """One line per problem found in the data set at ``path`` (empty: none)."""
-    return audit_set(load_result_set(path))
+    return audit_set(load_result_set(path), default_arch)
 
 
-def audit_set(rs: ResultSet) -> list[str]:
-    """One line per problem found in a loaded result set (empty: none)."""
+def audit_set(rs: ResultSet, default_arch: str | None = None) -> list[str]:
+    """One line per problem found in a loaded result set (empty: none); ``default_arch``: the
+    architecture of a set whose provenance names none."""
     recs = rs.records()
     lines = []
     try:
-        lines += check_limits(recs, _arch(rs))
+        lines += check_limits(recs, _arch(rs, default_arch))
     except LimitsError as e:
         lines.append(f"[limit] no limits to check against: {e}")
     lines += check_opt(recs)
@@ -265,7 +267,7 @@ def audit_set(rs: ResultSet) -> list[str]:
     return [ln for ln in lines if ln]
 
 
-def main(path) -> int:
+def main(path, default_arch: str | None = None) -> int:
     """Print the problems; 0: none, 1: some, 2: PATH missing or unreadable."""
     try:
         rs = load_result_set(path)
@@ -276,7 +278,7 @@ def main(path) -> int:
         print(f"audit: {path} is a published reference, not a data set")
         return 2
     n = len(rs.records())
-    lines = audit_set(rs)
+    lines = audit_set(rs, default_arch)
     for ln in lines:
         print(ln)
     if not lines:

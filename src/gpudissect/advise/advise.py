@@ -38,8 +38,9 @@ class Data:
     rules: dict
 
 
-def load(spec: Path) -> Data:
-    """The data directory (or suite JSON / database) and the occupancy rules of its GPU."""
+def load(spec: Path, default_arch: str | None = None) -> Data:
+    """The data directory (or suite JSON / database) and the occupancy rules of its GPU
+    (``default_arch``: the architecture of data whose provenance names none)."""
     from gpudissect.arch.occupancy import occupancy_rules
     from gpudissect.arch.target import TargetError, make_target
 
@@ -48,12 +49,12 @@ def load(spec: Path) -> Data:
     except (LoadError, OSError) as e:
         raise AdviseError(f"--data {spec}: {e}") from None
     prov = rs.provenance()
-    arch = prov.get("arch")
-    if not arch:
-        raise AdviseError(f"--data {spec}: the data names no architecture (provenance arch)")
+    arch = prov.get("arch") or default_arch
     nsm = int(prov.get("sm_count") or 0)
     if nsm < 1:
         raise AdviseError(f"--data {spec}: the data names no SM count (provenance sm_count)")
+    if not arch:
+        raise AdviseError(f"--data {spec}: the data names no architecture (provenance arch)")
     try:
         rules = occupancy_rules(make_target(arch))
     except TargetError as e:
@@ -400,13 +401,14 @@ def sm_count(spec: Path) -> int:
         return 0
 
 
-def advise_lines(target: str, data: Path | None) -> list[str]:
-    """The advice for ``target``: a file (a kernel) or a variant name of the data."""
+def advise_lines(target: str, data: Path | None, default_arch: str | None = None) -> list[str]:
+    """The advice for ``target``: a file (a kernel) or a variant name of the data
+    (``default_arch``: the architecture of data whose provenance names none)."""
     spec = data or default_data()
     p = Path(target)
     if p.is_file():
         return kernel_lines(p, spec, sm_count(spec))
-    d = load(spec)
+    d = load(spec, default_arch)
     if not variant_records(d, target):
         known = sorted({r["variant"] for r in d.rs.records("instructions") if r.get("measure") == "throughput"})
         near = [n for n in known if n.split(".")[0] == target.split(".")[0]][:6]

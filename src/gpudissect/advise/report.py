@@ -88,14 +88,6 @@ def overall_lines(cells: dict[str, tuple[list[ef.Cell], str]]) -> list[str]:
             "maximum.", ""]
 
 
-
-
-
-
-
-
-
-
 def padding_table(rs: ResultSet) -> list[str]:
     from gpudissect.advise.advise import rules_arch
     from gpudissect.arch.occupancy import occupancy_rules

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from gpudissect.arch.target import ARCH_DIR, arch_facts
+from gpudissect.arch.target import TargetError, arch_table
 
 UNIT = "warp-instr/clk/SM"
 BRANCHES = frozenset({"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK"})
@@ -79,11 +79,12 @@ def load_limits(arch: str) -> Limits:
     m = re.fullmatch(r"(sm_\d+)[a-z]?", arch or "")
     if not m:
         raise LimitsError(f"architecture '{arch}' is not of the form sm_XX")
-    path = ARCH_DIR / m.group(1) / "limits.toml"
-    if not (ARCH_DIR / m.group(1) / "target.toml").exists():
-        raise LimitsError(f"no architecture data for {arch} ({ARCH_DIR / m.group(1)})")
-    lim = arch_facts(m.group(1)).get("limits")
-    if not lim or "issue" not in lim:
+    path = f"{m.group(1)}/limits.toml"
+    try:
+        lim = arch_table(arch, "limits")
+    except TargetError as e:
+        raise LimitsError(f"no architecture data for {arch}: {e}") from None
+    if "issue" not in lim:
         raise LimitsError(f"{path}: no limits with an [issue] table")
     refs = lim.get("sources", {})
 

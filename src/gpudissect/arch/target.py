@@ -18,6 +18,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from gpudissect import DATA_DIR
 
@@ -104,19 +105,34 @@ def _merge(under: dict, over: dict) -> dict:
     return out
 
 
-@cache
+# what names an architecture itself: never inherited (file -> keys)
+IDENTITY = {"target": ("arch", "specific", "features_specific"), "limits": ("arch", "gpu")}
+
+
 def arch_facts(base: str) -> dict:
     """The record of ``data/arch/<base>/`` (``base`` without a specific suffix): each file
-    under its name, over the record of the architecture ``target.toml`` inherits from; read
-    once per process."""
-    folder = ARCH_DIR / base
+    under its name, over the record of the architecture ``target.toml`` inherits from (but for
+    what names that one: IDENTITY); ``target.arch`` is the folder's name unless it says
+    otherwise. Read once per process."""
+    return _facts(ARCH_DIR, base)
+
+
+@cache
+def _facts(root: Path, base: str, seen: tuple[str, ...] = ()) -> dict:
+    folder = root / base
     own = {p.stem: tomllib.loads(p.read_text()) for p in sorted(folder.glob("*.toml"))}
     parent = own.get("target", {}).get("inherits")
-    if not parent:
-        return own
-    if not (ARCH_DIR / parent / "target.toml").exists():
-        raise TargetError(f"{folder / 'target.toml'}: inherits from {parent}, which has no folder")
-    return _merge(arch_facts(parent), own)
+    out = own
+    if parent:
+        if parent in (*seen, base):
+            raise TargetError(f"{folder / 'target.toml'}: inherits from {parent}, which inherits from it")
+        if not (root / parent / "target.toml").exists():
+            raise TargetError(f"{folder / 'target.toml'}: inherits from {parent}, which has no folder")
+        under = {name: {k: v for k, v in table.items() if k not in IDENTITY.get(name, ())}
+                 for name, table in _facts(root, parent, (*seen, base)).items()}
+        out = _merge(under, own)
+    out.setdefault("target", {}).setdefault("arch", base)
+    return out
 
 
 def arch_table(arch: str, name: str) -> dict:

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpudissect.cli.option_groups import grouped
+from gpudissect.cli.option_groups import DEFAULT_ARCH, grouped
 from gpudissect.terminal import console, err, fail, open_device
 
 
@@ -94,7 +94,7 @@ def advise_cmd(
     from gpudissect.advise.advise import advise_lines
 
     try:
-        lines = advise_lines(target, data)
+        lines = advise_lines(target, data, DEFAULT_ARCH)
     except AdviseError as e:
         fail(str(e))
     for ln in lines:

@@ -19,6 +19,9 @@ from typing import Any
 
 Build = Callable[[dict[str, Any]], Any]
 
+# the architecture the commands take where neither a GPU nor the data names one
+DEFAULT_ARCH = "sm_90"
+
 
 def grouped(command: Callable[..., None]) -> Callable[..., None]:
     """``command`` with the fields of its groups as its parameters (see the module)."""

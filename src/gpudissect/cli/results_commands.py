@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from gpudissect.cli.option_groups import DEFAULT_ARCH
 from gpudissect.terminal import console, fail, open_store, outputs_ok, writing
 
 
@@ -114,7 +115,7 @@ def audit_cmd(path: Path = typer.Argument(..., help="a data directory, suite JSO
     problem; exit 1 when there is any."""
     from gpudissect.audit import main as audit_main
 
-    code = audit_main(path)
+    code = audit_main(path, DEFAULT_ARCH)
     if code:
         raise typer.Exit(code)
 

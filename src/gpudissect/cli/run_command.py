@@ -11,7 +11,7 @@ import typer
 
 from gpudissect.catalog.model import CatalogError
 from gpudissect.cli.gpu_comparison import print_comparison
-from gpudissect.cli.option_groups import grouped
+from gpudissect.cli.option_groups import DEFAULT_ARCH, grouped
 from gpudissect.cli.report_commands import write_reports
 from gpudissect.cli.run_options import RunOptions, RunReports
 from gpudissect.cli.suite_runs import run_all, run_single
@@ -132,7 +132,7 @@ def _run_without_gpu(opts: RunOptions, target, patterns: list[str] | None) -> No
     if data is None:
         fail(f"no NVIDIA GPU here, and no shipped data/{SHIPPED} (of a source checkout) to write the "
              "report from: run on a GPU, or `gpudissect report --data DIR`")
-    target = target or target_of("sm_90")
+    target = target or target_of(DEFAULT_ARCH)
     toolchain_ok()
     console.print(f"no NVIDIA GPU here: mapping the catalog for {target.arch} and writing the report from "
                   f"the shipped {SHIPPED.upper()} data ({data})", markup=False, highlight=False, soft_wrap=True)

@@ -1,5 +1,5 @@
 """The fleet's outliers: for every measure (a suite's variant, measure and parameters, grouped
-as ``bench/compare.py`` groups them, flagged values left out), the fleet median, its spread and
+as ``bench/gpu_spread.py`` groups them, flagged values left out), the fleet median, its spread and
 each GPU's deviation ``(value - median) / |median|``; a GPU more than ``threshold`` away on any
 measure is an outlier, listed with those measures and its evidence (clocks, temperature,
 throttle reasons, ECC and retired pages)."""

@@ -25,8 +25,6 @@ class Loop:
         return f"{self.kernel} loop {self.index} [{self.start:#06x}..{self.end:#06x}]"
 
 
-
-
 def _backward(instrs: list[SassInstr], labels: dict[str, int]) -> list[tuple[int, int]]:
     out = []
     for ins in instrs:

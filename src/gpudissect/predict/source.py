@@ -37,8 +37,6 @@ def base_arch(arch: str) -> str:
     return re.sub(r"(sm_\d+)[a-z]?$", r"\1", arch)
 
 
-
-
 def from_sass_text(text: str, kind: str = "sass", arch: str | None = None) -> Program:
     funcs = parse_sass(text)
     kernels = {name: f.instrs for name, f in funcs.items() if f.instrs}

@@ -37,8 +37,6 @@ MAX_RECORD_ROWS = 1500
 SUBJECT_MAX = 90  # a finding's text before its first ': ' is its subject when no longer
 
 
-
-
 def _params_short(p: dict | None) -> str:
     if not p:
         return ""

@@ -36,11 +36,14 @@ def _validation_section(ctx: TimingContext) -> list[str]:
     stats = (v.get("analysis") or {}).get("stats")
     if not stats:
         return []
-    from gpudissect.arch.target import arch_table
+    from gpudissect.arch.target import TargetError, arch_table
     from gpudissect.predict.validate import table_lines, target_lines, tensor_lines
 
     gpu = v.get("gpu") or {}
-    spec = arch_table(rs.provenance().get("arch") or "", "predict")
+    try:  # the targets of the validation's architecture (its own, else the data's)
+        spec = arch_table(v.get("arch") or rs.provenance().get("arch") or "", "predict")
+    except TargetError:
+        spec = {}
     return ["## How well the tables predict real code", "",
             f"`gpudissect predict` (cycles per loop iteration from these tables and ptxas's control "
             f"codes) against {len(v.get('loops') or [])} loops measured on {gpu.get('name', '?')} "

@@ -2,9 +2,9 @@
 ``wgmma_kernels.py``).
 
 * ``wgmma:swizzle=<mode>``: wgmma m64n256k16 f32.f16 throughput with shared-memory descriptors
-  in each swizzle mode, timed like the tensor suite (``tensor/sweep.py``'s ``time_config``:
+  in each swizzle mode, timed like the tensor suite (``bench/tensor_sweep.py``'s ``time_config``:
   region lengths, the slope of the per-SM span, warpgroups per SM swept), as TFLOP/s and % of
-  the datasheet peak (``tensor/peak.py``) at the in-kernel SM clock;
+  the datasheet peak (``arch/tensor_peaks.py``) at the in-kernel SM clock;
 * ``wgmma:layout=<mode>``: TMA writes A and B through a tensor map of that swizzle, one wgmma
   warpgroup multiplies them; the product is compared with numpy (the descriptor reads what
   TMA wrote);

@@ -52,14 +52,6 @@ PIPE_ROWS = PIPE_A_TILES * CONSUMERS * M_WG + N  # rows of the pipeline's global
 EMPTY_OFF = 64  # bytes from the first 'full' barrier to the first 'empty' one
 
 
-
-
-
-
-
-
-
-
 def box_placements(swizzle: str, rows: int) -> list[tuple[int, int, int]]:
     """The TMA boxes of a tile: (x element coordinate along K, row offset, byte offset in the
     tile) each; a box is (atom / 2 elements x BOX_ROWS rows)."""
@@ -82,8 +74,6 @@ def _instr(v: WgmmaVariant) -> str:
 
 def _wgmma(v: WgmmaVariant, d: list[str], da: str, db: str) -> str:
     return f"  {_instr(v)} {{{', '.join(d)}}}, {da}, {db}, 1, 1, 1, 0, 0;"
-
-
 
 
 # --------------------------------------------------------------------------- throughput

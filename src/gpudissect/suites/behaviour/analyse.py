@@ -63,16 +63,6 @@ def agree_values(values: list[float], tol: float) -> dict:
             "why": f"launches spread by {spread:.1%} (> {tol:.0%})", "per_launch": per}
 
 
-
-
-
-
-
-
-
-
-
-
 # ----------------------------------------------------------------- residency / dispatch
 
 
@@ -330,10 +320,6 @@ def order_launch(starts: np.ndarray, ends: np.ndarray, smid: np.ndarray, wid: np
 
 
 # ----------------------------------------------------------------- pipes
-
-
-
-
 
 
 def pair_predictions(ra: float, rb: float, fa: float, issue: float) -> tuple[float, float]:

@@ -103,7 +103,7 @@ def companion_removed(w: VariantWork, ref: str | None, comp_ops: tuple[str, ...]
     return out
 
 
-def derive(ctx: Context, studies: tuple[VariantStudy, ...] = ()) -> None:
+def derive(ctx: Context, studies: tuple[VariantStudy, ...]) -> None:
     """The own numbers of every pair of the run (the suite's derive phase): each variant's
     (:func:`companion_removed`, item ``derived/<variant>``), then each study's of its own pairs."""
     works: dict[str, VariantWork] = dict(ctx.state.get("works", {}))

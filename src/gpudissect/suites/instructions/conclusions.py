@@ -130,7 +130,7 @@ def signedness_lines(rows: list[dict]) -> list[str]:
     return out
 
 
-def summarize(records: list[dict], studies: tuple[VariantStudy, ...] = ()) -> dict:
+def summarize(records: list[dict], studies: tuple[VariantStudy, ...]) -> dict:
     """The suite's summary: its conclusions (each study's, then signed against unsigned) and the
     tables behind them."""
     sign = signedness(records)

@@ -278,7 +278,7 @@ def many_warps(f: Family) -> bool:
 
 
 def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int,
-                    studies: tuple[VariantStudy, ...] = ()) -> list[Family]:
+                    studies: tuple[VariantStudy, ...]) -> list[Family]:
     """The timing kernels of variant number ``idx`` of a run: latency (or issue interval),
     throughput per chain count, dependence distance per distance; then each study's."""
     strat = get_strategy(rec.strategy or "reg")
@@ -372,7 +372,7 @@ def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module
 
 
 def prepare_works(variants: list[Variant], records: list[MapRecord], target: Target, plan: Plan,
-                  jobs: int, studies: tuple[VariantStudy, ...] = ()) -> list[VariantWork]:
+                  jobs: int, studies: tuple[VariantStudy, ...]) -> list[VariantWork]:
     """Phase 2: the timing kernels of every verified variant (the core's and the studies'),
     compiled and checked."""
     works: list[VariantWork] = []

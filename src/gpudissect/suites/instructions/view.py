@@ -19,6 +19,7 @@ from gpudissect.report.present.markdown import (
     conclusions,
 )
 from gpudissect.report.read.metrics import lookup
+from gpudissect.suites.instructions.records import PAIR
 from gpudissect.suites.instructions.studies import sass_steps as steps
 from gpudissect.suites.instructions.studies.dependence_types import CONFIGS, CONTROL_OF, MODES
 from gpudissect.suites.instructions.studies.guarded import GUARDS
@@ -50,9 +51,9 @@ class InstrRow:
     # latency from each PTX source operand (1-based) and under a true / false guard, with flags
     operands: dict[int, tuple[float | None, list[str]]] = field(default_factory=dict)
     guarded: dict[bool, tuple[float | None, list[str]]] = field(default_factory=dict)
-    # read-read and write-write configurations (configs.py): measure -> (value, flags)
+    # read-read and write-write configurations (studies/dependence_types.py): measure -> (value, flags)
     rw: dict[str, tuple[float | None, list[str]]] = field(default_factory=dict)
-    rw_verdict: dict[str, str | None] = field(default_factory=dict)  # against the control (configs.py)
+    rw_verdict: dict[str, str | None] = field(default_factory=dict)  # against the control (studies/dependence_types.py)
 
     @property
     def flags(self) -> list[str]:
@@ -86,7 +87,7 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
     rows: dict[str, InstrRow] = {}
     for r in records:
         name = r.get("variant")
-        if not name or r.get("measure") in STEP_MEASURES:  # steps.py's: one row per step, not the variant
+        if not name or r.get("measure") in STEP_MEASURES:  # the steps study's: one row per step, not the variant
             continue
         row = rows.get(name)
         if row is None:
@@ -136,7 +137,7 @@ def simulator_rows(rs) -> list[InstrRow]:
 
 def configuration_lines(rows: list[InstrRow]) -> list[str]:
     """The timing reference's table of instruction configurations (issue 22, thesis section 2.5):
-    per variant the write-read latency (the chain), read-read and write-write (configs.py), the
+    per variant the write-read latency (the chain), read-read and write-write (studies/dependence_types.py), the
     chain under a predicate true / false at run time, and the latency from each source operand.
     [] when no row has any configuration beyond its latency."""
     rs = [r for r in rows if r.operands or r.guarded or r.rw]
@@ -244,10 +245,9 @@ def report_section(doc: dict, rs) -> dict:
     }
 
 
-# --- the warps x distance throughput grid (grid.py) -----------------------------------------
+# --- the warps x distance throughput grid (studies/grid.py) -----------------------------------------
 
 GRID_MEASURE = "grid"
-PAIR_SUFFIX = "_with_companion"  # measured with a companion in the chain (suite.py PAIR)
 
 
 @dataclass
@@ -279,7 +279,7 @@ def grid_rows(records: list[dict]) -> list[GridRow]:
     out = []
     for r in records:
         m = r.get("measure") or ""
-        if m.removesuffix(PAIR_SUFFIX) != GRID_MEASURE or not r.get("variant"):
+        if m.removesuffix(PAIR) != GRID_MEASURE or not r.get("variant"):
             continue
         p = r.get("params") or {}
         name = r["variant"] + (" (with its companion)" if m != GRID_MEASURE else "")
@@ -340,7 +340,7 @@ def grid_section(records: list[dict]) -> list[str]:
     return L
 
 
-# --- per-SASS steps of multi-SASS instructions (steps.py) -------------------------------------
+# --- per-SASS steps of multi-SASS instructions (studies/sass_steps.py) -------------------------------------
 
 
 def _step_cell(st: dict) -> str:
@@ -350,7 +350,7 @@ def _step_cell(st: dict) -> str:
             f"({fmt_num(st.get('latency'), 3)}, {fmt_num(st.get('rate'), 3)})")
 
 
-def steps_section(records: list[dict], arch: str) -> list[str]:
+def steps_section(records: list[dict], arch: str | None) -> list[str]:
     """The timing reference's section on the per-SASS steps of multi-SASS CUDA-core instructions:
     per variant its steps (proxy, latency, rate), the steps' dependence-path latency and busiest
     unit's issue cost against the whole's, and the verdicts."""
@@ -439,7 +439,7 @@ def _grid_lines(ctx: TimingContext) -> list[str]:
 
 
 def _steps_lines(ctx: TimingContext) -> list[str]:
-    return steps_section(ctx.rs.records("instructions"), ctx.rs.provenance().get("arch") or "?")
+    return steps_section(ctx.rs.records("instructions"), ctx.rs.provenance().get("arch"))
 
 
 def _conclusion_lines(ctx: TimingContext) -> list[str]:

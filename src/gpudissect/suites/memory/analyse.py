@@ -574,6 +574,7 @@ def _merge_rises(steps: list[dict], xs: list[float]) -> list[dict]:
             out.append(dict(st))
     return out
 
+
 def tlb_study(records: list[dict]) -> dict:
     """Per page stride: latency against pages visited; steps found with a threshold from
     the spread of the launches (each its own page order and lines). A rise is a translation

@@ -405,7 +405,6 @@ def _select(names: list[str], patterns: list[str] | None) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatch(n, pt) or pt in n for pt in patterns)]
 
 
-
 def item_names(plan: Plan) -> list[str]:
     """The suite's items in run order (later ones use sizes the earlier ones measured)."""
     lat_paths = [*GLOBAL_PATHS, *LOCAL_PATHS, *STORE_ROUND_TRIP,

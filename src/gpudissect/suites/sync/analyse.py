@@ -57,8 +57,6 @@ def sass_problems(region: list[SassInstr], table: str, key: str, instances: int,
 
 
 # ----------------------------------------------------------------- rates and slopes
-
-
 def per_sm_rate(times1: np.ndarray, times2: np.ndarray, warps: int, reps: int, units: float) -> dict:
     """Work per clock per SM from two region lengths (``units``: the work per SM the longer adds):
     the median over (SM, repetition) of units / (span2 - span1), with its spread and the SMs."""

@@ -48,23 +48,9 @@ def _ab_decl(v: MmaVariant) -> tuple[str, str]:
     return cls, "%fa" if cls == ".f64" else "%ra"
 
 
-
-
-
-
-
-
-
-
 def _text(lines: list[str]) -> str:
     """A kernel's entry text."""
     return "\n".join(lines) + "\n"
-
-
-
-
-
-
 
 
 def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int, warps: int,
@@ -102,11 +88,6 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
 
 
 # --- wgmma -------------------------------------------------------------------------------
-
-
-
-
-
 
 
 def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, length: int,

@@ -6,7 +6,7 @@ them as one module, check the SASS (checks.py), then on the GPU:
 
 * latency: one warp (one warpgroup for wgmma), one accumulator chain, two lengths; the slope
   of the region's cycles is the dependent-accumulator latency;
-* throughput (sweep.py): kernels of 1, 2, 4, 8 independent accumulators per warp (wgmma: 1,
+* throughput (bench/tensor_sweep.py): kernels of 1, 2, 4, 8 independent accumulators per warp (wgmma: 1,
   2, 4 per warpgroup, groups committed per round, one wait at the end) launched with 4 to 64
   warps per SM (wgmma: 1 to 4 warpgroups), in order of parallelism, an accumulator count
   stopping when more warps no longer raise its rate; each configuration: the slope of the
@@ -387,7 +387,6 @@ class Meter:
                       "issuers*accumulators / slope of (median over SMs of the SM span) vs length",
                       params=params, fit=t["fit"].to_json() if t["fit"] else None, samples=samples, flags=flags,
                       sass=_sass_list(chk), **cite)
-
 
     def sustained(self, cfg: Config, spans: list[float], words: np.ndarray, mhz: float, target_ms: float,
                   target: Target, extra: dict) -> Result:

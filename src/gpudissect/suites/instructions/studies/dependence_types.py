@@ -471,7 +471,6 @@ def _check_control_multi(samples: list[Sample], own: dict[str, Fraction], mode: 
     return None, {"reuse_fraction": round(reuse / total, 3) if total else 0.0}
 
 
-
 def check_read_read(samples: list[Sample], own: dict[str, Fraction]) -> tuple[str | None, dict]:
     """Why a read-read family does not show its pattern (None when it does), and what it shows:
     in every kernel as many instances of the variant's one SASS instruction as PTX instances (none

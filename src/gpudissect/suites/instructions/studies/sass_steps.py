@@ -806,11 +806,12 @@ def step_results(rows: list[dict], kernel_text: Callable[[str], str | None], lim
 
 
 def section_note(arch: str) -> str:
-    """The timing reference's note on the steps' issue schedule, for the architecture of the data."""
-    return SECTION_NOTE.format(arch=arch)
+    """The timing reference's note on the steps' issue schedule, for the architecture of the data
+    (None: not named)."""
+    return SECTION_NOTE.format(arch=f"An {arch} warp" if arch else "A warp")
 
 
-SECTION_NOTE = ("Latency: the steps' issue schedule against the whole's measured latency. An {arch} warp issues "
+SECTION_NOTE = ("Latency: the steps' issue schedule against the whole's measured latency. {arch} issues "
                 "in order and only ptxas's control codes hold a consumer back, so the schedule issues the "
                 "whole's own timed SASS one instruction after another: each its predecessor's stall count "
                 "later, and no earlier than the measured proxy latency of a variable-latency step whose "
@@ -844,7 +845,7 @@ def conclusion(records: list[dict]) -> str | None:
             + ", ".join(parts) + tail + ".")
 
 
-def shipped_map(arch: str) -> list[dict]:
+def load_shipped_map(arch: str) -> list[dict]:
     """The shipped PTX->SASS map of ``arch`` (report/read/shipped.py), or nothing where it is
     not there (an installed package)."""
     path = shipped.shipped_map(arch)
@@ -876,7 +877,7 @@ def proxy_names(selected: list[str], records: list[dict]) -> list[str]:
 
 def proxy_references(selected: list[str], arch: str) -> list[str]:
     """The proxies a run of the ``selected`` variants times too (from the shipped map)."""
-    return proxy_names(selected, shipped_map(arch))
+    return proxy_names(selected, load_shipped_map(arch))
 
 
 def _compile_one(job: tuple[str, str, int]) -> None:

@@ -283,7 +283,6 @@ def family_result(v: Variant, f: ValueFamily, r: Result | None) -> Result:
     return r
 
 
-
 def range_result(variant: str, rows: list[dict]) -> Result | None:
     """The spread of a variant's ``latency_values`` rows (stored records): min and max over the
     clean classes; the classes the same as the fastest (the difference within its 95% interval,
