@@ -26,18 +26,13 @@ def timed_launch(dev: Device, b: Built, grid: int, warps: int, bufs: list[Buf], 
     return out
 
 
-def _spans(times: np.ndarray, warps: int) -> dict[tuple[int, int], float]:
-    """(kept repetition, SM) -> the SM's span, for the SMs that held exactly ``warps`` warps."""
-    return sm_spans(times, warps, REPS)
-
-
 def pair_spans(dev: Device, pair: tuple[Built, Built], nsm: int, warps: int, smem: int) -> list[dict]:
     """One launch of each of two region lengths of a pipe-ABI kernel (in, out, times): the SM
-    spans of each (``_spans``)."""
+    spans of each (``bench.stats.sm_spans``)."""
     spans = []
     for b in pair:
         k = b.kernel
         bufs = [Buf("pin", data=np.array(k.inputs or [0], dtype=np.uint64)),
                 Buf("pout", nbytes=nsm * warps * 32 * 8 * max(k.n_sink, 1))]
-        spans.append(_spans(timed_launch(dev, b, nsm, warps, bufs, smem)["times"], warps))
+        spans.append(sm_spans(timed_launch(dev, b, nsm, warps, bufs, smem)["times"], warps, REPS))
     return spans

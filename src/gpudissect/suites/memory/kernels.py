@@ -313,6 +313,14 @@ def chase_local_kernel(header: str) -> Kernel:
 
 
 TEX_STEP = "    tex.1d.v4.u32.s32 {%a, %b, %c, %d}, [%tx, {%a}];"
+# the untimed warm-up of the texture kernels: %n dependent fetches before the timed region
+TEX_WARM = f"""W:
+    setp.eq.u32 %q, %n, 0;
+    @%q bra WD;
+{TEX_STEP}
+    sub.u32 %n, %n, 1;
+    bra W;
+WD:"""
 
 
 def chase_tex_kernel(header: str) -> Kernel:
@@ -330,13 +338,7 @@ def chase_tex_kernel(header: str) -> Kernel:
     ld.param.u64 %tx, [tex];
     ld.param.u32 %n, [warm];
     mov.u32 %a, 0;
-W:
-    setp.eq.u32 %q, %n, 0;
-    @%q bra WD;
-{TEX_STEP}
-    sub.u32 %n, %n, 1;
-    bra W;
-WD:
+{TEX_WARM}
 {_timed(body, '%a')}"""
     return _kernel("chase_tex", header, e, "chase", {"path": "tex.1d", "expect": "texture"})
 
@@ -374,13 +376,7 @@ def window_kernel(kind: str, header: str) -> Kernel:
     ld.param.u32 %n, [warm];
     ld.param.u32 %z, [zero];
     mov.u32 %a, 0;
-W:
-    setp.eq.u32 %q, %n, 0;
-    @%q bra WD;
-{TEX_STEP}
-    sub.u32 %n, %n, 1;
-    bra W;
-WD:
+{TEX_WARM}
 {region}
     sub.u64 %t1, %t1, %t0;
     ld.param.u64 %o, [out];
