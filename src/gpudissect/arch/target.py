@@ -50,6 +50,13 @@ def ptx_isa_for(cuda_version: str | None) -> str:
     return "8.0"
 
 
+@cache
+def known_features() -> dict[str, dict]:
+    """The feature vocabulary (``data/features.toml``): name -> what it is, the PTX that needs
+    it, its source."""
+    return tomllib.loads((DATA_DIR / "features.toml").read_text())["feature"]
+
+
 def supported_archs() -> list[str]:
     """The architectures with a folder of facts (``data/arch/<arch>/target.toml``)."""
     return sorted(p.parent.name for p in ARCH_DIR.glob("sm_*/target.toml"))
@@ -88,6 +95,27 @@ class Target:
         features (wgmma, setmaxnreg)."""
         return self.specific if specific else self.arch
 
+    @property
+    def features(self) -> frozenset[str]:
+        """What the architecture has (``target.toml``'s ``features``, by the names of
+        ``data/features.toml``); never inherited: a folder that names none has none."""
+        return frozenset(self.facts.get("target", {}).get("features", ()))
+
+    def lacks(self, needs) -> list[str]:
+        """Of ``needs`` (feature names, or ``sm_NN``: that architecture or a later one), what
+        this architecture does not have, in order."""
+        out = []
+        for need in needs:
+            m = ARCH_RE.fullmatch(need)
+            if m and not m.group(2):
+                if self.sm < int(m.group(1)):
+                    out.append(need)
+            elif need not in known_features():
+                raise TargetError(f"unknown feature '{need}' (known: {', '.join(sorted(known_features()))})")
+            elif need not in self.features:
+                out.append(need)
+        return out
+
     def table(self, name: str) -> dict:
         """One file of the architecture's record (``occupancy``, ``tensor_peaks``, ...); one
         clear error where the architecture has none."""
@@ -106,7 +134,8 @@ def _merge(under: dict, over: dict) -> dict:
 
 
 # what names an architecture itself: never inherited (file -> keys)
-IDENTITY = {"target": ("arch", "specific", "features_specific"), "limits": ("arch", "gpu")}
+IDENTITY = {"target": ("arch", "specific", "features_specific", "features", "compute_capability"),
+            "limits": ("arch", "gpu")}
 
 
 def arch_facts(base: str) -> dict:
