@@ -57,6 +57,22 @@ def known_features() -> dict[str, dict]:
     return tomllib.loads((DATA_DIR / "features.toml").read_text())["feature"]
 
 
+@cache
+def _feature_patterns() -> dict[str, re.Pattern]:
+    return {n: re.compile(f["pattern"]) for n, f in known_features().items() if f.get("pattern")}
+
+
+def ptx_needs(ptx: str) -> tuple[str, ...]:
+    """The features (``data/features.toml``, by their ``pattern``) that PTX text uses."""
+    return tuple(n for n, pat in _feature_patterns().items() if pat.search(ptx))
+
+
+def arch_need(min_arch: str | int) -> str:
+    """A catalog's minimum architecture (``80``, ``"sm_90a"``) as a need (``sm_80``, ``sm_90``:
+    that architecture or a later one; an architecture-specific feature is named on its own)."""
+    return f"sm_{arch_number(min_arch if isinstance(min_arch, str) and min_arch.startswith('sm_') else f'sm_{min_arch}')}"
+
+
 def supported_archs() -> list[str]:
     """The architectures with a folder of facts (``data/arch/<arch>/target.toml``)."""
     return sorted(p.parent.name for p in ARCH_DIR.glob("sm_*/target.toml"))

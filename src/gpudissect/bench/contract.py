@@ -19,7 +19,10 @@ A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an objec
   before the summary is; by default each of the suite's ``studies`` derives its own;
 * ``summarize(ctx) -> dict``: conclusions from the stored results, the derived ones included
   (``{"conclusions": [...]}``); the runner stores it once (where not empty) as ``summary:<run id>``;
-* ``finish(ctx) -> list[str]``: optional work after the summary (a self-check), lines to print.
+* ``finish(ctx) -> list[str]``: optional work after the summary (a self-check), lines to print;
+* ``needs``: the features of the architecture every item needs (``data/features.toml``), and
+  ``Item.needs`` what one item needs beyond them: the runner plans through :func:`gated`, which
+  leaves out what the architecture lacks and records it with the run (``skipped``).
 
 A suite may be a small core plus ``studies``: each a :class:`Study` that declares what it
 ``needs`` of the core's measures and which measures it ``adds``; the suite asks its studies
@@ -69,6 +72,14 @@ def select_named(things: list[T], patterns: list[str] | None, name: Callable[[T]
 class Item:
     name: str  # unique within the suite; the store's resume key
     data: Any = None  # the suite's own description of the work
+    # what the item needs of the architecture: feature names of data/features.toml, or sm_NN
+    # (that architecture or a later one); the runner skips it, with the reason, where they lack
+    needs: tuple[str, ...] = ()
+
+
+class Skipped(Exception):
+    """A suite (or every item a run asked for) that the architecture cannot run: the one line
+    that says why. Not a failure: the run says so and goes on with the other suites."""
 
 
 @dataclass
@@ -137,6 +148,7 @@ class SuiteBase:
     options: dict[str, str] = {}
     retry_flags: tuple[str, ...] = ()  # result flags the runner measures again (once)
     studies: tuple[Study, ...] = ()  # the studies beside the suite's core, in the order they derive
+    needs: tuple[str, ...] = ()  # what every item needs of the architecture (see Item.needs)
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         return None
@@ -175,3 +187,37 @@ class SuiteBase:
 
     def finish(self, ctx: Context) -> list[str]:
         return []
+
+
+def gated(suite: SuiteBase, ctx: Context, patterns: list[str] | None) -> Plan:
+    """``suite``'s plan on ``ctx.target`` without the items that need what the architecture
+    lacks; they are recorded in the plan's parameters (``skipped``: item -> what it lacks), which
+    the run stores. :class:`Skipped` when the suite needs what the architecture lacks, or when
+    nothing it was asked for is left (one line each)."""
+    arch = ctx.target.arch
+    lacking = ctx.target.lacks(suite.needs)
+    if lacking:
+        raise Skipped(f"{suite.name}: not run on {arch}, which lacks {', '.join(lacking)}")
+    plan = suite.plan(ctx, patterns)
+    keep, skipped = [], {}
+    for item in plan.items:
+        missing = ctx.target.lacks(item.needs)
+        if missing:
+            skipped[item.name] = missing
+        else:
+            keep.append(item)
+    if skipped:
+        plan = Plan(keep, {**plan.params, "skipped": skipped})
+        if not keep:
+            raise Skipped(f"{suite.name}: none of its {len(skipped)} items runs on {arch} "
+                          f"({skipped_reasons(skipped)})")
+    return plan
+
+
+def skipped_reasons(skipped: dict[str, list[str]]) -> str:
+    """What a plan's skipped items lack, counted: ``needs tma: 30, wgmma: 12``."""
+    counts: dict[str, int] = {}
+    for missing in skipped.values():
+        for need in missing:
+            counts[need] = counts.get(need, 0) + 1
+    return "needs " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from gpudissect import __version__
 from gpudissect.bench.clock import measure_sm_clock
-from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
+from gpudissect.bench.contract import (
+    Context,
+    Item,
+    Outcome,
+    Redo,
+    SuiteBase,
+    gated,
+    skipped_reasons,
+)
 from gpudissect.kernel.toolchain import tool_version
 
 CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
@@ -25,6 +33,7 @@ class RunOutcome:
     run_id: int
     timing: dict
     lines: list[str]  # what the suite's finish step has to say
+    skipped: dict[str, list[str]] | None = None  # item -> what the architecture lacks for it
 
 
 def sm_mhz(dev) -> float | None:
@@ -95,7 +104,7 @@ def prepare_ahead(suite: SuiteBase, ctx: Context, patterns: list[str] | None) ->
     overlaps the measurements of another (neither touches the other's context; a prepare
     uses no GPU). :func:`run` given the future of this call waits for it and only measures."""
     suite.validate(patterns, ctx.options)
-    plan = suite.plan(ctx, patterns)
+    plan = gated(suite, ctx, patterns)
     if plan.items:
         suite.prepare(ctx, plan.items)
     ctx.state[AHEAD] = plan
@@ -134,7 +143,7 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
         plan = ctx.state.pop(AHEAD)
     else:
         suite.validate(patterns, ctx.options)
-        plan = suite.plan(ctx, patterns)
+        plan = gated(suite, ctx, patterns)
     store, dev = ctx.store, ctx.dev
     run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
     if run_id is None:
@@ -169,4 +178,8 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     lines = suite.finish(ctx)
     timing["analysis_s"] = time.perf_counter() - t
     store.finish_run(run_id, clocks(ctx), timing)
-    return RunOutcome(run_id, timing, lines)
+    skipped = plan.params.get("skipped")
+    if skipped:
+        lines = [f"{len(skipped)} of {len(skipped) + len(plan.items)} items not run on {ctx.target.arch} "
+                 f"({skipped_reasons(skipped)})", *lines]
+    return RunOutcome(run_id, timing, lines, skipped)

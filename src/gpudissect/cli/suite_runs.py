@@ -36,6 +36,7 @@ class _SuiteRun:
     flagged: int
     wall_s: float
     error: str | None  # None: it succeeded
+    skipped: str | None = None  # why the architecture runs none of it
 
 
 def _open(opts: RunOptions, target):
@@ -67,10 +68,13 @@ def _follow(prog: Progress, task, label: str) -> Callable[[str, int, int], None]
 def _suite_run(s, ctx, patterns: list[str] | None, resume: bool, progress, ahead=None):
     """The runner on one suite (``ahead``: its prepare under way in the background); its
     failures as :class:`_SuiteFailed`."""
+    from gpudissect.bench.contract import Skipped
     from gpudissect.bench.runner import run
 
     try:
         return run(s, ctx, patterns, resume=resume, progress=progress, ahead=ahead)
+    except Skipped:
+        raise
     except (CatalogError, ValueError) as e:  # SuiteInputError included
         raise _SuiteFailed(str(e)) from None
     except RuntimeError as e:  # the device is gone (a worker that cannot restart, ...)
@@ -111,6 +115,8 @@ def _print_worker_failures(dev) -> None:
 
 def run_single(s, patterns: list[str] | None, opts: RunOptions, target) -> None:
     """``run --suite``: one suite; the report files only where asked for."""
+    from gpudissect.bench.contract import Skipped
+
     dev, store, target = _open(opts, target)
     ctx = _context(opts, dev, store, target)
     t0 = time.perf_counter()
@@ -120,6 +126,9 @@ def run_single(s, patterns: list[str] | None, opts: RunOptions, target) -> None:
             out = _suite_run(s, ctx, patterns, opts.manner.resume, _follow(prog, task, s.name))
         except _SuiteFailed as e:
             fail(str(e), e.code)
+        except Skipped as e:
+            _record_skip(store, s.name, target.arch, str(e))
+            fail(str(e), code=1)
     _print_run(store, s.name, out, t0)
     _print_worker_failures(dev)
     dev.close()
@@ -170,12 +179,19 @@ def run_all(suites: dict, plan: dict[str, list[str] | None], opts: RunOptions, t
 
 
 def _run_listed(s, ctx, patterns: list[str] | None, resume: bool, progress, ahead=None) -> _SuiteRun:
-    """One suite of the run of every suite: a failure is said in one line and recorded, never raised."""
+    """One suite of the run of every suite: a failure is said in one line and recorded, never
+    raised; a suite the architecture cannot run is said in one line and recorded as skipped."""
+    from gpudissect.bench.contract import Skipped
+
     t0 = time.perf_counter()
     try:
         out = _suite_run(s, ctx, patterns, resume, progress, ahead)
         _print_run(ctx.store, s.name, out, t0)
         problem = _came_to_nothing(ctx.store, s.name, out)
+    except Skipped as e:
+        _record_skip(ctx.store, s.name, ctx.target.arch, str(e))
+        console.print(f"[yellow]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
+        return _SuiteRun(s.name, 0, 0, time.perf_counter() - t0, None, str(e))
     except _SuiteFailed as e:
         problem = e
     except Exception as e:  # a suite's own bug: recorded, and the other suites still run
@@ -188,9 +204,14 @@ def _run_listed(s, ctx, patterns: list[str] | None, resume: bool, progress, ahea
                      str(problem) if problem else None)
 
 
+def _record_skip(store, suite: str, arch: str, why: str) -> None:
+    """A suite the architecture runs none of, in the database (``skipped:<suite>``)."""
+    store.set_meta(f"skipped:{suite}", {"arch": arch, "why": why})
+
+
 def _print_summary(runs: list[_SuiteRun]) -> None:
     console.print(f"{'suite':<14}{'items':>6}{'flagged':>9}{'wall s':>9}", highlight=False)
     for r in runs:
         console.print(f"{r.suite:<14}{r.items:>6}{r.flagged:>9}{r.wall_s:>9.1f}"
-                      + (f"  failed: {r.error}" if r.error else ""),
+                      + (f"  failed: {r.error}" if r.error else "") + ("  skipped" if r.skipped else ""),
                       markup=False, highlight=False, soft_wrap=True)

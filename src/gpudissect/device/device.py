@@ -43,6 +43,8 @@ class DeviceInfo:
     compute_capability: str
     driver: str
     host: str = field(default_factory=platform.node)
+    l2_bytes: int = 0  # the L2 size the driver reports (0: not known, e.g. a fake)
+    max_sm_mhz: int = 0  # the SM clock's maximum the driver reports (0: not known)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -166,6 +168,8 @@ class CudaDevice:
             sm_count=int(props.multiprocessor_count),
             compute_capability=f"{cc[0]}.{cc[1]}",
             driver=str(clocks.get("driver") or f"cuda {ver // 1000}.{(ver % 1000) // 10}"),
+            l2_bytes=int(getattr(props, "l2_cache_size", 0) or 0),
+            max_sm_mhz=int(getattr(props, "clock_rate", 0) or 0) // 1000,
         )
         self.cuda_driver_api = f"{ver // 1000}.{(ver % 1000) // 10}"
 
@@ -552,7 +556,7 @@ class FakeDevice:
     (``..._<measure letter><chains>_n<length>``)."""
 
     def __init__(self, model=None, sm_count: int = 4, noise: float = 0.0, seed: int = 0,
-                 launch_model=None, free_bytes: int = 8 << 30):
+                 launch_model=None, free_bytes: int = 8 << 30, compute_capability: str = "9.0"):
         """``launch_model(kernel, grid, block, args, smem) -> dict of outputs`` (optionally
         with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches (:class:`Tex`
         arguments wider than CUDA's 1D linear texture limit are refused first)."""
@@ -563,7 +567,7 @@ class FakeDevice:
         self.rng = np.random.default_rng(seed)
         self.calls = 0
         self.info = DeviceInfo(name="FakeGPU", uuid="GPU-fake", index=0, sm_count=sm_count,
-                               compute_capability="9.0", driver="fake")
+                               compute_capability=compute_capability, driver="fake")
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:

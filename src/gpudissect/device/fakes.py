@@ -9,12 +9,15 @@ name ``FakeGPU`` and a ``GPU-fake-<i>`` UUID). More variables shape the fake:
   ``fault`` (a sticky CUDA error: every later call fails too), ``exit`` (the process dies),
   ``resources`` (a launch refused for resources) or ``error`` (a plain exception), for kernels
   whose name contains the substring;
-* ``GPUDISSECT_FAKE_SPREAD``: GPU i is ``1 + i * spread`` times slower (default 0.01).
+* ``GPUDISSECT_FAKE_SPREAD``: GPU i is ``1 + i * spread`` times slower (default 0.01);
+* ``GPUDISSECT_FAKE_ARCH``: the architecture the fake reports (``sm_80``: compute capability
+  8.0; default sm_90), so that a run plans and gates as on such a GPU.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import numpy as np
@@ -48,11 +51,11 @@ class ScriptedDevice(FakeDevice):
     def __init__(self, model=demo_model, *, index: int = 0, uuid: str | None = None,
                  faults: dict[str, str] | None = None, delay_s: float = 0.0,
                  clock_seq: list[int] | None = None, scale: float = 1.0, noisy_calls: int = 0,
-                 noise: float = 0.0, sm_count: int = 4, seed: int = 0):
+                 noise: float = 0.0, sm_count: int = 4, seed: int = 0, compute_capability: str = "9.0"):
         super().__init__(self._scaled(model, scale), sm_count=sm_count, noise=0.0, seed=seed,
                          launch_model=_zero_outputs)
         self.info = DeviceInfo(name="FakeGPU", uuid=uuid or f"GPU-fake-{index}", index=index,
-                               sm_count=sm_count, compute_capability="9.0", driver="fake")
+                               sm_count=sm_count, compute_capability=compute_capability, driver="fake")
         self.faults = dict(faults or {})
         self.delay_s = delay_s
         self.clock_seq = list(clock_seq or [1000])
@@ -129,4 +132,15 @@ def fake_from_env(index: int = 0) -> ScriptedDevice:
     spread = float(os.environ.get("GPUDISSECT_FAKE_SPREAD", "0.01"))
     return ScriptedDevice(index=index, faults=faults,
                           delay_s=float(os.environ.get("GPUDISSECT_FAKE_DELAY", "0")),
-                          scale=1.0 + spread * index, seed=index)
+                          scale=1.0 + spread * index, seed=index,
+                          compute_capability=fake_compute_capability())
+
+
+def fake_compute_capability() -> str:
+    """The compute capability of ``GPUDISSECT_FAKE_ARCH`` (``sm_80`` -> "8.0", ``sm_120`` ->
+    "12.0"); "9.0" where it is unset. A malformed value is one clear error."""
+    arch = os.environ.get("GPUDISSECT_FAKE_ARCH", "sm_90")
+    m = re.fullmatch(r"sm_(\d+)(\d)", arch)
+    if not m:
+        raise ValueError(f"GPUDISSECT_FAKE_ARCH={arch!r} is not of the form sm_XX")
+    return f"{m.group(1)}.{m.group(2)}"

@@ -18,7 +18,7 @@ KINDS: dict[str, re.Pattern[str]] = {
     "constant": re.compile(r"^(LDC|ULDC)$"),
     "global": re.compile(r"^(LDG|STG|ATOMG|ATOM|RED|REDG)$"),
     "branch": re.compile(r"^(BRA|BRX|JMP|CALL|RET|BSSY|BSYNC|BREAK|BPT|EXIT|KILL)$"),
-    "clock": re.compile(r"^(CS2R|S2R|S2UR)$"),
+    "clock": re.compile(r"^(CS2R|CS2UR|S2R|S2UR)$"),
 }
 MOVE_RE = re.compile(r"^(MOV|UMOV|IMAD\.MOV(\.U32)?|MOV\.\w+|NOP|PRMT\.MOV)$")
 
@@ -37,8 +37,9 @@ def is_move(full: str, ins: SassInstr | None = None) -> bool:
 
 
 def is_clock_read(ins: SassInstr) -> bool:
-    """A 64-bit %clock64 read (the region delimiters). 32-bit reads (CS2R.32, S2R) are not."""
-    return ins.opcode == "CS2R" and "32" not in ins.modifiers and any(CLOCK_OPERAND in o for o in ins.operands)
+    """A 64-bit %clock64 read (the region delimiters): CS2R, or CS2UR where ptxas puts the clock
+    in a uniform register (sm_120 does); 32-bit reads (CS2R.32, S2R) are not."""
+    return ins.opcode in ("CS2R", "CS2UR") and "32" not in ins.modifiers and any(CLOCK_OPERAND in o for o in ins.operands)
 
 
 class RegionNotFound(ValueError):

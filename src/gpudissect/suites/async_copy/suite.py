@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules
+from gpudissect.arch.target import ptx_needs
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import (
     Context,
@@ -377,6 +378,17 @@ def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
                   samples={"configs": configs}, flags=flags, cls="async")
 
 
+# the wgmma items feed wgmma from TMA-written tiles through an mbarrier's transaction count
+WGMMA_NEEDS = ("wgmma", "tma", "mbarrier_tx")
+
+
+def _needs(p: Probe, header: str) -> tuple[str, ...]:
+    """What a probe needs of the architecture: the features its kernels' PTX uses."""
+    if p.group == "wgmma":
+        return WGMMA_NEEDS
+    return tuple(sorted({n for s in p.specs for n in ptx_needs(make_kernel(s, header).ptx)}))
+
+
 # ------------------------------------------------------------------------- the suite
 class AsyncSuite(SuiteBase):
     name = "async"
@@ -390,7 +402,8 @@ class AsyncSuite(SuiteBase):
         probes = [fit_ctas(p, rules) for p in select(all_probes() + wgmma_probes(), patterns)]
         # chains first (their DRAM tiles must be untouched), streams after
         probes.sort(key=lambda p: p.stream)
-        return Plan([Item(p.name, p) for p in probes],
+        header = module_header(ptx_header(ctx.target.ptx_isa, ctx.target.arch))
+        return Plan([Item(p.name, p, _needs(p, header)) for p in probes],
                     {"probes": len(probes), "launches": LAUNCHES, "lengths": list(LENGTHS), "reps": REPS,
                      "stages": STAGES, "src_bytes": SRC_BYTES, "l2_bytes": L2_BYTES})
 

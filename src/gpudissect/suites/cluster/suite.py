@@ -408,6 +408,7 @@ class ClusterSuite(SuiteBase):
     name = "cluster"
     description = "thread-block clusters: GPCs, residency, launch cost, distributed shared memory, cluster barriers"
     retry_flags = ("above-limit",)
+    needs = ("clusters", "dsm")
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         select(all_probes({"nonportable_max": 16}, quick=False), patterns)

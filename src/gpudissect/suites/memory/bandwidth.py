@@ -441,6 +441,8 @@ def bench_footprint(r: Launcher, fp: dict, flags: dict, rules: dict | None, reco
     out: list[Result] = []
     top = fp["largest"]
     for name, op_key, item, base in FOOT_SERIES:
+        if not any(k.meta.get("op") == op_key for k in r.k.kernels.values()):
+            continue  # the architecture lacks what its kernels need (Kernels.left_out)
         level = name.split("/")[0]
         fl = list(flags.get(level, []))
         cfgs = _best(records, item, p, fl)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpudissect.arch.target import Target
+from gpudissect.arch.target import Target, ptx_needs
 from gpudissect.device.args import Buf, Tex
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
@@ -46,6 +46,9 @@ class Kernels:
 
     def __init__(self, target: Target, plan: Plan):
         ks = module_kernels(ptx_header(target.ptx_isa, target.arch), plan)
+        # what the architecture cannot compile is left out (and its measurements with it)
+        self.left_out = {k.name: lack for k in ks if (lack := target.lacks(ptx_needs(k.ptx)))}
+        ks = [k for k in ks if k.name not in self.left_out]
         self.kernels = {k.name: k for k in ks}
         built = build_module(ks, target.arch)
         self.built: dict[str, Built] = {n: b for n, b in built.items() if isinstance(b, Built)}

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules
-from gpudissect.arch.target import Target
+from gpudissect.arch.target import Target, arch_need, ptx_needs
 from gpudissect.arch.tensor_peaks import Peak as PeakRef
 from gpudissect.arch.tensor_peaks import figures, peak_for
 from gpudissect.bench.clock import clock_flag as sm_clock_flag
@@ -552,6 +552,13 @@ def select(cat: TensorCatalog, patterns: list[str] | None) -> list[MmaVariant | 
     return [v for v in allv if any(fnmatch.fnmatch(v.name, p) or p in v.name for p in patterns)]
 
 
+def needs(v: MmaVariant | WgmmaVariant | LdstVariant) -> tuple[str, ...]:
+    """What a tensor variant needs of the architecture: its catalog's minimum architecture and
+    the feature its PTX instruction is (wgmma, mma.sp, ldmatrix, stmatrix: data/features.toml)."""
+    text = v.ptx if isinstance(v, (MmaVariant, LdstVariant)) else f"wgmma.{v.name}"
+    return (arch_need(v.min_arch), *ptx_needs(text))
+
+
 def _error(v, measure: str, unit: str, e: Exception) -> Result:
     return Result(v.name, measure, None, unit, "none", flags=[f"error: {type(e).__name__}: {e}"[:300]])
 
@@ -591,11 +598,11 @@ class TensorSuite(SuiteBase):
         sweep = self.sweep or (QUICK if ctx.quick else Sweep())
         ctx.state["sweep"] = sweep
         vs = select(load_tensor_catalog(), patterns)
-        items = [Item(v.name, v) for v in vs]
+        items = [Item(v.name, v, needs(v)) for v in vs]
         if movm.wanted(patterns):  # the movmatrix layout experiment (movm.py)
-            items.append(Item(movm.NAME, movm.MovmJob()))
+            items.append(Item(movm.NAME, movm.MovmJob(), ("movmatrix",)))
         if sweep.sustained_ms:  # last: after every sweep
-            items += [Item(Sustain(v).name, Sustain(v)) for v in vs
+            items += [Item(Sustain(v).name, Sustain(v), needs(v)) for v in vs
                       if v.name in sweep.data_variants and not isinstance(v, LdstVariant)]
         return Plan(items, sweep.to_json())
 
