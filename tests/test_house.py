@@ -181,8 +181,10 @@ def test_an_architecture_is_one_folder_that_may_inherit(arch_dir):
     assert rules["max_blocks_per_sm"] == 7  # its own
     assert rules["regs_per_sm"] == inherited["regs_per_sm"]  # the one it inherits from
     assert limit_for(["FFMA"], new).value == limit_for(["FFMA"], base).value
-    for name in ("tensor_peaks", "sync_sass", "memory_paths", "predict"):
+    for name in ("sync_sass", "memory_paths", "predict"):
         assert arch_target.arch_table(new, name) == arch_target.arch_table(base, name)
+    # a product is of one architecture: its datasheet peaks are not inherited
+    assert not arch_target.arch_table(new, "tensor_peaks").get("gpu")
 
 
 def test_an_architecture_without_a_folder_is_one_clear_error(arch_dir):

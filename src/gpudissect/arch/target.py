@@ -68,7 +68,7 @@ def ptx_needs(ptx: str) -> tuple[str, ...]:
 
 
 def arch_need(min_arch: str | int) -> str:
-    """A catalog's minimum architecture (``80``, ``"sm_90a"``) as a need (``sm_80``, ``sm_90``:
+    """A catalog's minimum architecture (``NN``, ``"sm_NNa"``) as a need (``sm_NN``:
     that architecture or a later one; an architecture-specific feature is named on its own)."""
     return f"sm_{arch_number(min_arch if isinstance(min_arch, str) and min_arch.startswith('sm_') else f'sm_{min_arch}')}"
 
@@ -151,7 +151,7 @@ def _merge(under: dict, over: dict) -> dict:
 
 # what names an architecture itself: never inherited (file -> keys)
 IDENTITY = {"target": ("arch", "specific", "features_specific", "features", "compute_capability"),
-            "limits": ("arch", "gpu")}
+            "limits": ("arch", "gpu"), "tensor_peaks": ("gpu",)}  # a product is of one architecture
 
 
 def arch_facts(base: str) -> dict:
@@ -202,6 +202,26 @@ def paired_sass(arch: str) -> re.Pattern | None:
         return None
     pattern = arch_facts(f"sm_{m.group(1)}")["target"].get("paired_sass")
     return re.compile(pattern) if pattern else None
+
+
+def facts_line(arch: str | None) -> str:
+    """Where the tool's knowledge of ``arch`` comes from, in one line for the views:
+    ``data/arch/<arch>/ (target, limits, ...) over <parent>'s (...)``; the sources are cited in
+    each file. An architecture without a folder says so."""
+    m = ARCH_RE.fullmatch(arch or "")
+    if not m or not (ARCH_DIR / f"sm_{m.group(1)}" / "target.toml").exists():
+        return f"{arch or '?'}: no architecture folder in this installation"
+    chain, base = [], f"sm_{m.group(1)}"
+    while base:
+        chain.append((base, sorted(p.stem for p in (ARCH_DIR / base).glob("*.toml"))))
+        base = tomllib.loads((ARCH_DIR / base / "target.toml").read_text()).get("inherits")
+        if base in (b for b, _ in chain):
+            break
+    own, *under = chain
+    line = f"`src/gpudissect/data/arch/{own[0]}/` ({', '.join(own[1])})"
+    for name, files in under:
+        line += f" over {name}'s ({', '.join(f for f in files if f not in own[1]) or 'nothing more'})"
+    return line + "; each file cites its sources"
 
 
 def make_target(arch: str, ptxas_version: str | None = None) -> Target:

@@ -29,6 +29,8 @@ from gpudissect.device.tensormap import (
     TensorMapError,
 )
 
+FAKE_COMPUTE_CAPABILITY = "9.0"  # what a fake device reports unless told otherwise
+
 
 class NoGPU(RuntimeError):
     pass
@@ -556,7 +558,8 @@ class FakeDevice:
     (``..._<measure letter><chains>_n<length>``)."""
 
     def __init__(self, model=None, sm_count: int = 4, noise: float = 0.0, seed: int = 0,
-                 launch_model=None, free_bytes: int = 8 << 30, compute_capability: str = "9.0"):
+                 launch_model=None, free_bytes: int = 8 << 30,
+                 compute_capability: str = FAKE_COMPUTE_CAPABILITY):
         """``launch_model(kernel, grid, block, args, smem) -> dict of outputs`` (optionally
         with a ``"_gpu_ms"`` list) stands in for the GPU in generic launches (:class:`Tex`
         arguments wider than CUDA's 1D linear texture limit are refused first)."""

@@ -10,8 +10,8 @@ name ``FakeGPU`` and a ``GPU-fake-<i>`` UUID). More variables shape the fake:
   ``resources`` (a launch refused for resources) or ``error`` (a plain exception), for kernels
   whose name contains the substring;
 * ``GPUDISSECT_FAKE_SPREAD``: GPU i is ``1 + i * spread`` times slower (default 0.01);
-* ``GPUDISSECT_FAKE_ARCH``: the architecture the fake reports (``sm_80``: compute capability
-  8.0; default sm_90), so that a run plans and gates as on such a GPU.
+* ``GPUDISSECT_FAKE_ARCH``: the architecture the fake reports (``sm_XY``: compute capability
+  X.Y; unset: the fakes' default), so that a run plans and gates as on such a GPU.
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ import time
 
 import numpy as np
 
-from gpudissect.device.device import DeviceInfo, FakeDevice, KernelRun, LaunchResult
+from gpudissect.device.device import (
+    FAKE_COMPUTE_CAPABILITY,
+    DeviceInfo,
+    FakeDevice,
+    KernelRun,
+    LaunchResult,
+)
 
 FAKE_ENV = "GPUDISSECT_FAKE_DEVICE"
 
@@ -51,7 +57,8 @@ class ScriptedDevice(FakeDevice):
     def __init__(self, model=demo_model, *, index: int = 0, uuid: str | None = None,
                  faults: dict[str, str] | None = None, delay_s: float = 0.0,
                  clock_seq: list[int] | None = None, scale: float = 1.0, noisy_calls: int = 0,
-                 noise: float = 0.0, sm_count: int = 4, seed: int = 0, compute_capability: str = "9.0"):
+                 noise: float = 0.0, sm_count: int = 4, seed: int = 0,
+                 compute_capability: str = FAKE_COMPUTE_CAPABILITY):
         super().__init__(self._scaled(model, scale), sm_count=sm_count, noise=0.0, seed=seed,
                          launch_model=_zero_outputs)
         self.info = DeviceInfo(name="FakeGPU", uuid=uuid or f"GPU-fake-{index}", index=index,
@@ -137,9 +144,11 @@ def fake_from_env(index: int = 0) -> ScriptedDevice:
 
 
 def fake_compute_capability() -> str:
-    """The compute capability of ``GPUDISSECT_FAKE_ARCH`` (``sm_80`` -> "8.0", ``sm_120`` ->
-    "12.0"); "9.0" where it is unset. A malformed value is one clear error."""
-    arch = os.environ.get("GPUDISSECT_FAKE_ARCH", "sm_90")
+    """The compute capability of ``GPUDISSECT_FAKE_ARCH`` (``sm_XY`` -> "X.Y", the last digit
+    the minor one); the fakes' default where it is unset. A malformed value is one clear error."""
+    arch = os.environ.get("GPUDISSECT_FAKE_ARCH")
+    if not arch:
+        return FAKE_COMPUTE_CAPABILITY
     m = re.fullmatch(r"sm_(\d+)(\d)", arch)
     if not m:
         raise ValueError(f"GPUDISSECT_FAKE_ARCH={arch!r} is not of the form sm_XX")

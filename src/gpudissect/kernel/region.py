@@ -38,7 +38,7 @@ def is_move(full: str, ins: SassInstr | None = None) -> bool:
 
 def is_clock_read(ins: SassInstr) -> bool:
     """A 64-bit %clock64 read (the region delimiters): CS2R, or CS2UR where ptxas puts the clock
-    in a uniform register (sm_120 does); 32-bit reads (CS2R.32, S2R) are not."""
+    in a uniform register (the newest architectures do); 32-bit reads (CS2R.32, S2R) are not."""
     return ins.opcode in ("CS2R", "CS2UR") and "32" not in ins.modifiers and any(CLOCK_OPERAND in o for o in ins.operands)
 
 

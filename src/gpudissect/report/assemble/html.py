@@ -17,6 +17,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from gpudissect.arch.target import facts_line
 from gpudissect.fleet.page import fleet_section
 from gpudissect.report.assemble import compare as cmp
 from gpudissect.report.assemble.suite_figures import Figure, suite_figures
@@ -295,7 +296,8 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
             "fleet": fleet_section(rs),  # a fleet's results database: its fleet page
             "validation": validation_context(rs, workdir, warnings),
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "summary_line": _summary_line(rs, prov), "clocks_before": clocks_text(prov.get("clocks_before")),
+            "summary_line": _summary_line(rs, prov),
+            "arch_facts": facts_line(prov.get("arch")).replace("`", ""), "clocks_before": clocks_text(prov.get("clocks_before")),
             "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
             "extras": {k: render_value(v) for k, v in rs.extras.items()}, "fmt": fmt_num,
             "render": render_value}

@@ -102,7 +102,8 @@ class InstructionsSuite(SuiteBase):
             for s in self.studies:  # those a study needs (the per-SASS steps' proxies)
                 refs += s.variants([v.name for v in vs], ctx.target.arch)
             vs += [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in refs]
-        return RunPlan([Item(v.name, v) for v in vs], self.axes(ctx).to_json())
+        # a variant needs the architecture its catalog entry names (min_sm), or a later one
+        return RunPlan([Item(v.name, v, (f"sm_{v.min_sm}",)) for v in vs], self.axes(ctx).to_json())
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
         variants = [i.data for i in items]
