@@ -82,6 +82,17 @@ def test_padding_that_never_executes_is_no_work(sass):
     assert not is_move(real.full, real) and not is_move(maybe.full, maybe)
 
 
+def test_the_clock_read_into_uniform_registers_bounds_the_region(sass):
+    from gpudissect.kernel.region import find_region, is_clock_read
+    from gpudissect.suites.tensor.checks import TENSOR_OP
+
+    a, b, c, d = sass("CS2R R22, SR_CLOCKLO", "HMMA.16816.F32 R8, R4, R2, R8", "CS2UR UR8, SR_CLOCKLO",
+                      "CS2R.32 R3, SR_CLOCKLO")
+    assert is_clock_read(a) and is_clock_read(c) and not is_clock_read(d)
+    assert find_region([a, b, c]) == [b]
+    assert all(TENSOR_OP.match(op) for op in ("HMMA", "QMMA", "OMMA", "HGMMA"))
+
+
 # --- the tensor catalog's map ---------------------------------------------------------------------
 
 

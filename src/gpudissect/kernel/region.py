@@ -18,7 +18,7 @@ KINDS: dict[str, re.Pattern[str]] = {
     "constant": re.compile(r"^(LDC|ULDC)$"),
     "global": re.compile(r"^(LDG|STG|ATOMG|ATOM|RED|REDG)$"),
     "branch": re.compile(r"^(BRA|BRX|JMP|CALL|RET|BSSY|BSYNC|BREAK|BPT|EXIT|KILL)$"),
-    "clock": re.compile(r"^(CS2R|S2R|S2UR)$"),
+    "clock": re.compile(r"^(CS2R|CS2UR|S2R|S2UR)$"),
 }
 # kinds told by the whole SASS name (opcode and modifiers), before KINDS: ptxas's warp-convergence
 # guard (``BRA.DIV``: a branch to a slow path taken only when the warp is diverged) that it puts
@@ -50,8 +50,11 @@ def is_move(full: str, ins: SassInstr | None = None) -> bool:
 
 
 def is_clock_read(ins: SassInstr) -> bool:
-    """A 64-bit %clock64 read (the region delimiters). 32-bit reads (CS2R.32, S2R) are not."""
-    return ins.opcode == "CS2R" and "32" not in ins.modifiers and any(CLOCK_OPERAND in o for o in ins.operands)
+    """A 64-bit %clock64 read (the region delimiters): ``CS2R``, or ``CS2UR`` into a uniform register
+    pair (ptxas's choice for some reads on the newest generations). 32-bit reads (CS2R.32,
+    S2R) are not."""
+    return (ins.opcode in ("CS2R", "CS2UR") and "32" not in ins.modifiers
+            and any(CLOCK_OPERAND in o for o in ins.operands))
 
 
 class RegionNotFound(ValueError):
