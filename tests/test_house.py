@@ -20,7 +20,8 @@ PKG = "gpudissect"
 REGISTRY = "gpudissect.suites"  # names every suite's package (as data: import_module by name)
 # the parts a suite's folder may have under the same names as another suite's (the registry
 # finds them by these names: suites/__init__.py)
-SUITE_PARTS = {"__init__", "suite", "view", "figures", "kernels", "analyse", "checks", "summary", "commands"}
+SUITE_PARTS = {"__init__", "suite", "view", "figures", "kernels", "analyse", "checks", "summary", "commands",
+               "mapping"}
 
 
 def _module(path: Path) -> str:

@@ -176,12 +176,13 @@ def compare_cmd(
     specs: Annotated[list[str], typer.Argument(
         metavar="SETS", help="result sets, two or more: data directory, suite JSON, results DB, or "
                              "'a100' (the published A100 reference); each later set is compared with "
-                             "the first")],
+                             "the first. Or two or more PTX->SASS maps (gpudissect map --json)")],
     shown: CompareRows,
     files: CompareFiles,
 ) -> None:
     """Result sets side by side (two GPUs, drivers or runs; H100 vs H200 vs the published A100
-    reference 'a100'; ...), each against the first, differences highlighted."""
+    reference 'a100'; ...), each against the first, differences highlighted; or PTX->SASS maps
+    of several architectures (data/<arch>/map.json.gz): SASS, status and stall counts side by side."""
     from gpudissect.report.assemble.compare import (
         compare_maps,
         comparison_document,
@@ -195,6 +196,8 @@ def compare_cmd(
     threshold, key, all_keys, pattern = shown.threshold, shown.key, shown.all_keys, shown.pattern
     md, html, json_out = files.md, files.html, files.json_out
     outputs_ok(md, html, json_out)
+    if _compare_maps(specs, shown, files):
+        return
     sets = _load_sets(specs)
     vmaps = [values(s) for s in sets]
     rows = key_rows(vmaps, threshold) if key else compare_maps(vmaps, threshold, include_one_sided=all_keys)
@@ -229,6 +232,72 @@ def compare_cmd(
         write_texts(outs)
     for path, _ in outs:
         console.print(f"-> {path}")
+
+
+def _compare_maps(specs: list[str], shown: CompareRows, files: CompareFiles) -> bool:
+    """PTX->SASS maps side by side (every spec a map file, ``data/<arch>/map.json.gz``): the
+    summary per architecture, the variants whose SASS or status differs, the stall counts that
+    differ; False where the specs are not maps (result sets, compared as such)."""
+    from gpudissect.report.assemble.map_compare import (
+        MapLoadError,
+        cell,
+        comparison_document,
+        comparison_markdown,
+        counts,
+        is_map_file,
+        load_map,
+        map_rows,
+    )
+
+    maps_given = [is_map_file(s) for s in specs]
+    if not any(maps_given):
+        return False
+    if not all(maps_given):
+        fail("compare takes PTX->SASS maps only or result sets only: "
+             f"{_and([s for s, m in zip(specs, maps_given, strict=True) if not m])} not a map")
+    if len(specs) < 2:
+        fail("compare needs at least two maps (e.g. gpudissect compare data/sm_80/map.json.gz "
+             "data/sm_90/map.json.gz)")
+    if files.html or shown.key:
+        fail("--html and --key are for result sets; maps compare to the terminal, --markdown and --json")
+    try:
+        maps = [load_map(s) for s in specs]
+    except MapLoadError as e:
+        fail(str(e))
+    rows = map_rows(maps)
+    if shown.pattern:
+        rows = [r for r in rows if fnmatch.fnmatchcase(r.variant, shown.pattern)]
+        if not rows:
+            fail(f"no variant of {_and(specs)} matches '{shown.pattern}'")
+    t = Table("architecture", "catalog", "variants", "applicable", "verified", "share", "emulated", "unverified",
+              "not applicable", title="PTX->SASS maps")
+    for m in maps:
+        for cat, c in counts(m).items():
+            share = f"{100 * c['verified'] / c['applicable']:.1f}%" if c["applicable"] else "-"
+            t.add_row(m.arch, cat, *map(str, (c["total"], c["applicable"], c["verified"])), share,
+                      *map(str, (c["emulated"], c["unverified"], c["not_applicable"])))
+    console.print(t)
+    differ = [r for r in rows if r.sass_differs or r.status_differs]
+    d = Table("variant", *(escape(m.arch) for m in maps), title="SASS or status that differs")
+    for r in differ[: shown.limit]:
+        d.add_row(escape(r.variant), *(escape(cell(x)) for x in r.records),
+                  style="red" if r.status_differs else None)
+    if differ:
+        console.print(d)
+    n_stall = sum(len(r.stalls()) for r in rows)
+    console.print(f"{len(rows)} variants: {sum(r.sass_differs for r in rows)} with different SASS, "
+                  f"{sum(r.status_differs for r in rows)} verified on some architectures only, {n_stall} SASS "
+                  "with different stall counts" + (f" (first {shown.limit} rows shown)" if len(differ) > shown.limit
+                                                   else ""), highlight=False)
+    command = "gpudissect compare " + " ".join(specs) + (f" --markdown {files.md}" if files.md else "")
+    outs = [(path, text) for path, text in (
+        (files.md, lambda: comparison_markdown(maps, rows, command)),
+        (files.json_out, lambda: json.dumps(comparison_document(maps, rows), indent=1) + "\n")) if path]
+    with fails_on(OutputError):
+        write_texts(outs)
+    for path, _ in outs:
+        console.print(f"-> {path}")
+    return True
 
 
 def write_reports(spec: Path, report: Path | None, markdown: Path | None) -> None:

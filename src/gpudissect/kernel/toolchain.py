@@ -178,7 +178,8 @@ def compile_ptx(ptx: str, arch: str, opt: int = 3, use_cache: bool = True) -> Co
             text=True,
         )
         if r.returncode != 0 or not dst.exists():
-            raise PtxasError(r.stderr or r.stdout or f"ptxas exited with {r.returncode}")
+            # the file named as 'k.ptx', not by its temporary folder: the same message every time
+            raise PtxasError((r.stderr or r.stdout or f"ptxas exited with {r.returncode}").replace(f"{td}/", ""))
         data = dst.read_bytes()
         log = (r.stderr or "") + (r.stdout or "")
     if use_cache:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from gpudissect.kernel.sass import SassInstr
 
-TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
+TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|QMMA|OMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
 WGMMA_OP = re.compile(r"^(HGMMA|IGMMA|QGMMA|BGMMA)$")
 DEPBAR = "WARPGROUP.DEPBAR"
 GROUP_END = "gsb0"  # the operand that closes a commit group

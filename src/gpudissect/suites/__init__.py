@@ -2,7 +2,8 @@
 exposing ``SUITE`` (the contract of ``bench/contract.py``). Adding a suite is a new folder and
 one line here; the command line and the report find suites only through this registry. A suite
 may own commands: a ``commands`` module in its folder with ``register(app)`` (see
-:func:`suite_commands`)."""
+:func:`suite_commands`), and a static PTX->SASS map of a catalog of its own: a ``mapping``
+module (see :func:`suite_maps`)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,14 @@ def suite_commands() -> list:
     ``register(app)`` (the typer app of ``gpudissect.cli``). A suite without one is not
     imported: the command line starts fast."""
     return [suite_module(name, "commands") for name in SUITES if _has_part(name, "commands")]
+
+
+def suite_maps(but: str | None = None) -> list:
+    """The ``mapping`` modules of the suites that map a catalog of their own to SASS without a
+    GPU (``gpudissect map``), in registry order, but for suite ``but``; each with ``CATALOG``
+    (its name in a map record), ``names()``, ``select(patterns)`` and
+    ``static_map(target, patterns, jobs, progress)`` (map records as dicts)."""
+    return [suite_module(name, "mapping") for name in SUITES if name != but and _has_part(name, "mapping")]
 
 
 def _has_part(name: str, part: str) -> bool:

@@ -107,7 +107,7 @@ def check_family(
     per_unit = {op: Fraction(chi[op] - clo[op], du) for op in ops}
     base = {op: clo[op] - per_unit[op] * lo.units for op in ops}
     res = CheckResult(ok=False, per_unit=per_unit, order=ops, base=base)
-    opcode_of = {_key(i): i.opcode for s in samples for i in s.region}
+    kinds_of = {_key(i): kind_of(i.opcode, i.full) for s in samples for i in s.region}
 
     def real_count(region: list[SassInstr]) -> int:
         return sum(1 for i in region if not is_move(i.full, i))
@@ -136,7 +136,10 @@ def check_family(
     # what distorts a timing: anything of a forbidden kind anywhere in the region
     seen = dict.fromkeys(_key(i) for s in samples for i in s.region)
     for op in seen:
-        kinds = kind_of(opcode_of[op])
+        kinds = kinds_of[op]
+        if "convergence" in kinds and "convergence" in allow and per_unit.get(op, 0) > 0:
+            res.reason = f"convergence guard {op} per instance (allowed once before the region's work only)"
+            return res
         bad = kinds - set(allow) - {"shared", "constant", "global"}
         if "memory" in kinds and ({"shared", "constant", "global"} & kinds & set(allow) or "memory" in allow):
             bad.discard("memory")

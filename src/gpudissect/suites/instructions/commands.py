@@ -53,24 +53,35 @@ def map_cmd(
     json_path: Path = typer.Option(None, "--json", help="write the map as JSON (gzipped for a .gz name)"),
     csv_path: Path = typer.Option(None, "--csv", help="write the map as CSV"),
     jobs: int = typer.Option(0, help="parallel compile jobs (0: 2 x cores)"),
-    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s)"),
+    catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) (then only they are mapped)"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no table, only the summary"),
     registers: bool = typer.Option(False, "--registers",
                                    help="print each verified variant's PTX->SASS register correspondence"),
+    others: bool = typer.Option(True, "--all-catalogs/--instructions-only",
+                                help="also the catalogs other suites map to SASS (the tensor catalog)"),
 ) -> None:
-    """PTX->SASS map of the catalog, verified (needs no GPU)."""
-    from gpudissect.suites.instructions.mapper import write_csv, write_json
+    """PTX->SASS map of the catalog, verified (needs no GPU), and of the other suites' catalogs
+    that map to SASS (the tensor catalog)."""
+    from gpudissect.suites import suite_maps
+    from gpudissect.suites.instructions.mapper import summary, summary_line, write_csv, write_json
 
     outputs_ok(json_path, csv_path)
     cat = open_catalog(catalog)
+    hooks = suite_maps("instructions") if others and not catalog else []
     try:
-        vs = cat.select(pattern)
+        vs, theirs = select_everywhere(cat, hooks, pattern)
     except UnknownVariant as e:
         fail(str(e))
     toolchain_ok()
     target = target_of(arch)
     cache_ok()
-    recs, s = map_variants(vs, target, jobs, quiet)
+    recs, s = map_variants(vs, target, jobs, quiet) if vs or not theirs else ([], {"total": 0})
+    rows = [r.to_json() for r in recs]
+    for hook, selected in theirs:
+        more = map_hook(hook, selected, target, jobs, quiet)
+        rows += more
+        console.print(summary_line(summary(more), target.arch, f"{hook.CATALOG} variants"),
+                      highlight=False, soft_wrap=True)
     if registers:
         from gpudissect.suites.instructions.registers import lines as register_lines
 
@@ -81,15 +92,59 @@ def map_cmd(
             if p]
     with writing(*(p for p, _ in outs)) as tmps:
         for tmp, (_, write) in zip(tmps, outs, strict=True):
-            write(recs, tmp)
-    some_verified(s, target.arch)
+            write(rows, tmp)
+    some_verified(s if vs else summary(rows), target.arch)
+
+
+def select_everywhere(cat, hooks: list, patterns: list[str] | None) -> tuple[list, list]:
+    """The instruction variants and, per other suite's map (``hooks``), its variants that
+    ``patterns`` select (all when none): a pattern goes to the instruction catalog unless only
+    another suite's catalog has it; one that no catalog has raises UnknownVariant."""
+    if not patterns:
+        return cat.select(None), [(h, h.select(None)) for h in hooks]
+    theirs = [(h, h.select(patterns)) for h in hooks]
+
+    def mine(p: str) -> bool:
+        try:
+            return bool(cat.select([p]))
+        except UnknownVariant:
+            return not any(h.select([p]) for h in hooks)
+
+    ours = [p for p in patterns if mine(p)]
+    return (cat.select(ours) if ours else []), [(h, vs) for h, vs in theirs if vs]
+
+
+def map_hook(hook, selected: list, target, jobs: int, quiet: bool) -> list[dict]:
+    """Another suite's catalog mapped on ``target`` (its ``mapping`` module), under a progress
+    bar; the table unless ``quiet``. Its records (dicts)."""
+    from gpudissect.kernel.toolchain import cache_dir
+    from gpudissect.suites.instructions.mapper import default_jobs
+
+    with progress() as prog:
+        task = prog.add_task(f"mapping {hook.CATALOG} on {target.arch}", total=len(selected))
+        rows = interruptible(
+            lambda: hook.static_map(target, [v.name for v in selected], jobs or default_jobs(),
+                                    progress=lambda r: prog.advance(task)),
+            f"no map written; what was compiled stays in the cache {cache_dir()} (a rerun reuses it)")
+    if not quiet:
+        print_table(rows)
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    t = Table("variant", "status", "SASS (one instance)", "strategy", "reason", show_lines=False)
+    for r in rows:
+        style = {"verified": "green", "unsupported": "yellow"}.get(r["status"], "red")
+        t.add_row(r["variant"], f"[{style}]{r['status']}[/]", " + ".join(r["sass"]), r.get("strategy") or "",
+                  (r.get("reason") or "")[:90])
+    console.print(t)
 
 
 def map_variants(vs, target, jobs: int, quiet: bool) -> tuple[list, dict]:
     """``vs`` mapped to SASS on ``target`` and verified, under a progress bar (Ctrl-C stops at
     once); the table unless ``quiet``, then the summary line. The records and their summary."""
     from gpudissect.kernel.toolchain import cache_dir
-    from gpudissect.suites.instructions.mapper import map_catalog, summary
+    from gpudissect.suites.instructions.mapper import map_catalog, summary, summary_line
 
     t0 = time.perf_counter()
     with progress() as prog:
@@ -99,15 +154,9 @@ def map_variants(vs, target, jobs: int, quiet: bool) -> tuple[list, dict]:
             f"no map written; what was compiled stays in the cache {cache_dir()} (a rerun reuses it)")
     dt = time.perf_counter() - t0
     if not quiet:
-        t = Table("variant", "status", "SASS (one instance)", "strategy", "reason", show_lines=False)
-        for r in recs:
-            style = {"verified": "green", "unsupported": "yellow"}.get(r.status, "red")
-            t.add_row(r.variant, f"[{style}]{r.status}[/]", " + ".join(r.sass), r.strategy or "",
-                      (r.reason or "")[:90])
-        console.print(t)
+        print_table([r.to_json() for r in recs])
     s = summary(recs)
-    console.print(f"{s['total']} variants on {target.arch}: " + ", ".join(f"{k} {v}" for k, v in s.items() if k != "total")
-                  + f"  ({dt:.1f} s)")
+    console.print(f"{summary_line(s, target.arch)}  ({dt:.1f} s)", highlight=False, soft_wrap=True)
     return recs, s
 
 

@@ -42,25 +42,50 @@ def map_catalog(
         return out
 
 
-def summary(records: list[MapRecord]) -> dict[str, int]:
+def summary(records: list[MapRecord] | list[dict]) -> dict[str, int]:
     s = {"total": len(records)}
     for r in records:
-        s[r.status] = s.get(r.status, 0) + 1
+        status = r["status"] if isinstance(r, dict) else r.status
+        s[status] = s.get(status, 0) + 1
     return s
 
 
-def write_json(records: list[MapRecord], path: Path, compress: bool = False) -> None:
-    """The map as JSON (gzipped when ``compress``: the shipped map, ``data/<arch>/map.json.gz``)."""
+def _row(r: MapRecord | dict) -> dict:
+    """A record as the map's JSON holds it (another suite's records are dicts already)."""
+    return r if isinstance(r, dict) else r.to_json()
+
+
+def summary_line(s: dict[str, int], arch: str, what: str = "variants") -> str:
+    """The map in one line: the verified share of the variants that apply to ``arch``, what else
+    they came to, and what was skipped and why ('unsupported': the catalog's min_sm, or ptxas,
+    says the variant needs a later architecture or a feature ``arch`` lacks)."""
+    skipped = s.get("unsupported", 0)
+    applicable = s["total"] - skipped
+    verified = s.get("verified", 0)
+    share = f" ({100 * verified / applicable:.1f}%)" if applicable else ""
+    rest = [f"{k} {v}" for k, v in s.items() if k not in ("total", "verified", "unsupported")]
+    line = f"{s['total']} {what} on {arch}: verified {verified} of {applicable} applicable{share}"
+    line += "".join(f", {r}" for r in rest)
+    if skipped:
+        line += f"; {skipped} not applicable on {arch} (need a later architecture or a feature it lacks)"
+    return line
+
+
+def write_json(records: list[MapRecord] | list[dict], path: Path, compress: bool = False) -> None:
+    """The map as JSON (gzipped when ``compress``: the shipped map, ``data/<arch>/map.json.gz``):
+    the records in order, each one's keys sorted (the same bytes for the same map)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = (json.dumps([r.to_json() for r in records], indent=1) + "\n").encode()
+    text = (json.dumps([_row(r) for r in records], indent=1, sort_keys=True) + "\n").encode()
     path.write_bytes(gzip.compress(text, mtime=0) if compress else text)
 
 
-def write_csv(records: list[MapRecord], path: Path) -> None:
+def write_csv(records: list[MapRecord] | list[dict], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["variant", "arch", "class", "status", "verified", "sass", "strategy", "glue", "reason"])
-        for r in records:
-            w.writerow([r.variant, r.arch, r.cls, r.status, r.verified, " + ".join(r.sass),
-                        r.strategy or "", r.glue or "", r.reason or ""])
+        w.writerow(["variant", "arch", "catalog", "class", "status", "verified", "sass", "strategy", "glue",
+                    "stalls", "reason"])
+        for r in map(_row, records):
+            w.writerow([r["variant"], r["arch"], r.get("catalog", "instructions"), r["cls"], r["status"],
+                        r["verified"], " + ".join(r["sass"]), r.get("strategy") or "", r.get("glue") or "",
+                        " ".join(f"{op}:{n}" for op, n in (r.get("stalls") or {}).items()), r.get("reason") or ""])

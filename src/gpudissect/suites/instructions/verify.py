@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -48,6 +49,9 @@ class MapRecord:
     ptx_example: str = ""
     # PTX operand -> the SASS registers carrying its PTX register (registers.py, thesis 4.3)
     registers: dict[str, dict] = field(default_factory=dict)
+    # ptxas's static schedule: the stall count (control codes, kernel/control.py) of each SASS
+    # instruction of one instance, the median over the timed region of the longest kernel
+    stalls: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -68,7 +72,9 @@ def check_built(variant: Variant, strategy: Strategy, builts: list[Built],
     instances; None where a family must hold one instruction per instance, as in the map)."""
     samples = [Sample(units=b.kernel.units, length=b.kernel.length, region=b.region) for b in builts]
     min_real = 2 if strategy.chain == "companion" else 1
-    res = check_family(samples, allow=variant.allow, check_depth=variant.chain_operand is not None,
+    # a warp-collective instruction may bring ptxas's convergence guard (kernel/region.FULL_KINDS)
+    allow = variant.allow + (("convergence",) if variant.warp_collective else ())
+    res = check_family(samples, allow=allow, check_depth=variant.chain_operand is not None,
                        min_real=min_real, paired=paired, expect=variant.expect)
     if res.ok:
         stalled = compiler_stalls(builts[-1])
@@ -90,6 +96,22 @@ def compiler_stalls(b: Built) -> str | None:
         return (f"compiler-imposed stalls: {n15} of the region's {st['work']} instructions carry "
                 "ptxas's stall count of 15 (an unoptimised schedule, not the hardware's latency)")
     return None
+
+
+def instance_stalls(b: Built, sass_counts: dict[str, str]) -> dict[str, int]:
+    """The stall count ptxas gave each SASS instruction of one instance (``sass_counts``' names),
+    the median (lower) over its occurrences in ``b``'s timed region; {} where the control codes
+    cannot be read."""
+    try:
+        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+    except (KeyError, ValueError):
+        return {}
+    out = {}
+    for op in sass_counts:
+        st = [c.stall for ins, c in pairs if ins.full == op]
+        if st:
+            out[op] = statistics.median_low(st)
+    return out
 
 
 def verify_family(
@@ -160,6 +182,7 @@ def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapReco
         if res.ok:
             _record_pass(rec, strat, res, bs)  # type: ignore[arg-type]
             rec.registers = register_map(v, bs[0])
+            rec.stalls = instance_stalls(bs[-1], rec.sass_counts)  # type: ignore[arg-type]
         elif not rec.sass:
             rec.sass = res.sass
             rec.sass_counts = res.sass_counts

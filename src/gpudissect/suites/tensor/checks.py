@@ -2,7 +2,7 @@
 
 A family of kernels of one variant differs only in the number of PTX tensor instructions
 in the timed region (``units``). The region must hold ``units * per_instr`` tensor SASS
-instructions (HMMA, IMMA, DMMA, BMMA, HGMMA, IGMMA, QGMMA, BGMMA) with nothing else that
+instructions (HMMA, IMMA, DMMA, BMMA, QMMA, OMMA, HGMMA, IGMMA, QGMMA, BGMMA) with nothing else that
 grows with ``units`` except register moves and NOPs, and nothing that distorts a timing
 (calls, branches, local/global memory, barriers). Outcomes:
 
@@ -32,7 +32,8 @@ from gpudissect.kernel.region import is_clock_read, is_move
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.toolchain import PtxasError
 
-TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
+# (QMMA: the 8-bit-float mma.sync of the generations that have one; OMMA: the 4-bit-float one)
+TENSOR_OP = re.compile(r"^(HMMA|IMMA|DMMA|BMMA|QMMA|OMMA|HGMMA|IGMMA|QGMMA|BGMMA)$")
 LDST_OP = re.compile(r"^(LDSM|STSM)$")
 # wmma.load / wmma.store from shared memory: LDSM/STSM or plain shared loads/stores
 WMMA_LDST_OP = re.compile(r"^(LDSM|STSM|LDS|STS)$")

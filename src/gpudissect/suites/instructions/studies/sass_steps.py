@@ -846,13 +846,14 @@ def conclusion(records: list[dict]) -> str | None:
 
 
 def load_shipped_map(arch: str) -> list[dict]:
-    """The shipped PTX->SASS map of ``arch`` (report/read/shipped.py), or nothing where it is
-    not there (an installed package)."""
+    """The instruction records of the shipped PTX->SASS map of ``arch`` (report/read/shipped.py),
+    or nothing where it is not there (an installed package)."""
     path = shipped.shipped_map(arch)
     try:
-        return json.loads(gzip.decompress(path.read_bytes())) if path else []
+        rows = json.loads(gzip.decompress(path.read_bytes())) if path else []
     except (OSError, ValueError):
         return []
+    return [r for r in rows if r.get("catalog", "instructions") == "instructions"]  # not another suite's
 
 
 def proxy_names(selected: list[str], records: list[dict]) -> list[str]:
