@@ -122,3 +122,12 @@ def test_a_quick_run_on_a_fake_gpu_of_each_architecture(tmp_path: Path, monkeypa
     with closing(sqlite3.connect(db)) as con:
         archs = {r[0] for r in con.execute("SELECT arch FROM runs")}
     assert archs == {arch}
+
+
+def test_catalog_lists_what_applies_to_an_architecture():
+    res = CliRunner().invoke(app, ["catalog", "fence.*", "--arch", "sm_75"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    assert "fence.sc.cta" in res.output and "fence.sc.cluster" not in res.output  # cluster scope: sm_90 on
+    assert "not applicable there" in res.output.splitlines()[-1]
+    every = CliRunner().invoke(app, ["catalog", "fence.*"], env={"COLUMNS": "250"})
+    assert "fence.sc.cluster" in every.output

@@ -27,18 +27,25 @@ class ArchSupport:
     features: list[str]
     runs: dict[str, tuple[int, int]] = field(default_factory=dict)  # suite -> (items run, items skipped)
     not_run: dict[str, str] = field(default_factory=dict)  # suite -> why
-    mapped: tuple[int, int] | None = None  # (verified, applicable) in the shipped map
+    # catalog -> (verified, emulated, applicable) in the shipped map
+    mapped: dict[str, tuple[int, int, int]] | None = None
 
 
-def _map_counts(arch: str) -> tuple[int, int] | None:
+def _map_counts(arch: str) -> dict[str, tuple[int, int, int]] | None:
+    """Per catalog (instructions, tensor) of the shipped map: (verified, emulated, applicable); a
+    variant the architecture lacks what it needs for is ``unsupported`` there, not applicable;
+    ``emulated``: ptxas has no tensor-core path for it there (a subroutine or other work, found
+    in the SASS)."""
     path = shipped_map(arch)
     if path is None:
         return None
-    doc = json.loads(gzip.decompress(path.read_bytes()))
-    recs = doc.get("variants", doc) if isinstance(doc, dict) else doc
-    verified = sum(r.get("status") == "verified" for r in recs)
-    applicable = sum(r.get("status") not in ("unsupported", "not applicable") for r in recs)
-    return verified, applicable
+    out: dict[str, list[int]] = {}
+    for r in json.loads(gzip.decompress(path.read_bytes())):
+        n = out.setdefault(r.get("catalog") or "instructions", [0, 0, 0])
+        n[0] += r.get("status") == "verified"
+        n[1] += r.get("status") == "emulated"
+        n[2] += r.get("status") != "unsupported"
+    return {k: (v, e, a) for k, (v, e, a) in out.items()}
 
 
 def support(arch: str) -> ArchSupport:
@@ -64,13 +71,13 @@ def markdown_table(rows: list[ArchSupport] | None = None) -> str:
     rows = rows if rows is not None else [support(a) for a in sorted(supported_archs(), key=_num)]
     lines = [BEGIN,
              "| arch | CC | products with datasheet peaks | features | suites: items run (not run there) | "
-             "map: verified of applicable |",
+             "map: verified of applicable (emulated: no tensor-core path) |",
              "|---|---|---|---|---|---|"]
     for r in rows:
         suites = ", ".join(f"{s} {n}" + (f" ({k})" if k else "") for s, (n, k) in r.runs.items())
         suites += "".join(f"; {s}: {why}" for s, why in r.not_run.items())
-        mapped = f"{r.mapped[0]} of {r.mapped[1]} ({r.mapped[0] / r.mapped[1]:.0%})" if r.mapped and r.mapped[1] \
-            else "no shipped map"
+        mapped = "; ".join(f"{cat} {v} of {a} ({v / a:.0%})" + (f", {e} emulated" if e else "")
+                           for cat, (v, e, a) in (r.mapped or {}).items() if a) or "no shipped map"
         lines.append(f"| {r.arch} | {r.compute_capability} | {', '.join(r.products) or '-'} | "
                      f"{', '.join(r.features) or '-'} | {suites} | {mapped} |")
     return "\n".join([*lines, END])

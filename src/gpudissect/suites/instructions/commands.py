@@ -32,6 +32,7 @@ from gpudissect.terminal import (
 def catalog_cmd(
     pattern: list[str] = typer.Argument(None, help="variant names or globs (e.g. 'add.*')"),
     catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) instead of the built-in one"),
+    arch: str = typer.Option(None, "--arch", help="only the variants that apply to this architecture (sm_XX)"),
 ) -> None:
     """List catalog variants."""
     cat = open_catalog(catalog)
@@ -39,12 +40,18 @@ def catalog_cmd(
         vs = cat.select(pattern)
     except UnknownVariant as e:
         fail(str(e))
+    left_out = 0
+    if arch:
+        target = target_of(arch)
+        left_out = sum(not v.supported_on(target.sm) for v in vs)
+        vs = [v for v in vs if v.supported_on(target.sm)]
     t = Table("variant", "class", "operands", "min sm", "PTX")
     for v in vs:
         sig = " ".join(f"{o.name}{'!' if o.written else ''}:{o.ptype}" for o in v.operands)
         t.add_row(v.name, v.cls, sig, str(v.min_sm), v.ptx)
     console.print(t)
-    console.print(f"{len(vs)} variants")
+    console.print(f"{len(vs)} variants" + (f" apply to {arch}; {left_out} not applicable there (they need a later "
+                                           "architecture: min sm)" if arch else ""))
 
 
 def map_cmd(
