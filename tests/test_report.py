@@ -140,7 +140,7 @@ def test_html_report_reads_first_and_folds_the_raw_dumps(full):
 
 
 def test_tensor_units_follow_the_type(full):
-    """TFLOP/s for floating point, TOPS for integer and binary types, TB/s for fragment loads;
+    """TFLOP/s for floating point, TOP/s for integer and binary types, TB/s for fragment loads;
     the suite's numbers unchanged."""
     from gpudissect.suites.tensor.view import BYTES, FLOAT, INTEGER, op_kind
 
@@ -149,9 +149,9 @@ def test_tensor_units_follow_the_type(full):
     assert op_kind("mma.sp.m16n8k64.s32.u4.s32") is INTEGER and op_kind("ldmatrix.m8n8.x4.b16") is BYTES
     assert op_kind("wmma.load.a.m16n16k16.row.s8") is BYTES
     t = _table(render_html(load_result_set(full), full), "tensor-variants")
-    assert "1422 TOPS" in _row(t, "mma.sync.m16n8k32.s32.s8.s32")
+    assert "1422 TOP/s" in _row(t, "mma.sync.m16n8k32.s32.s8.s32")
     b1 = _row(t, "mma.sync.m16n8k256.s32.b1.s32.and.popc")
-    assert "11377 TOPS" in b1 and "43529 OP/cycle/SM" in b1 and "TFLOP" not in b1
+    assert "11377 TOP/s" in b1 and "43529 OP/cycle/SM" in b1 and "TFLOP" not in b1
     assert "33.5 TB/s" in _row(t, "ldmatrix.m8n8.x4.b16") and "128 B/cycle/SM" in _row(t, "ldmatrix.m8n8.x4.b16")
 
 
