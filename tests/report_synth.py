@@ -89,7 +89,7 @@ def memory_doc() -> dict:
 
 
 # tensor variants of other kinds: (variant, SASS, rate, work per cycle per SM, 10^12/s, % of peak):
-# integer and binary types (TOPS), a fragment load (TB/s: its 'FLOP' are bytes moved)
+# integer and binary types (TOP/s), a fragment load (TB/s: its 'FLOP' are bytes moved)
 TENSOR_MORE = (("mma.sync.m16n8k32.s32.s8.s32", "IMMA.16832.S8.S8", 0.66, 5441.0, 1422.0, 66.4),
                ("mma.sync.m16n8k256.s32.b1.s32.and.popc", "BMMA.168256.AND.POPC", 0.66, 43529.0, 11376.8, None),
                ("ldmatrix.m8n8.x4.b16", "LDSM.16.M88.4", 0.25, 128.0, 33.5, None))

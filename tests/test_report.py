@@ -32,7 +32,8 @@ from gpudissect.report.assemble.compare import (
 )
 from gpudissect.report.assemble.html import render_html
 from gpudissect.report.assemble.simexport import accel_sim_config, simexport_data
-from gpudissect.report.assemble.timing_reference import timing_reference
+from gpudissect.report.assemble.timing_reference import sections, timing_reference
+from gpudissect.report.present.markdown import TimingContext
 from gpudissect.report.present.tabular import read_parquet, write_parquet
 from gpudissect.report.read.metrics import lookup
 from gpudissect.report.read.results import LoadError, load_reference, load_result_set
@@ -140,7 +141,7 @@ def test_html_report_reads_first_and_folds_the_raw_dumps(full):
 
 
 def test_tensor_units_follow_the_type(full):
-    """TFLOP/s for floating point, TOPS for integer and binary types, TB/s for fragment loads;
+    """TFLOP/s for floating point, TOP/s for integer and binary types, TB/s for fragment loads;
     the suite's numbers unchanged."""
     from gpudissect.suites.tensor.view import BYTES, FLOAT, INTEGER, op_kind
 
@@ -149,9 +150,9 @@ def test_tensor_units_follow_the_type(full):
     assert op_kind("mma.sp.m16n8k64.s32.u4.s32") is INTEGER and op_kind("ldmatrix.m8n8.x4.b16") is BYTES
     assert op_kind("wmma.load.a.m16n16k16.row.s8") is BYTES
     t = _table(render_html(load_result_set(full), full), "tensor-variants")
-    assert "1422 TOPS" in _row(t, "mma.sync.m16n8k32.s32.s8.s32")
+    assert "1422 TOP/s" in _row(t, "mma.sync.m16n8k32.s32.s8.s32")
     b1 = _row(t, "mma.sync.m16n8k256.s32.b1.s32.and.popc")
-    assert "11377 TOPS" in b1 and "43529 OP/cycle/SM" in b1 and "TFLOP" not in b1
+    assert "11377 TOP/s" in b1 and "43529 OP/cycle/SM" in b1 and "TFLOP" not in b1
     assert "33.5 TB/s" in _row(t, "ldmatrix.m8n8.x4.b16") and "128 B/cycle/SM" in _row(t, "ldmatrix.m8n8.x4.b16")
 
 
@@ -386,7 +387,40 @@ def test_timing_reference_has_a_section_per_other_suite(full, monkeypatch):
     head = f"## {suites.get_suite('cluster').description[:1].upper()}"
     assert head in md and "(suite `extra`)" in md
     assert "- Cluster of 16: refused (the driver's reason)." in md
-    assert md.index("(suite `extra`)") < md.index("## Instruction timings by class")
+    assert md.index("## Instruction timings by class") < md.index("(suite `extra`)")
+
+
+# the suites' main tables, and their long dumps (after every main table)
+MAIN_TABLES = ("## Occupancy table", "## Instruction scheduling and issue rules", "## Memory", "## Bank conflicts",
+               "## Tensor cores")
+LONG_DUMPS = ("## Instruction configurations", "## Throughput grid", "## Per-SASS steps",
+              "## Block dispatch and block -> SM placement")
+
+
+def _heading_lines(md: str, heads: tuple[str, ...]) -> dict[str, int]:
+    lines = md.splitlines()
+    return {h: next(i for i, line in enumerate(lines) if line.startswith(h)) for h in heads
+            if any(line.startswith(h) for line in lines)}
+
+
+def test_timing_reference_opens_with_the_instruction_table(full):
+    """Right after the preamble the instruction table (the first lines any suite writes), then
+    the other main tables, the long dumps last; the shipped references are in that order."""
+    rs = load_result_set(full)
+    ctx = TimingContext(rs, 4)
+    first = next(lines for s in sections() if (lines := s.lines(ctx)))
+    assert first[0] == "## Instruction timings by class"
+    shipped = [(H100.parent / gpu / "timing-reference.md").read_text() for gpu in ("h100", "h200")]
+    for md in (timing_reference(rs), *shipped):
+        at = _heading_lines(md, ("## Instruction timings by class",))["## Instruction timings by class"]
+        main, dumps = _heading_lines(md, MAIN_TABLES), _heading_lines(md, LONG_DUMPS)
+        assert len(main) == len(MAIN_TABLES)
+        assert at < min(main.values()) and max(main.values()) < min(dumps.values(), default=len(md))
+    for md in shipped:
+        lines = md.splitlines()
+        assert len(dumps := _heading_lines(md, LONG_DUMPS)) == len(LONG_DUMPS)
+        assert _heading_lines(md, ("## Instruction timings by class",))["## Instruction timings by class"] < 100
+        assert all(lines[i:] and i > len(lines) / 2 for i in dumps.values())
 
 
 def test_timing_reference_lists_operand_and_guarded_latencies():

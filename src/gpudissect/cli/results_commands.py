@@ -12,35 +12,121 @@ from rich.table import Table
 from gpudissect.cli.option_groups import DEFAULT_ARCH
 from gpudissect.terminal import console, fail, open_store, outputs_ok, writing
 
+# the measures of show's table of variants, each in its own column: (measure, heading)
+SHOW_COLUMNS = (("latency", "latency"), ("issue_interval", "issue interval"),
+                ("throughput_peak", "peak throughput"))
+
+
+def show_answer(recs: list[dict]) -> str:
+    """One measure of one variant as ``show`` says it: the value of its one record, or the
+    lowest and highest of its records (configurations, sizes, ...) and how many there are."""
+    from gpudissect.report.present.fmt import fmt_sig as _fmt_value
+
+    vals = [r["value"] for r in recs if r.get("value") is not None]
+    if not vals:
+        return "-"
+    if len(recs) == 1:
+        return _fmt_value(vals[0])
+    lo, hi = min(vals), max(vals)
+    span = _fmt_value(lo) if lo == hi else f"{_fmt_value(lo)} .. {_fmt_value(hi)}"
+    return f"{span} ({len(recs)} records)"
+
+
+def _units(recs: list[dict]) -> str:
+    return " | ".join(u for u in dict.fromkeys(r.get("unit") or "" for r in recs) if u)
+
+
+def _flags(recs: list[dict]) -> str:
+    return ", ".join(sorted({f.split(":")[0] for r in recs for f in r.get("flags") or []}))
+
+
+def _show_records(db: Path | None, data: Path | None) -> tuple[list[dict], str, str]:
+    """The records ``show`` reads (each with variant, measure, value, unit, flags, sass, cls,
+    suite), the name of their source and what it holds (its suites)."""
+    if data is not None:
+        from gpudissect.report.read.results import LoadError, load_result_set
+
+        try:
+            rs = load_result_set(data)
+        except LoadError as e:
+            fail(str(e))
+        if rs.reference is not None:
+            fail(f"{data}: a published reference, not measurements (show reads a data directory, suite JSON or database)")
+        return rs.records(), str(data), ", ".join(rs.suites()) or "no suite"
+    store = open_store(db)
+    suite_of = {r["id"]: r["suite"] for r in store.runs()}
+    recs = [{**r, "suite": suite_of.get(r["run_id"])} for r in store.results()]
+    return recs, store.name, ", ".join(sorted(set(suite_of.values()))) or "no run"
+
 
 def show_cmd(
-    pattern: str = typer.Argument("*", help="variant glob"),
+    pattern: str = typer.Argument("*", help="variant name or glob"),
     db: Path = typer.Option(None, "--db"),
+    data: Path = typer.Option(None, "--data", help="read a data directory (every suite in it, e.g. data/h200) "
+                              "or a suite JSON instead of a database"),
     cls: str = typer.Option(None, "--class", help="instruction class (int, fp32, mufu, ...)"),
     opcode: str = typer.Option(None, help="opcode (add, mad, ...)"),
     type_: str = typer.Option(None, "--type", help="PTX type suffix (u32, f16x2, ...)"),
 ) -> None:
-    """Table of stored results: latency and peak throughput per variant."""
-    store = open_store(db)
-    recs = store.results(variant_like=pattern)
-    by: dict[str, dict] = {}
+    """Stored results. A glob: a table of its variants, latency, issue interval and peak
+    throughput each in its own column with its unit. One variant: every measure of it, one
+    line each with its unit and flags. An unknown variant: the nearest names, exit 2."""
+    import difflib
+    import fnmatch
+
+    if db is not None and data is not None:
+        fail("give --db or --data, not both")
+    recs, source, holds = _show_records(db, data)
+    names = list(dict.fromkeys(r["variant"] for r in recs))
+    if not names:
+        fail(f"{source} holds no results ({holds})")
+    by: dict[str, list[dict]] = {}
     for r in recs:
         name = r["variant"]
+        if not fnmatch.fnmatchcase(name, pattern):
+            continue
         if opcode and name.split(".")[0] != opcode:
             continue
         if type_ and name.split(".")[-1] != type_:
             continue
-        if cls and not (r["cls"] or "").startswith(cls):
+        if cls and not (r.get("cls") or "").startswith(cls):
             continue
-        e = by.setdefault(name, {"flags": set(), "sass": r["sass"], "gpu": r["gpu_name"]})
-        if r["measure"] in ("latency", "issue_interval", "throughput_peak"):
-            e["latency" if r["measure"] == "issue_interval" else r["measure"]] = r["value"]
-            e["flags"].update(f.split(":")[0] for f in r["flags"])
-    t = Table("variant", "SASS", "latency (cyc)", "throughput (warp-instr/clk/SM)", "flags")
-    for name, e in by.items():
-        lat, tp = e.get("latency"), e.get("throughput_peak")
-        t.add_row(name, " + ".join(e["sass"] or [])[:60], "-" if lat is None else f"{lat:.2f}",
-                  "-" if tp is None else f"{tp:.2f}", ", ".join(sorted(e["flags"])))
+        by.setdefault(name, []).append(r)
+    if not by:
+        what = f"no variant '{pattern}'" + "".join(f" with {o} {v}" for o, v in (
+            ("--class", cls), ("--opcode", opcode), ("--type", type_)) if v)
+        near = difflib.get_close_matches(pattern, names, n=5, cutoff=0.5)
+        fail(f"{what} in {source} (it holds {len(names)} variants of suite {holds})"
+             + (f"; nearest: {', '.join(near)}" if near else ""))
+    if len(by) == 1:
+        _show_variant(*next(iter(by.items())))
+        return
+    heads = []
+    for m, head in SHOW_COLUMNS:
+        unit = _units([r for rs in by.values() for r in rs if r["measure"] == m])
+        heads.append(f"{head} ({unit})" if unit else head)
+    t = Table("variant", "SASS", *heads, "other measures", "flags")
+    for name, rs in by.items():
+        cells = [show_answer([r for r in rs if r["measure"] == m]) for m, _ in SHOW_COLUMNS]
+        others = list(dict.fromkeys(r["measure"] for r in rs if r["measure"] not in dict(SHOW_COLUMNS)))
+        more = ", ".join(others[:2]) + (f" +{len(others) - 2}" if len(others) > 2 else "")
+        sass = next((r.get("sass") for r in rs if r.get("sass")), None) or []
+        t.add_row(name, " + ".join(sass)[:60], *cells, more, _flags(rs))
+    console.print(t)
+
+
+def _show_variant(name: str, recs: list[dict]) -> None:
+    """Every measure of one variant: one line each with its answer, unit and flags."""
+    suite = next((r["suite"] for r in recs if r.get("suite")), None)
+    sass = next((r.get("sass") for r in recs if r.get("sass")), None) or []
+    console.print(f"{name}" + (f"  ({suite} suite)" if suite else "") + (f"  SASS: {' + '.join(sass)}" if sass else ""),
+                  highlight=False)
+    t = Table("measure", "value", "unit", "flags")
+    measures: dict[str, list[dict]] = {}
+    for r in recs:
+        measures.setdefault(r["measure"], []).append(r)
+    for m, rs in measures.items():
+        t.add_row(m, show_answer(rs), _units(rs), _flags(rs))
     console.print(t)
 
 

@@ -88,6 +88,9 @@ class StoreError(RuntimeError):
     pass
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first bytes of every SQLite database file
+
+
 def default_path() -> Path:
     return Path(os.environ.get("GPUDISSECT_DB", "results.db"))
 
@@ -108,6 +111,13 @@ def open_store(path: Path | str | None = None, *, create: bool = False) -> Store
     if path.is_dir():
         raise StoreError(f"{path}: is a directory, not a results database")
     if not packed:
+        try:  # SQLite would make an empty or short file a new database
+            with open(path, "rb") as f:
+                head = f.read(len(SQLITE_HEADER))
+        except OSError as e:
+            raise StoreError(f"{path}: cannot read it ({e.strerror or e})") from None
+        if head != SQLITE_HEADER:
+            raise StoreError(f"{path}: not a gpudissect results database (no SQLite header)")
         return Store(path)
     from gpudissect.store.pack import unpack
 

@@ -101,7 +101,7 @@ def simexport_data(rs: ResultSet) -> dict:
         classes[cname] = {f: _slot(rs, spec, cands, nsched) for f, cands in fields.items()}
     q: dict[str, Found | None] = {n: lookup(rs, n) for n in (
         "sm_count", "schedulers_per_sm", "l1_latency", "l2_latency", "dram_latency", "smem_ld_latency",
-        "l1_size", "l2_size", "l1_line", "l2_line", "shared_size", "smem_banks")}
+        "l1_size", "l2_size", "l1_sector", "l2_sector", "l1_line", "l2_line", "shared_size", "smem_banks")}
     prov = rs.provenance()
     return {"schema": SCHEMA, "gpu": rs.gpu, "source": rs.source,
             "provenance": {k: prov.get(k) for k in ("gpu_name", "gpu_uuid", "driver", "toolkit", "arch",
@@ -196,7 +196,7 @@ def _options(rs: ResultSet, classes: dict, q: dict, nsched: int, sched) -> list[
                      f"bank-conflict sweep, {banks.source}" if banks else "bank count not measured"))
     lines = _memory_summary(rs, "lines")
     for lvl, opt in (("l1", "-gpgpu_cache:dl1"), ("l2", "-gpgpu_cache:dl2")):
-        size, fill = q[f"{lvl}_size"], q[f"{lvl}_line"]  # metrics' l*_line: the fill granularity
+        size, fill = q[f"{lvl}_size"], q[f"{lvl}_sector"]  # the fill (sector) granularity
         line = (lines.get(lvl.upper()) or {}).get("bytes")
         have = ", ".join([f"size {fmt_num(size.value)} B ({size.source})"] if size else [])
         have += (", " if have and line else "") + (f"line {line} B (capacity against node spacing)"

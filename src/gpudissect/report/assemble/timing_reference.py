@@ -1,9 +1,10 @@
 """The timing reference (``gpudissect report --markdown``), shaped like the GCN instruction
 timing reference (seed 002): preliminary explanations, then the sections every suite registers
-(its view's ``TIMING_SECTIONS``, report/present/markdown.py), in their order: the occupancy
-table, issue rules, memory and bank conflicts, tensor cores, ..., cycles and throughput per
-instruction, class by class; and the core's own: efficiency losses (advise/) and how well the
-tables predict real code (predict/). Every section is built from the data; what no suite
+(its view's ``TIMING_SECTIONS``, report/present/markdown.py), in their order: cycles and
+throughput per instruction, class by class, first; then the occupancy table, issue rules,
+memory and bank conflicts, tensor cores, ...; the core's own: efficiency losses (advise/) and
+how well the tables predict real code (predict/); the long dumps (instruction configurations,
+throughput grid, per-SASS steps, block dispatch) last. Every section is built from the data; what no suite
 measured says "not measured".
 """
 

@@ -65,7 +65,7 @@ def fmt_bandwidth(gb_s, digits: int = 4) -> str:
 
 
 def fmt_tera(v, unit: str, digits: int = 4) -> str:
-    """A rate already in units of 10^12 per second (TFLOP/s, TOPS, TB/s) with its unit."""
+    """A rate already in units of 10^12 per second (TFLOP/s, TOP/s, TB/s) with its unit."""
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
         return fmt_num(v)
     return f"{fmt_sig(float(v), digits)} {unit}"

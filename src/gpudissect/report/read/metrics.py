@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
@@ -18,6 +18,17 @@ from gpudissect.report.read.results import ResultSet
 BAD_FLAGS = ("error", "unverified", "non-positive slope", "sass")
 # the groups of the key view of a comparison (a quantity's ``group`` in metrics.toml), in order
 KEY_GROUPS = ("device", "latency", "bandwidth", "size", "tensor", "instruction")
+# what a quantity is (its ``kind`` in metrics.toml); those a record can carry are told by the
+# record's own labels (:func:`record_is`), the others are numbers of a summary or a provenance
+KINDS = ("latency", "throughput", "bandwidth", "size", "sector", "line", "count", "dense", "sparse")
+RECORD_KINDS = ("latency", "throughput", "dense", "sparse")
+STATISTICS = ("first", "max")
+# a tensor-core rate's ``timing``: the measure of the records that give it
+TIMINGS = {"burst": "throughput_peak", "sustained": "throughput_sustained"}
+# element types whose tensor-core rate counts operations, not floating-point ones (TOP/s)
+INTEGER_TYPES = frozenset({"s8", "u8", "s4", "u4", "b1"})
+# forms that move fragments: their 'tflops' are bytes moved (TB/s)
+FRAGMENT_MOVES = ("ldmatrix", "stmatrix", "wmma.load", "wmma.store")
 
 
 @dataclass
@@ -28,12 +39,34 @@ class Found:
     source: str  # where in the result set: "memory summary latency.l1", "memory record ..."
     what: str
     flags: tuple[str, ...] = ()
+    record: dict | None = field(default=None, repr=False)  # the record it was read from, if one
 
 
 @cache
 def metric_specs() -> dict[str, dict]:
     text = resources.files("gpudissect").joinpath("data", "metrics.toml").read_text()
-    return tomllib.loads(text)
+    specs = tomllib.loads(text)
+    for name, spec in specs.items():
+        problem = spec_problem(spec)
+        if problem:
+            raise ValueError(f"data/metrics.toml [{name}]: {problem}")
+    return specs
+
+
+def spec_problem(spec: dict) -> str | None:
+    """What a quantity's declaration lacks (unit, kind; statistic with a record source), or None."""
+    if not spec.get("unit"):
+        return "no unit"
+    if spec.get("kind") not in KINDS:
+        return f"kind {spec.get('kind')!r} is none of {', '.join(KINDS)}"
+    if "timing" in spec and spec["timing"] not in TIMINGS:
+        return f"timing {spec['timing']!r} is none of {', '.join(TIMINGS)}"
+    if any("record" in src for src in spec.get("from", [])):
+        if spec["kind"] not in RECORD_KINDS:
+            return f"a record source, but kind {spec['kind']!r} is no record's ({', '.join(RECORD_KINDS)})"
+        if spec.get("statistic") not in STATISTICS:
+            return f"a record source needs statistic = {' or '.join(STATISTICS)}"
+    return None
 
 
 def _number(v) -> float | None:
@@ -67,6 +100,39 @@ def _globs(pattern) -> list[str]:
     return list(pattern) if isinstance(pattern, (list, tuple)) else [pattern]
 
 
+def is_sparse(r: dict) -> bool:
+    """A record of a sparse tensor-core form, by its own labels: a ``sp`` part of its variant
+    name (mma.sp, mma.sp::ordered_metadata, wgmma.sp) or ``sparse`` in its params."""
+    parts = (r.get("variant") or "").split(".")
+    return any(p == "sp" or p.startswith("sp::") for p in parts) or bool((r.get("params") or {}).get("sparse"))
+
+
+def rate_unit(r: dict) -> str:
+    """The unit of a tensor-core record's 'tflops' (10^12 per second of its work): TB/s for a
+    fragment load or store, TOP/s for integer and binary input types, TFLOP/s for the others."""
+    variant = r.get("variant") or ""
+    if variant.startswith(tuple(m + "." for m in FRAGMENT_MOVES)):
+        return "TB/s"
+    return "TOP/s" if INTEGER_TYPES & set(variant.split(".")) else "TFLOP/s"
+
+
+def record_unit(r: dict, src: dict) -> str:
+    """The unit of the number a ``record`` source reads from a record."""
+    return rate_unit(r) if src.get("param") == "tflops" else (r.get("unit") or "")
+
+
+def record_is(r: dict, kind: str) -> bool:
+    """Whether a record's own labels (measure, variant name, params) say it is of ``kind``."""
+    measure = r.get("measure") or ""
+    if kind == "latency":
+        return measure == "latency"
+    if kind == "throughput":
+        return measure.startswith("throughput")
+    if kind in ("dense", "sparse"):
+        return measure.startswith("throughput") and is_sparse(r) == (kind == "sparse")
+    return False  # a kind no record carries: a summary's number
+
+
 def _record_value(r: dict, src: dict) -> float | None:
     """A record's value, or with ``param`` the number under that key of its params."""
     if r.get("value") is None:
@@ -74,12 +140,16 @@ def _record_value(r: dict, src: dict) -> float | None:
     return _number((r.get("params") or {}).get(src["param"])) if "param" in src else float(r["value"])
 
 
-def _usable_records(doc: dict, src: dict) -> list[tuple[dict, float]]:
-    """The records a ``record`` source names (variant globs, measure), without those whose
-    flags make them unusable, each with its value."""
+def _usable_records(spec: dict, src: dict, doc: dict) -> list[tuple[dict, float]]:
+    """The records a ``record`` source names (variant globs, measure) whose own labels say the
+    quantity's kind, timing and unit, without those whose flags make them unusable, each with
+    its value."""
     out = []
+    measure = TIMINGS[spec["timing"]] if "timing" in spec else src.get("measure")
     for r in doc.get("records") or []:
-        if src.get("measure") and r.get("measure") != src["measure"]:
+        if measure and r.get("measure") != measure:
+            continue
+        if not record_is(r, spec["kind"]) or record_unit(r, src) != spec["unit"]:
             continue
         if not any(fnmatch.fnmatchcase(r.get("variant") or "", g) for g in _globs(src["record"])):
             continue
@@ -92,19 +162,19 @@ def _usable_records(doc: dict, src: dict) -> list[tuple[dict, float]]:
 
 
 def _from_records(name: str, spec: dict, src: dict, doc: dict) -> Found | None:
-    """The first usable record of a ``record`` source, or with ``best = "max"`` the highest."""
-    usable = _usable_records(doc, src)
+    """The first usable record of a ``record`` source, or with ``statistic = "max"`` the highest."""
+    usable = _usable_records(spec, src, doc)
     if not usable:
         return None
-    r, v = max(usable, key=lambda rv: rv[1]) if src.get("best") == "max" else usable[0]
+    best = spec["statistic"] == "max"
+    r, v = max(usable, key=lambda rv: rv[1]) if best else usable[0]
     where = f"{src['suite']} record {r['variant']} {r.get('measure')}"
     if "param" in src:
         where += f" {src['param']}"
-    if src.get("best") == "max":
-        where += f" (highest of {len(usable)})"
+    if best:
+        where += f" (highest of {len(usable)} {spec['kind']})"
     flags = tuple(f.split(":")[0] for f in r.get("flags") or [])
-    unit = spec["unit"] if "param" in src else (r.get("unit") or spec["unit"])
-    return Found(name, v, unit, where, spec["what"], flags)
+    return Found(name, v, spec["unit"], where, spec["what"], flags, r)
 
 
 def lookup(rs: ResultSet, name: str) -> Found | None:

@@ -248,14 +248,11 @@ def _scheduling_lines(ctx: TimingContext) -> list[str]:
     L: list[str] = ["## Instruction scheduling and issue rules", ""]
     beh = summary_of(rs, "behaviour")
     found = False
-    for key in ("pipes", "scheduler", "scheduling", "issue", "dispatch"):
+    for key in ("pipes", "scheduler", "scheduling", "issue"):
         v = find_key(beh, key)
         if v:
             L += [f"### {key.replace('_', ' ')}", ""] + structured(v, key)
             found = True
-    fair = markdown_section(beh)  # the suite's own section: block -> SM fairness
-    L += fair
-    found = found or bool(fair)
     bc = conclusions(rs, "behaviour")
     if bc:
         L += bc + [""]
@@ -265,7 +262,28 @@ def _scheduling_lines(ctx: TimingContext) -> list[str]:
     return L
 
 
-TIMING_SECTIONS = (TimingSection(10, _occupancy_lines), TimingSection(20, _scheduling_lines))
+def _placement_lines(ctx: TimingContext) -> list[str]:
+    """The block dispatch dumps and the block -> SM fairness table: long, with the raw dumps
+    at the end of the timing reference (their verdicts are among the scheduling section's
+    conclusions)."""
+    beh = summary_of(ctx.rs, "behaviour")
+    dispatch = find_key(beh, "dispatch")
+    fair = markdown_section(beh)  # the suite's own section: block -> SM fairness
+    if not dispatch and not fair:
+        return []
+    L: list[str] = ["## Block dispatch and block -> SM placement", "",
+                    "The behaviour suite's dispatch probes as stored, then the fairness of the "
+                    "placement over repeated launches (the verdicts: the conclusions of the "
+                    "scheduling section).", ""]
+    if dispatch:
+        L += ["### dispatch", ""] + structured(dispatch, "dispatch")
+    return L + fair
+
+
+# where the sections stand (report/present/markdown.py TimingSection): the tables after the
+# instruction table (the instruction suite's order 1), the long dumps last
+TIMING_SECTIONS = (TimingSection(10, _occupancy_lines), TimingSection(20, _scheduling_lines),
+                   TimingSection(120, _placement_lines))
 
 
 EFFICACY_NOTE = ("the same work (independent chains of one instruction) as the suite's verified PTX kernel and as "

@@ -237,7 +237,8 @@ def _memory_lines(ctx: TimingContext) -> list[str]:
                              ("tex_latency", "texture fetch latency"),
                              ("l1_size", "L1 capacity"), ("l2_size", "L2 capacity"),
                              ("local_latency", "local memory latency"),
-                             ("l1_line", "L1 fill granularity"), ("l2_line", "L2 fill granularity"),
+                             ("l1_sector", "L1 sector (fill granularity)"), ("l2_sector", "L2 sector (fill granularity)"),
+                             ("l1_line", "L1 line (tag) size"), ("l2_line", "L2 line (tag) size"),
                              ("dram_bandwidth", "device memory read bandwidth"),
                              ("l2_bandwidth", "L2 read bandwidth"), ("l1_bandwidth", "L1 read bandwidth")])
     L += conclusions(rs, "memory") + [""]

@@ -1,7 +1,7 @@
 """Figures of the tensor suite from its per-suite JSON document: fragment layouts (lanes
 coloured on the matrices A, B, C/D, each cell labelled lane:element; shown folded in the
 report) and throughput bars (% of the clock-scaled datasheet peak per form and input type,
-labelled in TFLOP/s or, for integer types, TOPS)."""
+labelled in TFLOP/s or, for integer types, TOP/s)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def wmma_fragment_figure(name: str, params: dict, outdir: Path) -> list[Path]:
 
 def throughput_figure(doc: dict, outdir: Path) -> list[Path]:
     """Per instruction form and input type, its best variant: % of the datasheet peak scaled
-    to the observed clock, labelled with its throughput (TFLOP/s, or TOPS for integer types).
+    to the observed clock, labelled with its throughput (TFLOP/s, or TOP/s for integer types).
     Types without a datasheet figure (b1, s4/u4) and loads/stores are left out; every variant
     is in the report's table."""
     rows = [r for r in peak_rows(tensor_rows(doc.get("records") or [])) if r["pct_of_peak"] is not None]

@@ -5,7 +5,7 @@ tensor suite's part of the HTML report (peaks per instruction form and type, fin
 tables).
 
 Units follow what a variant does: floating-point types in FLOP and TFLOP/s, integer and
-binary types (s8, u8, s4, u4, b1) in OP and TOPS, fragment loads and stores (ldmatrix,
+binary types (s8, u8, s4, u4, b1) in OP and TOP/s, fragment loads and stores (ldmatrix,
 stmatrix, wmma.load/store, whose suite 'FLOP' are bytes moved) in B and TB/s. The numbers are
 the suite's; only their labels differ.
 """
@@ -40,7 +40,7 @@ class OpKind:
 
 
 FLOAT = OpKind("float", "FLOP/cycle/SM", "TFLOP/s")
-INTEGER = OpKind("int", "OP/cycle/SM", "TOPS")
+INTEGER = OpKind("int", "OP/cycle/SM", "TOP/s")
 BYTES = OpKind("bytes", "B/cycle/SM", "TB/s")
 
 
@@ -181,7 +181,7 @@ def peaks_table(rows: list[dict]) -> ReportTable:
                     ["form", "inputs", "best variant", "SASS", "latency (cycles)", f"rate ({RATE_UNIT})",
                      "work per cycle per SM", "throughput", "% of peak", "flags"],
                     note="Throughput over all SMs at the observed SM clock: TFLOP/s for floating-point "
-                         "types, TOPS for integer and binary types, TB/s for fragment loads and stores "
+                         "types, TOP/s for integer and binary types, TB/s for fragment loads and stores "
                          "(bytes moved). % of peak: of the datasheet peak scaled to that clock (the dense "
                          "figure; mma.sp and wgmma.sp: the sparse one) ('-' where the architecture's tensor_peaks.toml "
                          "has none for the GPU or type: s4/u4, b1, loads and stores). Every "
@@ -259,11 +259,11 @@ def split_findings(conclusions: list[str], variants: set[str]) -> tuple[list[str
 
 
 def relabel(text: str) -> str:
-    """A finding about one integer or binary variant with its throughput in TOPS and OP (the
+    """A finding about one integer or binary variant with its throughput in TOP/s and OP (the
     suite's text says TFLOP/s and FLOP for every type); the numbers are unchanged."""
     if op_kind(_subject(text)) is not INTEGER:
         return text
-    return text.replace("TFLOP/s", "TOPS").replace("FLOP/cycle/SM", "OP/cycle/SM")
+    return text.replace("TFLOP/s", "TOP/s").replace("FLOP/cycle/SM", "OP/cycle/SM")
 
 
 def report_section(doc: dict, rs) -> dict:
@@ -278,7 +278,7 @@ def report_section(doc: dict, rs) -> dict:
     return {"key_tables": tables[:1], "tables": tables[1:] + [variants_table(rows)],
             "findings": general, "findings_more": [relabel(c) for c in per_variant],
             "findings_more_title": "Findings about single variants, as the suite wrote them "
-                                   "(their numbers are in the tables; integer types relabelled TOPS)"}
+                                   "(their numbers are in the tables; integer types relabelled TOP/s)"}
 
 
 # ----------------------------------------------------------------- the timing reference
