@@ -253,6 +253,18 @@ _GSYNC_AFTER = ["  add.u32 %gtarget, %rep, 2;", "  mul.lo.u32 %gtarget, %gtarget
                 *grid_sync("%gtarget", "r")]
 
 
+def _zero_shared(space: str, op: AtomOp) -> list[str]:
+    """Shared memory holds what an earlier kernel left there: each thread zeroes its word
+    before the block's first atomic (the latency chain adds each returned value to the next
+    address and every CAS expects 0, as the zeroed global buffer gives them), then the block
+    waits for all its threads' stores; outside any timed region."""
+    if space == "global":
+        return []
+    w = 8 * op.size
+    zero = "%z" if w == 32 else "%o64"
+    return ([] if w == 32 else ["  cvt.u64.u32 %o64, %z;"]) + [f"  st.shared.b{w} [%a], {zero};", "  bar.sync 0;"]
+
+
 def _prologue(op: AtomOp, space: str, mode: str) -> list[str]:
     """An atomic kernel's opening: its registers, the buffers (atomics, inputs, times), the
     zeroed word, this thread's address for ``mode`` and the operands."""
@@ -266,6 +278,7 @@ def _prologue(op: AtomOp, space: str, mode: str) -> list[str]:
         "  cvta.to.global.u64 %tp, %tp;",
         "  add.u64 %zp, %ip, 16;",
         *_setup(space), *_offset(space, mode, op.size), *_addr(space), *_operands(op),
+        *_zero_shared(space, op),
         "  mov.u32 %acc, 0;",
         "  mov.u64 %acc64, 0;",
     ]
