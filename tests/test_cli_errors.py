@@ -20,6 +20,7 @@ import pytest
 from report_synth import SCHEMA, rec, write_data_dir
 from typer.testing import CliRunner
 
+from gpudissect.arch.target import supported_archs
 from gpudissect.cli import app
 from gpudissect.kernel import toolchain
 from gpudissect.outputs import OutputError, atomic_outputs, check_outputs
@@ -160,7 +161,7 @@ def test_check_outputs(tmp_path):
 # --- 2. architectures ----------------------------------------------------------------------------
 @pytest.mark.parametrize("arch,needle", [("foo", "'foo' is not of the form sm_XX"),
                                          ("", "'' is not of the form sm_XX"),
-                                         ("sm_999", "sm_999 is not supported (data for: ")])
+                                         ("sm_999", f"sm_999 is not supported (data for: {', '.join(supported_archs())})")])
 def test_map_bad_architecture(arch, needle):
     one_error(invoke("map", "--arch", arch, "add.u32", "-q"), needle)
 
