@@ -291,3 +291,20 @@ def ptxas_latency(pairs: Sequence[tuple[SassInstr, Control]], opcode_full: str) 
         return None
     cycles = [sum(c.stall for _, c in pairs[i:j]) for i, j in dependent_pairs(pairs, opcode_full)]
     return float(statistics.median(cycles)) if cycles else None
+
+
+def instance_stalls(region: Sequence[SassInstr], cubin: bytes, kernel: str, ops: Iterable[str]) -> dict[str, int]:
+    """The stall count ptxas gave each SASS of ``ops`` (full names) in a kernel's timed
+    ``region``: the median (lower) over its occurrences; {} where the control codes cannot be
+    read (the maps of every suite record it per verified variant)."""
+    try:
+        pairs = attach(region, kernel_controls(cubin)[kernel])
+    except (KeyError, ValueError):
+        return {}
+    out = {}
+    for op in ops:
+        st = [c.stall for ins, c in pairs if ins.full == op]
+        if st:
+            out[op] = statistics.median_low(st)
+    return out
+

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from gpudissect.arch.target import Target
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.control import attach, kernel_controls, region_stalls
+from gpudissect.kernel.control import attach, instance_stalls, kernel_controls, region_stalls
 from gpudissect.kernel.parallel import pimap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
@@ -98,22 +97,6 @@ def compiler_stalls(b: Built) -> str | None:
     return None
 
 
-def instance_stalls(b: Built, sass_counts: dict[str, str]) -> dict[str, int]:
-    """The stall count ptxas gave each SASS instruction of one instance (``sass_counts``' names),
-    the median (lower) over its occurrences in ``b``'s timed region; {} where the control codes
-    cannot be read."""
-    try:
-        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
-    except (KeyError, ValueError):
-        return {}
-    out = {}
-    for op in sass_counts:
-        st = [c.stall for ins, c in pairs if ins.full == op]
-        if st:
-            out[op] = statistics.median_low(st)
-    return out
-
-
 def verify_family(
     variant: Variant,
     strategy: Strategy,
@@ -182,7 +165,7 @@ def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapReco
         if res.ok:
             _record_pass(rec, strat, res, bs)  # type: ignore[arg-type]
             rec.registers = register_map(v, bs[0])
-            rec.stalls = instance_stalls(bs[-1], rec.sass_counts)  # type: ignore[arg-type]
+            rec.stalls = instance_stalls(bs[-1].region, bs[-1].cubin, bs[-1].kernel.name, rec.sass_counts)  # type: ignore[arg-type]
         elif not rec.sass:
             rec.sass = res.sass
             rec.sass_counts = res.sass_counts

@@ -18,14 +18,13 @@ status, cls, reason, sass_counts, stalls) and ``catalog = "tensor"``.
 from __future__ import annotations
 
 import fnmatch
-import statistics
 from collections.abc import Callable
 from fractions import Fraction
 
 from gpudissect.arch.target import ARCH_RE, Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant, load_tensor_catalog
 from gpudissect.kernel.build import Built
-from gpudissect.kernel.control import attach, kernel_controls
+from gpudissect.kernel.control import instance_stalls
 from gpudissect.kernel.parallel import pimap
 from gpudissect.suites.tensor.checks import TensorCheck, Work, family_key, parts, settle_status
 from gpudissect.suites.tensor.suite import PART_KERNELS, Sweep, _compiled, variant_kernels
@@ -112,16 +111,7 @@ def _stalls(w: Work, key: str, ops: dict[str, str]) -> dict[str, int]:
                 key=lambda b: b.kernel.units)
     if not bs:
         return {}
-    try:
-        pairs = attach(bs[-1].region, kernel_controls(bs[-1].cubin)[bs[-1].kernel.name])
-    except (KeyError, ValueError):
-        return {}
-    out = {}
-    for op in ops:
-        st = [c.stall for ins, c in pairs if ins.full == op]
-        if st:
-            out[op] = statistics.median_low(st)
-    return out
+    return instance_stalls(bs[-1].region, bs[-1].cubin, bs[-1].kernel.name, ops)
 
 
 def _map_record(w: Work, arch: str) -> dict:
