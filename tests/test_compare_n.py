@@ -151,7 +151,7 @@ def test_key_view(vmaps):
 
 def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
     md, html, js = tmp_path / "c.md", tmp_path / "c.html", tmp_path / "c.json"
-    res = runner.invoke(app, ["compare", str(H100), str(h200_dir), "a100", "--markdown", str(md),
+    res = runner.invoke(app, ["compare", str(H100), str(h200_dir), "a100", "--full", "--markdown", str(md),
                               "--html", str(html), "--json", str(js)], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     for text in ("A: H100 80GB HBM3", "B: H200", "C: A100 (reference)", "B vs A", "C vs A", "reference: H. Abdelkhalik"):
@@ -184,7 +184,7 @@ def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
 def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
     js = tmp_path / "d.json"
     base = ["compare", str(H100), str(h200_dir), "a100"]
-    res = runner.invoke(app, [*base, "--only-diff", "--json", str(js)])
+    res = runner.invoke(app, [*base, "--full", "--only-diff", "--json", str(js)])
     assert res.exit_code == 0, res.output
     rows = json.loads(js.read_text())["rows"]
     full = cmp.compare_sets(sets)
@@ -206,6 +206,30 @@ def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
                      (tmp_path / "k.md").read_text(), re.M)
     res = runner.invoke(app, ["compare", str(H100)])
     assert res.exit_code == 2 and "at least two result sets" in res.output
+
+
+def test_cli_default_is_the_key_view(h200_dir, sets, tmp_path):
+    """Without --full or --all the comparison is the key quantities (issue 33): named rows, a
+    line saying how many quantities --full would compare; --key is still accepted (the same)."""
+    js, kjs = tmp_path / "d.json", tmp_path / "k.json"
+    base = ["compare", str(H100), str(h200_dir), "a100"]
+    res = runner.invoke(app, [*base, "--json", str(js)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    doc = json.loads(js.read_text())
+    key = cmp.key_rows([cmp.values(s) for s in sets])
+    assert doc["view"] == "key" and [r["key"] for r in doc["rows"]] == [r.key for r in key]
+    assert f"{len(key)} quantities compared" in res.output and "instr/fma" not in res.output
+    n_all = len(cmp.compare_sets(sets))
+    assert n_all > len(key) and f"--full compares all {n_all:,} quantities" in " ".join(res.output.split())
+    res = runner.invoke(app, [*base, "--key", "--json", str(kjs)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0 and json.loads(kjs.read_text()) == doc, res.output
+    # --filter selects from every quantity unless --key
+    res = runner.invoke(app, [*base, "--filter", "instr/add.u32/*", "--json", str(js)], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    rows = json.loads(js.read_text())["rows"]
+    assert rows and all(r["key"].startswith("instr/add.u32/") for r in rows)
+    res = runner.invoke(app, [*base, "--key", "--all"])
+    assert res.exit_code == 2 and "--key" in res.output and "Traceback" not in res.output
 
 
 def test_report_comparison_section(h200_dir, tmp_path, monkeypatch):

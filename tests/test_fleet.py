@@ -178,11 +178,30 @@ def test_outliers_known_answer(tmp_path):
     store.close()
 
 
-def test_two_gpus_have_no_outliers(tmp_path):
+def test_two_gpus_are_compared_with_each_other(tmp_path):
+    """Two GPUs have no median to deviate from (no outliers) but are compared with each other:
+    the differences beyond the threshold, the largest first (issue 33)."""
     store, state = _synthetic(tmp_path, {"a": 4.0, "b": 5.0})
     doc = analyse(store, state, 0.05)
-    assert MIN_GPUS == 3 and doc["outliers"] == [] and doc["measures"] == []
-    assert any("fewer than 3 GPUs" in c for c in conclusions(doc))
+    assert MIN_GPUS == 3 and doc["outliers"] == []
+    pair = doc["pair"]
+    assert (pair["a"], pair["b"], pair["compared"]) == ("a", "b", 1)
+    (d,) = pair["differences"]
+    assert d["measure"] == "instructions:add.f32 latency" and (d["a"], d["b"]) == (4.0, 5.0)
+    assert d["rel_diff"] == pytest.approx(0.25) and len(doc["measures"]) == 1
+    lines = conclusions(doc)
+    assert not any("fewer than 3 GPUs" in c for c in lines)
+    assert any("1 of 1 measures differ by more than 5%" in c for c in lines)
+    assert "differs +25.0% on instructions:add.f32 latency: 4 vs 5 cycles" in lines
+    assert analyse(store, state, 0.3)["pair"]["differences"] == []
+    html = fleet_html(doc)
+    assert "Differences" in html and "+25.0%" in html and "GPU &times; measure" not in html
+    store.close()
+    # one GPU: nothing to compare
+    (tmp_path / "one").mkdir()
+    store, state = _synthetic(tmp_path / "one", {"a": 4.0})
+    doc = analyse(store, state, 0.05)
+    assert "pair" not in doc and any("fewer than 3 GPUs" in c for c in conclusions(doc))
     store.close()
 
 

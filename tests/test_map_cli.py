@@ -9,7 +9,7 @@ import pytest
 from test_cli_errors import needs_ptxas
 from typer.testing import CliRunner
 
-from gpudissect.arch.target import make_target
+from gpudissect.arch.target import make_target, supported_archs
 from gpudissect.cli import app
 from gpudissect.kernel import toolchain as tools
 from gpudissect.suites.instructions.mapper import map_catalog, summary, write_csv, write_json
@@ -167,6 +167,60 @@ def test_catalog_unknown_pattern(runner):
     res = runner.invoke(app, ["catalog", "add.u33"])
     assert res.exit_code != 0
     assert "add.u32" in res.output and "Traceback" not in res.output
+
+
+def _listed(output: str) -> list[str]:
+    return [ln.split("│")[1].strip() for ln in output.splitlines() if ln.startswith("│") and ln.split("│")[1].strip()]
+
+
+def test_catalog_lists_the_tensor_catalogs_variants(runner):
+    from gpudissect.catalog.tensor import load_tensor_catalog
+
+    tc = load_tensor_catalog()
+    res = runner.invoke(app, ["catalog", "mma*"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    mma = [v.name for v in tc.mma if v.name.startswith("mma")]
+    assert _listed(res.output) == mma and "unknown" not in res.output
+    assert "tensor variant" in res.output and "min arch" in res.output
+    row = next(ln for ln in res.output.splitlines() if "│ mma.sync.m16n8k16.f32.f16.f32 " in ln)
+    assert "sm_80" in row and "mma.sync.aligned.m16n8k16" in row
+    assert res.output.rstrip().endswith(f"{len(mma)} tensor variants")
+    # a pattern of each catalog: both tables
+    both = runner.invoke(app, ["catalog", "add.u32", "ldmatrix.m8n8.x1.b16"], env={"COLUMNS": "250"})
+    assert both.exit_code == 0, both.output
+    assert _listed(both.output) == ["add.u32", "ldmatrix.m8n8.x1.b16"]
+    # a wgmma: its PTX with N for its N
+    wg = runner.invoke(app, ["catalog", "wgmma.f32.f16"], env={"COLUMNS": "250"})
+    assert wg.exit_code == 0 and "wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16" in wg.output, wg.output
+
+
+def test_catalog_arch_filters_the_tensor_variants_too(runner):
+    from gpudissect.catalog.tensor import load_tensor_catalog
+
+    tc = load_tensor_catalog()
+    res = runner.invoke(app, ["catalog", "wgmma*", "ldmatrix*", "--arch", "sm_80"], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    listed = _listed(res.output)
+    assert listed and all(n.startswith("ldmatrix.m8n8") for n in listed)  # wgmma: sm_90a; m16n16: sm_100a
+    every = [v.name for v in [*tc.wgmma, *tc.ldst] if v.name.startswith(("wgmma", "ldmatrix"))]
+    last = " ".join(res.output.splitlines()[-2:])
+    assert f"{len(listed)} tensor variants apply to sm_80; {len(every) - len(listed)} not applicable there" in last
+    # an architecture after sm_90 without the wgmma feature leaves the wgmma variants out
+    later = [a for a in ("sm_100", "sm_120") if a in supported_archs()]
+    for arch in later:
+        r = runner.invoke(app, ["catalog", "wgmma*", "--arch", arch], env={"COLUMNS": "250"})
+        assert r.exit_code == 0 and _listed(r.output) == [], r.output
+        assert f"0 tensor variants apply to {arch}; {len(tc.wgmma)} not applicable" in r.output
+    ok = runner.invoke(app, ["catalog", "wgmma*", "--arch", "sm_90"], env={"COLUMNS": "250"})
+    assert len(_listed(ok.output)) == len(tc.wgmma)
+
+
+def test_catalog_unknown_in_both_catalogs_is_one_line_with_the_nearest_names(runner):
+    res = runner.invoke(app, ["catalog", "mma.sync.m16n8k16.f32.f16.f33"])
+    assert res.exit_code == 2
+    flat = " ".join(res.output.split())
+    assert flat.startswith("error: unknown variant") and "mma.sync.m16n8k16.f32.f16.f32" in flat
+    assert "Traceback" not in res.output and len(res.output.strip().splitlines()) <= 3
 
 
 def test_mapper_helpers(tmp_path):

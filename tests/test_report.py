@@ -273,7 +273,7 @@ def test_compare_highlights_differences(tmp_path, full):
     assert not any(r.differs for k, r in rows.items() if k != "instr/add.f32/latency")
     md = compare_markdown(ra, rb, list(rows.values()), 0.1)
     assert "| `instr/add.f32/latency` | 4 | 6 | cycles | **+50%** |" in md
-    res = runner.invoke(app, ["compare", str(full), str(b), "--only-diff", "--markdown", str(tmp_path / "c.md"),
+    res = runner.invoke(app, ["compare", str(full), str(b), "--full", "--only-diff", "--markdown", str(tmp_path / "c.md"),
                               "--html", str(tmp_path / "c.html"), "--json", str(tmp_path / "c.json")])
     assert res.exit_code == 0, res.output
     assert "1 quantities compared" in res.output

@@ -148,17 +148,21 @@ def _compare_table(sets: list, rows: list, limit: int) -> Table:
 
 @dataclass
 class CompareRows:
-    """Which quantities are compared and shown."""
+    """Which quantities are compared and shown: the key quantities unless asked for more."""
 
     threshold: Annotated[float, typer.Option(help="highlight relative differences at least this large")] = 0.10
     only_diff: Annotated[bool, typer.Option(
         "--only-diff", help="show only the quantities that differ (in any set)")] = False
-    all_keys: Annotated[bool, typer.Option("--all", help="also quantities missing in some sets")] = False
+    full: Annotated[bool, typer.Option(
+        "--full", help="every quantity the sets have in common, not only the key quantities")] = False
+    all_keys: Annotated[bool, typer.Option(
+        "--all", help="every quantity, also those missing in some sets (--full and more)")] = False
     key: Annotated[bool, typer.Option(
         "--key", help="only the key quantities (data/metrics.toml groups: latency, bandwidth, sizes, "
-                      "tensor peaks, instructions)")] = False
+                      "tensor peaks, instructions): the default, also without --filter")] = False
     pattern: Annotated[str, typer.Option(
-        "--filter", help="glob on the quantity key (e.g. 'instr/add.*')")] = None
+        "--filter", help="glob on the quantity key (e.g. 'instr/add.*'); it selects from every quantity "
+                         "unless --key")] = None
     limit: Annotated[int, typer.Option(help="rows printed on the terminal (files get all)")] = 200
 
 
@@ -193,14 +197,24 @@ def compare_cmd(
         values,
     )
 
-    threshold, key, all_keys, pattern = shown.threshold, shown.key, shown.all_keys, shown.pattern
+    threshold, all_keys, pattern = shown.threshold, shown.all_keys, shown.pattern
     md, html, json_out = files.md, files.html, files.json_out
     outputs_ok(md, html, json_out)
     if _compare_maps(specs, shown, files):
         return
+    if shown.key and (shown.full or all_keys):
+        fail("--key is the key quantities alone, --full and --all every quantity: give one of them")
     sets = _load_sets(specs)
     vmaps = [values(s) for s in sets]
-    rows = key_rows(vmaps, threshold) if key else compare_maps(vmaps, threshold, include_one_sided=all_keys)
+    # the key view unless every quantity is asked for (--full, --all, or a --filter without --key)
+    key = not (shown.full or all_keys or (pattern and not shown.key))
+    rows = key_rows(vmaps, threshold) if key else []
+    if key and not rows and not shown.key:  # sets without any key quantity: every quantity in common
+        key = False
+        console.print(f"{_and(specs)} have no key quantities (data/metrics.toml): every quantity in common shown",
+                      highlight=False, soft_wrap=True)
+    if not key:
+        rows = compare_maps(vmaps, threshold, include_one_sided=all_keys)
     if not rows:
         fail(f"{_and(specs)} have no key quantities" if key else
              f"{_and(specs)} have no quantities in common" + ("" if all_keys else
@@ -218,6 +232,10 @@ def compare_cmd(
         n = sum(r.differs for r in rows)
         console.print(f"{len(rows)} quantities compared, [bold red]{n}[/] differ by {threshold:.0%} or more"
                       + (f" (first {shown.limit} shown)" if len(rows) > shown.limit else ""))
+        if key and not shown.key:
+            n_all = len(compare_maps(vmaps, threshold))
+            console.print(f"the key quantities (data/metrics.toml); --full compares all {n_all:,} quantities "
+                          "in common, --all also those missing in some sets", highlight=False, soft_wrap=True)
     else:  # --only-diff and nothing differs
         console.print(f"no differences: none of the {n_common} quantities compared differs by "
                       f"{threshold:.0%} or more")
@@ -258,8 +276,9 @@ def _compare_maps(specs: list[str], shown: CompareRows, files: CompareFiles) -> 
     if len(specs) < 2:
         fail("compare needs at least two maps (e.g. gpudissect compare data/sm_80/map.json.gz "
              "data/sm_90/map.json.gz)")
-    if files.html or shown.key:
-        fail("--html and --key are for result sets; maps compare to the terminal, --markdown and --json")
+    if files.html or shown.key or shown.full or shown.all_keys:
+        fail("--html, --key, --full and --all are for result sets; maps compare to the terminal, --markdown "
+             "and --json")
     try:
         maps = [load_map(s) for s in specs]
     except MapLoadError as e:

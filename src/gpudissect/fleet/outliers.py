@@ -2,7 +2,11 @@
 as ``bench/gpu_spread.py`` groups them, flagged values left out), the fleet median, its spread and
 each GPU's deviation ``(value - median) / |median|``; a GPU more than ``threshold`` away on any
 measure is an outlier, listed with those measures and its evidence (clocks, temperature,
-throttle reasons, ECC and retired pages)."""
+throttle reasons, ECC and retired pages).
+
+Two GPUs have no median either could deviate from: they are compared with each other instead
+(as ``compare-gpus`` compares them), each measure's difference of the second GPU to the first,
+``(b - a) / |a|``; those beyond ``threshold`` are listed, the largest first."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from gpudissect.bench.gpu_spread import compare_gpus
 
 SCHEMA = "gpudissect.fleet-outliers/1"
 # with two GPUs the median lies halfway between them: each deviates as much as the other, and
-# neither can be singled out; deviations are computed from three GPUs on
+# neither can be singled out; deviations are computed from three GPUs on (two are compared with
+# each other: their differences)
 MIN_GPUS = 3
+PAIR_LINES = 10  # the largest differences of two GPUs the conclusions name
 
 
 def measure_name(suite: str, rec: dict) -> str:
@@ -42,6 +48,19 @@ def _measures(store, state: dict) -> list[dict]:
                         "rel_mad": mad, "values": values, "deviations": devs,
                         "left_out": {label_key.get(lb, lb): why for lb, why in rec["left_out"].items()}})
     return out
+
+
+def pair_differences(measures: list[dict], a: str, b: str, threshold: float) -> dict:
+    """Two GPUs compared with each other: per measure both have cleanly, the difference of ``b``
+    to ``a``, ``(b - a) / |a|``; the measures compared and those beyond ``threshold``, the
+    largest first."""
+    both = [m for m in measures if a in m["values"] and b in m["values"] and m["values"][a]]
+    for m in both:
+        m["rel_diff"] = (m["values"][b] - m["values"][a]) / abs(m["values"][a])
+    off = sorted((m for m in both if abs(m["rel_diff"]) > threshold), key=lambda m: -abs(m["rel_diff"]))
+    return {"a": a, "b": b, "compared": len(both), "statistic": "rel_diff = (b - a) / |a| per measure",
+            "differences": [{"measure": m["name"], "unit": m["unit"], "a": m["values"][a], "b": m["values"][b],
+                             "rel_diff": m["rel_diff"]} for m in off]}
 
 
 CLOCK_KEYS = ("sm_mhz", "sm_mhz_kernel", "temp_c", "power_w")
@@ -82,20 +101,33 @@ def analyse(store, state: dict, threshold: float) -> dict:
             off.sort(key=lambda o: -abs(o["deviation"]))
             outliers.append({"key": k, "node": g.get("node"), "uuid": g.get("uuid"), "measures": off,
                              "evidence": evidence_of(g, store)})
-    compared = [m for m in measures if m["deviations"]]
+    done = sorted(k for k, g in state["gpus"].items() if g.get("status") == "done")
+    pair = pair_differences(measures, *done, threshold) if len(done) == 2 else None
+    compared = [m for m in measures if m["deviations"] or "rel_diff" in m]
     return {"schema": SCHEMA, "fleet": state["id"], "threshold": threshold,
             "statistic": "per measure: the median over the fleet's GPUs (flagged values left out), "
                          "rel_spread = (max - min) / median, rel_mad = median |deviation|; "
                          "deviation = (value - median) / |median|",
             "gpus": gpus, "measures": compared, "outliers": outliers,
             "failed": [g for g in gpus if g["status"] != "done"],
+            **({"pair": pair} if pair else {}),
             "evidence": {k: evidence_of(g, store) for k, g in state["gpus"].items() if g.get("status") == "done"}}
 
 
 def conclusions(doc: dict) -> list[str]:
     ok = sum(g["status"] == "done" for g in doc["gpus"])
     out = [f"{ok} of {len(doc['gpus'])} GPU(s) done; {len(doc['measures'])} measures compared across them"]
-    if ok < MIN_GPUS:
+    pair = doc.get("pair")
+    if pair:
+        diffs = pair["differences"]
+        out.append(f"2 GPUs: no fleet median (it needs {MIN_GPUS}); compared with each other instead, "
+                   f"{pair['b']} against {pair['a']}: {len(diffs)} of {pair['compared']} measures differ by "
+                   f"more than {doc['threshold'] * 100:g}%" + (", the largest first:" if diffs else ""))
+        out += [f"differs {d['rel_diff']:+.1%} on {d['measure']}: {d['a']:.4g} vs {d['b']:.4g} {d['unit']}"
+                for d in diffs[:PAIR_LINES]]
+        if len(diffs) > PAIR_LINES:
+            out.append(f"... {len(diffs) - PAIR_LINES} more differences (the --json document and the report list all)")
+    elif ok < MIN_GPUS:
         out.append(f"fewer than {MIN_GPUS} GPUs measured: no fleet median that one GPU could deviate from")
     for o in doc["outliers"]:
         worst = o["measures"][0]

@@ -67,6 +67,27 @@ def outlier_table(doc: dict) -> Markup:
                   f'</th><th>evidence</th></tr>{"".join(rows)}</table>')
 
 
+def pair_table(doc: dict) -> Markup:
+    """Two GPUs: the measures on which the second differs from the first beyond the threshold,
+    the largest first, with both GPUs' evidence."""
+    from gpudissect.report.present.json_html import render_value
+
+    pair = doc["pair"]
+    a, b, diffs = pair["a"], pair["b"], pair["differences"]
+    ev = "".join(f"<tr><td>{escape(k)}</td><td>{render_value(doc['evidence'].get(k) or {})}</td></tr>"
+                 for k in (a, b))
+    if not diffs:
+        body = Markup(f"<p>No measure differs by more than {doc['threshold'] * 100:g}% between {escape(b)} and "
+                      f"{escape(a)} ({pair['compared']} compared).</p>")
+    else:
+        rows = "".join(f"<tr><td>{escape(d['measure'])}</td><td>{d['a']:.4g}</td><td>{d['b']:.4g}</td>"
+                       f"<td>{escape(d['unit'])}</td><td><b>{d['rel_diff']:+.1%}</b></td></tr>" for d in diffs)
+        body = Markup(f'<table class="grid"><tr><th>measure</th><th>{escape(a)}</th><th>{escape(b)}</th>'
+                      f"<th>unit</th><th>{escape(b)} vs {escape(a)}</th></tr>{rows}</table>")
+    return Markup(f"{body}<h3>Evidence</h3><table class=\"grid\"><tr><th>GPU</th><th>evidence</th></tr>{ev}"
+                  "</table>")
+
+
 def failed_table(doc: dict) -> Markup:
     if not doc["failed"]:
         return Markup("")
@@ -89,6 +110,11 @@ def fleet_html(doc: dict) -> Markup:
 
     ok = [g for g in doc["gpus"] if g["status"] == "done"]
     lede = "".join(f"<li>{escape(c)}</li>" for c in conclusions(doc))
+    if doc.get("pair"):
+        return Markup(f"<ul>{lede}</ul><p class=note>Two GPUs: no fleet median (it needs three); each measure "
+                      f"of {escape(doc['pair']['b'])} against {escape(doc['pair']['a'])}, "
+                      f"{escape(doc['pair']['statistic'])}, beyond {doc['threshold'] * 100:g}%.</p>"
+                      f"<h3>Differences</h3>{pair_table(doc)}{failed_table(doc)}")
     return Markup(f"{STYLE}<ul>{lede}</ul><p class=note>Each cell: a GPU's deviation from the fleet median "
                   f"({escape(doc['statistic'])}); red above, blue below, full colour at "
                   f"{2 * doc['threshold'] * 100:g}%; outlined beyond the threshold {doc['threshold'] * 100:g}%; "

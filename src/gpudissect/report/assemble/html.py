@@ -167,7 +167,7 @@ def _suite_entry(s: str, rs: ResultSet, workdir: Path, data_dir: Path | None, wa
     return entry
 
 
-MAX_COMPARE_ROWS = 2000  # rows of the folded full comparison (gpudissect compare --html writes all)
+MAX_COMPARE_ROWS = 2000  # rows of the folded full comparison (gpudissect compare --full --html writes all)
 
 
 def _compare_cells(r: cmp.Row) -> list[Cell]:
@@ -202,7 +202,7 @@ def comparison_context(rs: ResultSet, others: list[ResultSet], threshold: float)
     vmaps = [cmp.values(s) for s in sets]
     full = cmp.compare_maps(vmaps, threshold)
     shown = full[:MAX_COMPARE_ROWS]
-    more = (f" The first {len(shown)} of {len(full)} rows; gpudissect compare --html writes all."
+    more = (f" The first {len(shown)} of {len(full)} rows; gpudissect compare --full --html writes all."
             if len(full) > len(shown) else "")
     return {
         "sets": [{"column": cmp.letter(i), "name": n, "source": s.source}

@@ -30,28 +30,103 @@ from gpudissect.terminal import (
 
 
 def catalog_cmd(
-    pattern: list[str] = typer.Argument(None, help="variant names or globs (e.g. 'add.*')"),
+    pattern: list[str] = typer.Argument(None, help="variant names or globs (e.g. 'add.*', 'mma*')"),
     catalog: list[Path] = typer.Option(None, "--catalog", help="catalog TOML file(s) instead of the built-in one"),
     arch: str = typer.Option(None, "--arch", help="only the variants that apply to this architecture (sm_XX)"),
 ) -> None:
-    """List catalog variants."""
+    """List catalog variants: the instruction catalog's and the tensor catalog's (mma, wgmma,
+    ldmatrix / stmatrix / wmma.load / wmma.store)."""
     cat = open_catalog(catalog)
-    try:
-        vs = cat.select(pattern)
-    except UnknownVariant as e:
-        fail(str(e))
-    left_out = 0
+    tensor = [] if catalog else tensor_variants()
+    vs, tvs = select_both(cat, tensor, pattern)
+    show, show_tensor = bool(vs) or not tvs, bool(tvs)  # the catalogs the patterns select from
+    left_out = tensor_out = 0
     if arch:
         target = target_of(arch)
         left_out = sum(not v.supported_on(target.sm) for v in vs)
         vs = [v for v in vs if v.supported_on(target.sm)]
-    t = Table("variant", "class", "operands", "min sm", "PTX")
-    for v in vs:
-        sig = " ".join(f"{o.name}{'!' if o.written else ''}:{o.ptype}" for o in v.operands)
-        t.add_row(v.name, v.cls, sig, str(v.min_sm), v.ptx)
-    console.print(t)
-    console.print(f"{len(vs)} variants" + (f" apply to {arch}; {left_out} not applicable there (they need a later "
-                                           "architecture: min sm)" if arch else ""))
+        kept = [v for v in tvs if not target.lacks(tensor_needs(v))]
+        tensor_out, tvs = len(tvs) - len(kept), kept
+    if show:
+        t = Table("variant", "class", "operands", "min sm", "PTX")
+        for v in vs:
+            sig = " ".join(f"{o.name}{'!' if o.written else ''}:{o.ptype}" for o in v.operands)
+            t.add_row(v.name, v.cls, sig, str(v.min_sm), v.ptx)
+        console.print(t)
+    if show_tensor:
+        t = Table("tensor variant", "kind", "form", "min arch", "PTX")
+        for v in tvs:
+            t.add_row(v.name, v.kind, tensor_form(v), tensor_min_arch(v), tensor_ptx(v))
+        console.print(t)
+    if show:
+        console.print(f"{len(vs)} variants" + (f" apply to {arch}; {left_out} not applicable there (they need a later "
+                                               "architecture: min sm)" if arch else ""))
+    if show_tensor:
+        console.print(f"{len(tvs)} tensor variants" + (
+            f" apply to {arch}; {tensor_out} not applicable there (they need a later architecture: min arch, "
+            "or a feature it lacks, such as wgmma)" if arch else ""))
+
+
+def tensor_variants() -> list:
+    """Every variant of the tensor catalog (catalog/tensor.toml): mma, wgmma, then ldst."""
+    from gpudissect.catalog.tensor import load_tensor_catalog
+
+    tc = load_tensor_catalog()
+    return [*tc.mma, *tc.wgmma, *tc.ldst]
+
+
+def select_both(cat, tensor: list, patterns: list[str] | None) -> tuple[list, list]:
+    """The instruction variants and the tensor variants that ``patterns`` select (globs or
+    exact names; all of both when none). A pattern neither catalog has is one error line with
+    the nearest names of both (exit 2)."""
+    import difflib
+    import fnmatch
+
+    if not patterns:
+        return cat.select(None), list(tensor)
+    ours: list = []
+    theirs: list = []
+    for p in patterns:
+        try:
+            hits = cat.select([p])
+        except UnknownVariant:
+            hits = []
+        more = [v for v in tensor if fnmatch.fnmatchcase(v.name, p)]
+        if not hits and not more:
+            names = [v.name for v in cat.variants] + [v.name for v in tensor]
+            near = difflib.get_close_matches(p, names, n=3, cutoff=0.6)
+            fail(f"unknown variant '{p}' (in neither the instruction nor the tensor catalog)"
+                 + (f"; did you mean {', '.join(near)}?" if near else ""))
+        ours += [v for v in hits if v not in ours]
+        theirs += [v for v in more if v not in theirs]
+    return ours, theirs
+
+
+def tensor_needs(v) -> tuple[str, ...]:
+    """What a tensor variant needs of an architecture, as ``Target.lacks`` reads it: its
+    minimum architecture and the features its PTX uses (wgmma, mma.sp, ldmatrix, stmatrix)."""
+    from gpudissect.arch.target import arch_need, ptx_needs
+
+    return (arch_need(v.min_arch), *ptx_needs(tensor_ptx(v)))
+
+
+def tensor_form(v) -> str:
+    if v.kind == "mma":
+        return v.form
+    if v.kind == "wgmma":
+        return "wgmma.sp" if v.sparse else "wgmma"
+    return v.op
+
+
+def tensor_min_arch(v) -> str:
+    return f"sm_{v.min_arch}" if isinstance(v.min_arch, int) else v.min_arch
+
+
+def tensor_ptx(v) -> str:
+    """The variant's PTX instruction; a wgmma's with N for its N (a multiple of its n_step)."""
+    if v.kind == "wgmma":
+        return v.instr(0, v.a_from_registers).replace("m64n0k", "m64nNk")
+    return v.ptx
 
 
 def map_cmd(
