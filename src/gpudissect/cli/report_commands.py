@@ -193,6 +193,7 @@ def compare_cmd(
         comparison_html,
         comparison_markdown,
         key_rows,
+        platform_lines,
         references,
         values,
     )
@@ -241,6 +242,8 @@ def compare_cmd(
                       f"{threshold:.0%} or more")
     for ref in references(sets):
         console.print(f"reference: {ref['source']['citation']}", markup=False, highlight=False, soft_wrap=True)
+    for line in platform_lines(sets):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     view = "key" if key else None
     outs = [(path, text) for path, text in (
         (md, lambda: comparison_markdown(sets, rows, threshold)),

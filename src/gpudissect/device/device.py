@@ -47,6 +47,10 @@ class DeviceInfo:
     host: str = field(default_factory=platform.node)
     l2_bytes: int = 0  # the L2 size the driver reports (0: not known, e.g. a fake)
     max_sm_mhz: int = 0  # the SM clock's maximum the driver reports (0: not known)
+    # the GPU's platform as NVML reports it (nvml_platform): ECC, power limits, persistence, MIG,
+    # confidential computing, PCIe link, NVLink, host, maximum clocks; what NVML cannot give is
+    # absent
+    platform: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -138,6 +142,79 @@ def nvml_clocks(index: int = 0) -> dict:
         return {"error": f"NVML: {e}"}
 
 
+def _on_off(v) -> str:
+    return "on" if int(v) else "off"
+
+
+def _first(v):
+    """NVML's (current, pending) pairs: the current one."""
+    return v[0] if isinstance(v, (tuple, list)) else v
+
+
+def nvml_platform(index: int = 0) -> dict:
+    """The GPU's platform as NVML and the driver report it: ECC mode, power limit (current,
+    default, enforced; W), persistence mode, MIG mode, confidential-computing mode (where the
+    binding has it), PCIe link generation and width (current and maximum), NVLink links active,
+    the host, the maximum SM and memory clocks. Every call guarded: a field NVML cannot give (no
+    NVML, an older binding, a GPU without the feature) is left out, never an error."""
+    out: dict = {"host": platform.node()}
+    try:
+        import pynvml as nv
+
+        nv.nvmlInit()
+        h = nv.nvmlDeviceGetHandleByIndex(index)
+    except Exception:  # no binding, no driver or no such GPU: the host alone
+        return out
+
+    def put(key: str, call, *args, conv=lambda v: v) -> None:
+        fn = getattr(nv, call, None)
+        if fn is None:
+            return
+        try:
+            v = conv(fn(*args))
+        except Exception:
+            return
+        if v is not None:
+            out[key] = v
+
+    put("ecc", "nvmlDeviceGetEccMode", h, conv=lambda v: _on_off(_first(v)))
+    put("power_limit_w", "nvmlDeviceGetPowerManagementLimit", h, conv=lambda v: v / 1000.0)
+    put("power_limit_default_w", "nvmlDeviceGetPowerManagementDefaultLimit", h, conv=lambda v: v / 1000.0)
+    put("power_limit_enforced_w", "nvmlDeviceGetEnforcedPowerLimit", h, conv=lambda v: v / 1000.0)
+    put("persistence", "nvmlDeviceGetPersistenceMode", h, conv=_on_off)
+    put("mig", "nvmlDeviceGetMigMode", h, conv=lambda v: _on_off(_first(v)))
+    put("cc", "nvmlSystemGetConfComputeState", conv=lambda v: _on_off(v.ccFeature))
+    put("pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h, conv=int)
+    put("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h, conv=int)
+    put("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h, conv=int)
+    put("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h, conv=int)
+    put("sm_max_mhz", "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_SM", 1), conv=int)
+    put("mem_max_mhz", "nvmlDeviceGetMaxClockInfo", h, getattr(nv, "NVML_CLOCK_MEM", 2), conv=int)
+    state = getattr(nv, "nvmlDeviceGetNvLinkState", None)
+    if state is not None:
+        active = queried = 0
+        for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+            try:
+                active += bool(state(h, link))
+                queried += 1
+            except Exception:  # a link (or NVLink itself) the GPU does not have
+                continue
+        if queried:
+            out["nvlink_active_links"] = active
+    return out
+
+
+# what a fake GPU reports as its platform (device/fakes.py, FakeDevice): fixed values
+FAKE_PLATFORM = {"fake": True, "ecc": "on", "power_limit_w": 700.0, "power_limit_default_w": 700.0,
+                 "power_limit_enforced_w": 700.0, "persistence": "on", "mig": "off", "pcie_gen": 5,
+                 "pcie_width": 16, "pcie_gen_max": 5, "pcie_width_max": 16, "nvlink_active_links": 18,
+                 "sm_max_mhz": 1980, "mem_max_mhz": 2619}
+
+
+def fake_platform() -> dict:
+    return {**FAKE_PLATFORM, "host": platform.node()}
+
+
 class CudaDevice:
     """A GPU through cuda-core (modules, launches, buffers) and cuda-bindings (copies)."""
 
@@ -172,6 +249,7 @@ class CudaDevice:
             driver=str(clocks.get("driver") or f"cuda {ver // 1000}.{(ver % 1000) // 10}"),
             l2_bytes=int(getattr(props, "l2_cache_size", 0) or 0),
             max_sm_mhz=int(getattr(props, "clock_rate", 0) or 0) // 1000,
+            platform=nvml_platform(index),
         )
         self.cuda_driver_api = f"{ver // 1000}.{(ver % 1000) // 10}"
 
@@ -570,7 +648,7 @@ class FakeDevice:
         self.rng = np.random.default_rng(seed)
         self.calls = 0
         self.info = DeviceInfo(name="FakeGPU", uuid="GPU-fake", index=0, sm_count=sm_count,
-                               compute_capability=compute_capability, driver="fake")
+                               compute_capability=compute_capability, driver="fake", platform=fake_platform())
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:

@@ -28,6 +28,7 @@ from gpudissect.device.device import (
     FakeDevice,
     KernelRun,
     LaunchResult,
+    fake_platform,
 )
 
 FAKE_ENV = "GPUDISSECT_FAKE_DEVICE"
@@ -62,7 +63,8 @@ class ScriptedDevice(FakeDevice):
         super().__init__(self._scaled(model, scale), sm_count=sm_count, noise=0.0, seed=seed,
                          launch_model=_zero_outputs)
         self.info = DeviceInfo(name="FakeGPU", uuid=uuid or f"GPU-fake-{index}", index=index,
-                               sm_count=sm_count, compute_capability=compute_capability, driver="fake")
+                               sm_count=sm_count, compute_capability=compute_capability, driver="fake",
+                               platform=fake_platform())
         self.faults = dict(faults or {})
         self.delay_s = delay_s
         self.clock_seq = list(clock_seq or [1000])

@@ -3,7 +3,8 @@
 Default path: ``$GPUDISSECT_DB`` or ``./results.db``. Tables:
 
 * ``runs``: provenance of a sweep (GPU, UUID, driver, toolkit, clocks before/after, host,
-  times, tool version, arch, SM count, suite, parameters);
+  times, tool version, arch, SM count, suite, parameters, and the GPU's platform as NVML reports
+  it: ECC, power limits, persistence, MIG, confidential computing, PCIe, NVLink, maximum clocks);
 * ``results``: one measurement (variant, measure, parameters, value, unit, statistic, fit,
   raw samples, flags, SASS of one instance, PTX/SASS hashes, strategy);
 * ``kernels``: the PTX and SASS text of every kernel a result cites, by hash.
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS runs (
     finished REAL,
     tool_version TEXT,
     params TEXT,
-    timing TEXT
+    timing TEXT,
+    platform TEXT
 );
 CREATE TABLE IF NOT EXISTS results (
     id INTEGER PRIMARY KEY,
@@ -82,6 +84,9 @@ CREATE TABLE IF NOT EXISTS done (
 );
 CREATE INDEX IF NOT EXISTS results_variant ON results(variant);
 """
+# columns added to ``runs`` after a store may have been made (added on opening; a store that
+# cannot be written, read as it is: the column then reads as absent)
+ADDED_RUN_COLUMNS = {"platform": "TEXT"}
 
 
 class StoreError(RuntimeError):
@@ -201,6 +206,7 @@ class RunRecord(TypedDict):
     tool_version: str | None
     params: dict | None
     timing: dict | None
+    platform: dict | None
 
 
 class Store:
@@ -221,9 +227,19 @@ class Store:
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             elif str(row[0]) != str(SCHEMA_VERSION):
                 raise StoreError(f"{self.name}: schema version {row[0]}, this tool reads {SCHEMA_VERSION}")
+            self._add_columns()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.name}: not a gpudissect results database ({e})") from None
         self.db.row_factory = sqlite3.Row
+
+    def _add_columns(self) -> None:
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        for col, kind in ADDED_RUN_COLUMNS.items():
+            if col not in have:
+                try:
+                    self.db.execute(f"ALTER TABLE runs ADD COLUMN {col} {kind}")
+                except sqlite3.OperationalError:  # read-only, or another process added it first
+                    pass
 
     def _refuse_foreign(self) -> None:
         """Never add our tables to another program's SQLite file."""
@@ -267,11 +283,13 @@ class Store:
     def start_run(self, suite: str, device, toolkit: str, arch: str, clocks: dict, params: dict,
                   tool_version: str) -> int:
         with self.tx():
+            platform = getattr(device, "platform", None)
             cur = self.db.execute(
                 "INSERT INTO runs (suite, gpu_name, gpu_uuid, driver, toolkit, arch, sm_count, "
-                "clocks_before, host, started, tool_version, params) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "clocks_before, host, started, tool_version, params, platform) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (suite, device.name, device.uuid, device.driver, toolkit, arch, device.sm_count,
-                 json.dumps(clocks), device.host, time.time(), tool_version, json.dumps(params)),
+                 json.dumps(clocks), device.host, time.time(), tool_version, json.dumps(params),
+                 json.dumps(platform) if platform else None),
             )
             return int(cur.lastrowid)
 
@@ -356,8 +374,8 @@ class Store:
         row = self.db.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
         if row is None:
             raise StoreError(f"{self.name}: no run {run_id}")
-        d = dict(row)
-        for k in ("clocks_before", "clocks_after", "params", "timing"):
+        d = {"platform": None, **dict(row)}
+        for k in ("clocks_before", "clocks_after", "params", "timing", "platform"):
             if d.get(k):
                 d[k] = self._loads(d[k], f"run {run_id}")
         return RunRecord(**d)

@@ -53,7 +53,8 @@ def suite_document(store: Store, run_id: int) -> dict:
         "suite": run["suite"],
         "provenance": {k: run.get(k) for k in ("gpu_name", "gpu_uuid", "driver", "toolkit", "arch",
                                                 "sm_count", "clocks_before", "clocks_after", "host",
-                                                "started", "finished", "tool_version", "params", "timing")},
+                                                "started", "finished", "tool_version", "params", "timing")}
+        | ({"platform": run["platform"]} if run.get("platform") else {}),
         "summary": store.get_meta(f"summary:{run_id}", {}),
         "samples_in_store_only": list(STORE_ONLY_SAMPLES),
         "records": [_compact(r) for r in records(store, run_id)],

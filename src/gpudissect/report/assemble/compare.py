@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 
 from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.platform_fields import platform_differences
 from gpudissect.report.read.metrics import all_metrics, key_quantities, metric_specs
 from gpudissect.report.read.results import ResultSet
 from gpudissect.suites import suite_module
@@ -356,6 +357,30 @@ def _title(sets: list[ResultSet]) -> str:
     return " vs ".join(f"{s.gpu} ({s.label})" for s in sets)
 
 
+def platform_of(rs: ResultSet) -> dict | None:
+    """A measured set's platform as its (first suite's) provenance records it, with its driver;
+    None where it records none (a reference, or a set of runs before platforms were recorded)."""
+    if rs.reference:
+        return None
+    prov = rs.provenance()
+    p = prov.get("platform")
+    if not p:
+        return None
+    return {**p, **({"driver": prov["driver"]} if prov.get("driver") else {})}
+
+
+def platform_lines(sets: list[ResultSet]) -> list[str]:
+    """One line per later set whose platform differs from the first's: what differs, A's value
+    first ('platform differs, A vs B: power limit 700 W vs 600 W; ECC on vs off')."""
+    first = platform_of(sets[0])
+    out = []
+    for i, s in enumerate(sets[1:], 1):
+        diffs = platform_differences(first, platform_of(s))
+        if diffs:
+            out.append(f"platform differs, A vs {letter(i)}: " + "; ".join(diffs))
+    return out
+
+
 # --- outputs ------------------------------------------------------------------------------------
 def _side(v: Value | None) -> dict | None:
     return None if v is None else {"value": v.value, "unit": v.unit, "note": v.note, "text": v.text}
@@ -382,6 +407,8 @@ def comparison_document(sets: list[ResultSet], rows: list[Row], threshold: float
            "threshold": threshold,
            "caveats": [c for ref in references(sets) for c in ref.get("source", {}).get("caveats", [])],
            "rows": [_row_doc(r) for r in rows]}
+    if platform_lines(sets):
+        doc["platform_differs"] = platform_lines(sets)
     return {**doc, "view": view} if view else doc
 
 
@@ -396,6 +423,7 @@ def comparison_markdown(sets: list[ResultSet], rows: list[Row], threshold: float
     L = [f"# {_title(sets)}", "",
          f"{legend}. Differences of {threshold:.0%} or more (relative to A) "
          "are in **bold**; 'range' values from a reference compare at their midpoint.", ""]
+    L += [f"* {line}" for line in platform_lines(sets)] + ([""] if platform_lines(sets) else [])
     for ref in references(sets):
         L += [f"Reference: {ref['source']['citation']}.", ""]
         L += [f"* {c}" for c in ref["source"].get("caveats", [])] + [""]

@@ -29,6 +29,7 @@ from gpudissect.report.present.fmt import (
     fmt_timestamp,
 )
 from gpudissect.report.present.json_html import render_value
+from gpudissect.report.present.platform_fields import platform_text
 from gpudissect.report.present.tabular import Cell, ReportTable
 from gpudissect.report.read.metrics import all_metrics
 from gpudissect.report.read.results import ResultSet
@@ -298,7 +299,8 @@ def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
             "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "summary_line": _summary_line(rs, prov),
             "arch_facts": facts_line(prov.get("arch")).replace("`", ""), "clocks_before": clocks_text(prov.get("clocks_before")),
-            "clocks_after": clocks_text(prov.get("clocks_after")), "prov_html": render_value(prov),
+            "clocks_after": clocks_text(prov.get("clocks_after")),
+            "platform": platform_text(prov.get("platform")), "prov_html": render_value(prov),
             "extras": {k: render_value(v) for k, v in rs.extras.items()}, "fmt": fmt_num,
             "render": render_value}
 
