@@ -223,7 +223,7 @@ def test_groups_keep_tensor_loops_apart():
     from gpudissect.predict.validate import tensor_lines
 
     stats = _synthetic_validation()["analysis"]["stats"]
-    assert stats["tensor"]["model"]["n"] == 2 and stats["real"]["model"]["n"] == 2
+    assert stats["tensor-model"]["model"]["n"] == 2 and stats["handwritten"]["model"]["n"] == 2
     assert stats["generated"]["model"]["mape"] == pytest.approx(0.05)
     assert stats["tensor_wgmma"]["model"]["mape"] == pytest.approx(3 / 190)
     lines = tensor_lines(_synthetic_validation()["analysis"]["rows"])
@@ -252,7 +252,8 @@ def test_only_selects_sets_and_refuses_unknown_names(tmp_path):
     from gpudissect.predict import PredictError
     from gpudissect.predict.validate import validation_specs
 
-    specs = validation_specs(tmp_path, 0, 1, ("tensor", "wgmma_gemm"))
+    specs, picked = validation_specs(tmp_path, 0, 1, ("tensor-model", "wgmma_gemm"))
+    assert picked == []
     cats = {s.category for s in specs}
     assert cats == {"tensor_mma", "tensor_wgmma", "wgmma_gemm", "calibration"}
     assert "sgemm" not in cats and all(s.arch_specific for s in specs if "wgmma" in s.category)

@@ -232,20 +232,37 @@ def _measured() -> dict:
              _loop_rec("gen_b", "generated", [1, 1, 5], [("1", 1, 11.0)]),  # 10 predicted: 9.1 % off
              _loop_rec("hash", "hash", [4, 4, 5], [("1", 1, 16.0)]),  # 16: exact
              {"name": "bad", "category": "generated", "error": "loop: no loop"}]
+    # one kernel of the corpus of public code (its loop as the hash's), held out
+    pub = _loop_rec("pub", "x", [4, 4, 5], [])
+    corpus = [{"name": "pub_k", "symbol": "pub", "source": "o/r@c0ffee:k.cu", "split": "held-out", "unroll": 4,
+               "loop": pub["loop"], "cases": [{"category": "compute", "points": [
+                   {"point": "1", "warps": 1, "cycles_per_iter": 20.0, "footprint": 64},
+                   {"point": "4", "warps": 4, "error": "RuntimeError: launch failed"}]}]},
+              {"name": "pub_gone", "error": "cubin: missing"}]
     return {"schema": SCHEMA, "arch": "sm_90", "gpu": {"name": "Synthetic GPU", "uuid": "GPU-syn"},
-            "loops": loops}
+            "loops": loops, "corpus": corpus}
 
 
 def test_analyse_synthetic_measurements(tables):
     res = analyse(_measured(), tables)
     assert res["calibration"]["branch_cycles"] == 8.0
     rows = {r["loop"]: r for r in res["rows"]}
-    assert set(rows) == {"gen_a", "gen_b", "hash"}  # calibration loops are not in the set
+    assert set(rows) == {"gen_a", "gen_b", "hash", "pub_k"}  # calibration loops are not in the set
     assert rows["gen_a"]["model"] == 12.0 and rows["gen_b"]["model"] == 10.0 and rows["hash"]["model"] == 16.0
     g = res["stats"]["generated"]["model"]
     assert g["n"] == 2 and math.isclose(g["mape"], (0 + 1 / 11) / 2) and g["within5"] == 0.5
-    assert res["stats"]["real"]["model"]["mape"] == 0.0
-    assert res["errors"] == ["bad: loop: no loop"]
+    assert res["stats"]["handwritten"]["model"]["mape"] == 0.0
+    # the corpus row: the model's slope over trips (the hash loop's 16 cycles a trip) against the
+    # measured slope, in its category and split, with its source named
+    pub = rows["pub_k"]
+    assert pub["model"] == pytest.approx(16.0, rel=1e-3) and pub["measured"] == 20.0
+    assert (pub["set"], pub["category"], pub["split"], pub["source"]) == ("real", "compute", "held-out",
+                                                                         "o/r@c0ffee:k.cu")
+    for g in ("real", "held-out", "held-out compute", "held-out compute @ 1"):
+        assert res["stats"][g]["model"]["mape"] == pytest.approx(0.2, rel=1e-3)
+    assert "train" not in res["stats"]
+    assert res["errors"] == ["bad: loop: no loop", "pub_k compute @ 4: RuntimeError: launch failed",
+                             "pub_gone: cubin: missing"]
 
 
 def test_cli_measured_path(tmp_path: Path):

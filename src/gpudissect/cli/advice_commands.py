@@ -42,8 +42,9 @@ class Validation:
     seed: Annotated[int, typer.Option("--seed", help="with --validate: the generator's seed")] = 20
     only: Annotated[str, typer.Option(
         "--only", help="with --validate: only these loop sets or categories, comma-separated "
-                       "(generated, real, tensor, or a category: tensor_mma, tensor_wgmma, wgmma_gemm, "
-                       "sgemm ...); the branch calibration always runs")] = None
+                       "(generated, handwritten, tensor-model, real (the corpus of public kernels), a "
+                       "category: tensor_mma, wgmma_gemm, sgemm ..., or a corpus kernel or project); "
+                       "the branch calibration always runs")] = None
 
 
 @dataclass

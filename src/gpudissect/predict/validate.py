@@ -116,6 +116,37 @@ def calibrate(loops: list[dict], tables: Tables, trips: int) -> dict:
                     "the calibration loops"}
 
 
+SLOPE_TRIPS = 1 << 20  # a region this long: the model's cycles per trip is its slope over trips
+
+
+def analyse_corpus(recs: list[dict], tables: Tables, branch: float) -> tuple[list[dict], list[str]]:
+    """Rows of the corpus of public kernels: per kernel, case and occupancy point, the measured
+    slope (cycles per trip of the SASS loop) beside the model's slope and the baselines."""
+    rows, errors = [], []
+    for rec in recs:
+        if "error" in rec:
+            errors.append(f"{rec['name']}: {rec['error']}")
+            continue
+        try:
+            body, controls = loop_body({"name": rec["symbol"], "loop": rec["loop"]})
+        except PredictError as e:
+            errors.append(f"{rec['name']}: {e}")
+            continue
+        for case in rec.get("cases", []):
+            for pt in case.get("points", []):
+                if "error" in pt or not pt.get("cycles_per_iter") or pt["cycles_per_iter"] <= 0:
+                    errors.append(f"{rec['name']} {case['category']} @ {pt.get('point')}: "
+                                  f"{pt.get('error', 'no positive slope')}")
+                    continue
+                pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch)
+                rows.append({"loop": rec["name"], "set": "real", "category": case["category"],
+                             "split": rec["split"], "source": rec["source"], "point": pt["point"],
+                             "warps": pt["warps"], "measured": pt["cycles_per_iter"], "unroll": rec["unroll"],
+                             "footprint": pt.get("footprint"), "sass_hash": rec["loop"]["sass_hash"],
+                             "n_instr": len(body), **pr})
+    return rows, errors
+
+
 def analyse(measured: dict, tables: Tables) -> dict:
     """Rows (one per loop and occupancy point) and the error table per category."""
     rows, errors = [], []
@@ -139,25 +170,39 @@ def analyse(measured: dict, tables: Tables) -> dict:
                 errors.append(f"{rec['name']} @ {pt.get('point')}: {pt.get('error', 'no value')}")
                 continue
             pr = predict_point(rec["name"], body, controls, tables, pt["warps"], trips, branch)
-            rows.append({"loop": rec["name"], "category": rec["category"], "point": pt["point"],
+            rows.append({"loop": rec["name"], "set": set_of(rec["category"]), "category": rec["category"],
+                         "split": "generated" if rec["category"] == "generated" else "handwritten",
+                         "point": pt["point"],
                          "warps": pt["warps"], "measured": pt["cycles_per_iter"],
                          "sass_hash": rec["loop"]["sass_hash"], "n_instr": len(body), **pr})
+    crow, cerr = analyse_corpus(measured.get("corpus", []), tables, branch)
+    rows += crow
+    errors += cerr
     return {"schema": SCHEMA_OUT, "tables": tables.source, "calibration": cal, "rows": rows,
             "stats": table_of(rows), "errors": errors}
 
 
 def set_of(category: str) -> str:
-    """The set a category belongs to: generated, tensor (the tensor model's loops) or real."""
-    return "generated" if category == "generated" else "tensor" if category.startswith("tensor_") else "real"
+    """The set of a loop the project wrote by category: generated, tensor-model (the tensor
+    model's loops) or handwritten (the project's own imitations of real loops). The corpus of
+    public kernels is the set ``real`` (its rows say so)."""
+    return "generated" if category == "generated" else "tensor-model" if category.startswith("tensor_") \
+        else "handwritten"
 
 
 def groups(rows: list[dict]) -> dict[str, list[dict]]:
-    """Rows by group: generated, real (all real loops), tensor (the tensor model's loops), each
-    real and tensor category, each point."""
+    """Rows by group. The corpus (set ``real``): ``real``, its splits (``train``, ``held-out``),
+    each split's categories, each with ``@ <point>``. The project's own loops: their set, each
+    set's points, each category."""
     out: dict[str, list[dict]] = {}
     for r in rows:
-        st = set_of(r["category"])
-        keys = [st, f"{st} @ {r['point']}"] + ([r["category"]] if st != "generated" else [])
+        st = r.get("set") or set_of(r["category"])
+        if st == "real":
+            sp, cat = r.get("split", "train"), r["category"]
+            keys = ["real", f"real @ {r['point']}", sp, f"{sp} @ {r['point']}", f"{sp} {cat}",
+                    f"{sp} {cat} @ {r['point']}"]
+        else:
+            keys = [st, f"{st} @ {r['point']}"] + ([r["category"]] if st != "generated" else [])
         for k in keys:
             out.setdefault(k, []).append(r)
     return out
@@ -172,12 +217,19 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
+def group_order(stats: dict) -> list[str]:
+    """Groups in the order every view prints them: the corpus's held-out split first, then its
+    training split, the whole corpus, the generated loops, the project's own loops."""
+    first = ("held-out", "train", "real", "generated")
+    return sorted(stats, key=lambda g: (next((i for i, f in enumerate(first) if g.startswith(f)), len(first)),
+                                        " @ " in g, g))
+
+
 def table_lines(stats: dict[str, dict[str, dict]]) -> list[str]:
     head = f"{'group':<20}{'n':>5}  {'model MAPE':>10} {'<=5%':>6} {'<=10%':>6} {'tau':>5}  " \
            f"{'bounds':>7} {'sum-lat':>8} {'max-pipe':>8}  (MAPE; tau of the baselines: bounds/sum/pipe)"
     lines = [head]
-    order = sorted(stats, key=lambda g: (g not in ("generated", "real", "tensor"),
-                                         not g.startswith("generated"), not g.startswith("real"), g))
+    order = group_order(stats)
     for g in order:
         s = stats[g]
         m = s["model"]
@@ -279,28 +331,48 @@ def pool_records(tables_spec: Path) -> list[dict]:
         raise PredictError(f"tables {tables_spec}: {e}") from None
 
 
-def validation_specs(tables_spec: Path, count: int, seed: int, only: tuple[str, ...] = ()):
-    """Every loop of the validation (``only``: those of these categories, ``real`` for the
-    real-kernel loops, ``tensor`` for the tensor model's; the branch calibration always)."""
+def validation_specs(tables_spec: Path, count: int, seed: int, only: tuple[str, ...] = (),
+                     corpus: list | None = None):
+    """Every loop of the validation the project writes (``only``: those of these sets or
+    categories; the branch calibration always) and the corpus kernels ``only`` selects (``real``
+    or none: all; else by kernel or project name): (loop specs, corpus kernels)."""
     from gpudissect.predict.generate import generate, verified_pool
     from gpudissect.predict.kernels import branch_calibration, real_loops
     from gpudissect.predict.tensor_loops import tensor_loops
+
+    corpus = corpus or []
 
     def wanted(cat: str) -> bool:
         return not only or cat in only or (set_of(cat) in only and cat != "calibration")
 
     fixed = real_loops() + tensor_loops()
-    known = {"generated", "real", "tensor", *(s.category for s in fixed)}
+    known = {"generated", "handwritten", "tensor-model", "real", *(s.category for s in fixed),
+             *(k.name for k in corpus), *(k.project for k in corpus)}
     if set(only) - known:
         raise PredictError(f"--only: unknown {', '.join(sorted(set(only) - known))} "
                            f"(known: {', '.join(sorted(known))})")
     gen = generate(verified_pool(pool_records(tables_spec)), count, seed) if wanted("generated") else []
-    return gen + [s for s in fixed if wanted(s.category)] + branch_calibration()
+    picked = [k for k in corpus if not only or "real" in only or k.name in only or k.project in only]
+    return gen + [s for s in fixed if wanted(s.category)] + branch_calibration(), picked
+
+
+def corpus_of(root: Path | None) -> tuple[list, dict]:
+    """The corpus's kernels and index (none where the checkout has no corpus)."""
+    from gpudissect.predict.corpus import default_root, load_corpus
+
+    root = root or default_root()
+    if not root.is_dir():
+        return [], {}
+    try:
+        index = json.loads((root / "index.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PredictError(f"{root}/index.json: {e} (run scripts/build_corpus.py)") from None
+    return load_corpus(root), index
 
 
 def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, fig: Path | None,
                    measured: Path | None, count: int, seed: int, log=print,
-                   only: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
+                   only: tuple[str, ...] = (), corpus_dir: Path | None = None) -> tuple[dict, list[str]]:
     """Measure on ``dev`` (or read ``measured``), analyse, write ``output`` (the raw
     measurements with the analysis) and ``fig``; the document and the lines to print."""
     if measured is not None:
@@ -314,9 +386,16 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
         target = target_of_device(dev.info, tool_version("ptxas"))
         if target.base != base_arch(tables.arch):
             raise PredictError(f"the GPU is {target.arch}, the tables ({tables.gpu}) are for {tables.arch}")
-        specs = validation_specs(tables_spec, count, seed, only)
-        doc = measure(dev, specs, target.arch, target.ptx_isa, occupancy_rules(target), log=log,
+        ckernels, cindex = corpus_of(corpus_dir)
+        specs, picked = validation_specs(tables_spec, count, seed, only, ckernels)
+        rules = occupancy_rules(target)
+        doc = measure(dev, specs, target.arch, target.ptx_isa, rules, log=log,
                       specific=target.for_features(specific=True))
+        if picked:
+            from gpudissect.predict.corpus_measure import measure_corpus
+
+            doc["corpus"] = measure_corpus(dev, picked, cindex, rules, target.base, log=log)
+            doc["corpus_build"] = {k: cindex.get(k) for k in ("nvcc", "flags")}
         doc["generator"] = {"count": count, "seed": seed}
         if only:
             doc["only"] = list(only)

@@ -234,8 +234,9 @@ def validation_tables(analysis: dict) -> list[ReportTable]:
                     note="model: the scheduler simulation from ptxas's control codes and the tables (tensor SASS "
                          "from the per-SASS tensor timings); bounds: the largest of the recurrence, issue and pipe "
                          "bounds; the two baselines as llvm-mca's and a latency sum would answer.")
-    order = sorted(stats, key=lambda g: (g not in ("generated", "real", "tensor"), " @ " in g, g))
-    for g in order:
+    from gpudissect.predict.validate import group_order
+
+    for g in group_order(stats):
         m = stats[g]["model"]
         tau = m.get("tau")
         t.add(Cell(g, cls="subject"), Cell(str(m["n"]), m["n"]), _pct(m["mape"]), _pct(m["within5"]),
