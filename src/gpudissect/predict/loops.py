@@ -37,7 +37,7 @@ Two facts for a caller that counts source iterations:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpudissect.kernel.sass import REG_RE, SassInstr, branch_target
 from gpudissect.predict import PredictError
@@ -233,8 +233,7 @@ def innermost_loops(kernel: str, instrs: list[SassInstr], labels: dict[str, int]
     back = _backward(instrs, labels)
     inner = [(s, e) for s, e in back if not any(s <= e2 < e for _, e2 in back if e2 != e)]
     loops = [_loop(kernel, i, s, e, instrs, labels) for i, (s, e) in enumerate(sorted(inner))]
-    return [Loop(lp.kernel, lp.index, lp.start, lp.end, lp.body, lp.refused, lp.left_out,
-                 lp.skippable, lp.counter_step, role) for lp, role in zip(loops, _roles(loops))]
+    return [replace(lp, role=role) for lp, role in zip(loops, _roles(loops), strict=True)]
 
 
 def select_loops(kernels: dict[str, list[SassInstr]], labels: dict[str, dict[str, int]],
