@@ -45,8 +45,7 @@ from gpudissect.predict import PredictError
 INDIRECT = frozenset({"BRX", "JMX"})  # always refused: where they go is data
 # refused unless a predicated forward branch in the loop skips them (the rare path)
 OFF_PATH = frozenset({"CALL", "RET", "JMP"})
-REFUSED_OPS = INDIRECT | OFF_PATH
-_ENDS = frozenset({"EXIT", "RET"})  # an unpredicated one ends a path
+_ENDS = frozenset({"EXIT", "RET", "BRA", "JMP"})  # an unconditional one ends a path
 _PRED = re.compile(r"!?U?P(\d+|T)")  # a predicate operand (carry in/out)
 _INCREMENT = frozenset({"IADD3", "VIADD", "UIADD3", "IADD"})
 # opcodes that are control, not work: left out of the comparison of two loops' bodies
@@ -100,9 +99,7 @@ def _reaches(body: list[SassInstr], labels: dict[str, int]) -> bool:
         t = branch_target(ins, labels)
         if t is not None and t in where:
             todo.append(where[t])
-        stops = ((ins.opcode in _ENDS or ins.opcode == "BRA" or ins.opcode == "JMP")
-                 and _unconditional(ins))
-        if not stops:
+        if not (ins.opcode in _ENDS and _unconditional(ins)):
             todo.append(k + 1)
     return False
 
