@@ -61,7 +61,8 @@ def test_fields():
 
     ldg = ins[(0x10, "LDG")]
     assert ldg.full == "LDG.E" and ldg.operands == ("R0", "desc[UR4][R4.64+0x8]")
-    assert ldg.dests() == ["R0"] and set(ldg.sources()) == {"UR4", "R4"}
+    # the address R4.64 and the descriptor desc[UR4] are pairs
+    assert ldg.dests() == ["R0"] and set(ldg.sources()) == {"UR4", "UR5", "R4", "R5"}
 
     bra = ins[(0xD0, "BRA")]
     assert bra.predicate == "@!P0"

@@ -38,16 +38,37 @@ class Pipe:
 
 
 @dataclass(frozen=True)
+class UnitGroup:
+    """Opcodes that share an execution unit with no documented rate (``[[unit]]`` rows): they
+    add up there, but no limit comes from it."""
+
+    name: str
+    pattern: re.Pattern
+    source: str
+
+
+@dataclass(frozen=True)
 class Limits:
     arch: str
     issue: float  # warp-instructions per clock per SM, any instruction
     schedulers: int
     issue_source: str
     pipes: tuple[Pipe, ...]
+    units: tuple[UnitGroup, ...] = ()
 
     def pipe_of(self, opcode: str) -> Pipe | None:
         """The first pipe row whose pattern matches the full SASS opcode, or None."""
         return next((p for p in self.pipes if p.pattern.search(opcode)), None)
+
+    def unit_of(self, opcode: str) -> str:
+        """The execution unit the full SASS opcode occupies: its pipe row's unit, else the first
+        ``[[unit]]`` row that matches, else its base opcode (every form of one opcode, LDS and
+        LDS.128, is one unit: never a unit per modifier)."""
+        pipe = self.pipe_of(opcode)
+        if pipe is not None:
+            return pipe.unit
+        group = next((u for u in self.units if u.pattern.search(opcode)), None)
+        return group.name if group is not None else opcode.split(".")[0]
 
 
 @dataclass(frozen=True)
@@ -108,8 +129,14 @@ def load_limits(arch: str) -> Limits:
             raise LimitsError(f"{path}: pipe {row['name']} has no source")
         pipes.append(Pipe(row["name"], row.get("unit", row["name"]), re.compile(row["sass"]),
                           rate, lanes, cite(row["source"])))
+    units = []
+    for row in lim.get("unit", []):
+        if not row.get("source"):
+            raise LimitsError(f"{path}: unit {row['name']} has no source")
+        units.append(UnitGroup(row["name"], re.compile(row["sass"]), cite(row["source"])))
     return Limits(lim.get("arch", m.group(1)), float(issue["warp_instr_per_clk"]),
-                  int(issue.get("schedulers_per_sm", 0)), cite(issue["source"]), tuple(pipes))
+                  int(issue.get("schedulers_per_sm", 0)), cite(issue["source"]), tuple(pipes),
+                  tuple(units))
 
 
 def parse_sass(sass: list[str]) -> list[tuple[str, float]]:

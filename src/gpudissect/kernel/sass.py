@@ -13,6 +13,7 @@ LINE_RE = re.compile(
 )
 FUNC_RE = re.compile(r"^\.text\.(?P<name>[A-Za-z_$][\w$]*):")
 REG_RE = re.compile(r"\b(U?R(?:\d+|Z)|U?P(?:\d+|T))\b")
+_ADDR_RE = re.compile(r"\[[^\]]*\]")  # a memory address operand part: [R2.64+0x4], desc[UR4]
 
 # opcodes that write no register (their first operand is read)
 NO_DEST = {
@@ -52,15 +53,25 @@ class SassInstr:
             or "F64" in self.modifiers
         )
 
+    @property
+    def width(self) -> int:
+        """Registers per data operand: 4 for a 128-bit access (LDS.128, STG.E.128), 2 for a
+        64-bit operation or operand (DADD, LDG.E.64, IMAD.WIDE), else 1."""
+        if "128" in self.modifiers:
+            return 4
+        return 2 if self.pair else 1
+
     def _regs(self, tok: str) -> list[str]:
-        out = []
-        for r in REG_RE.findall(tok):
-            if r in ("RZ", "URZ", "PT", "UPT"):
-                continue
-            out.append(r)
-            if self.pair and r.startswith(("R", "UR")) and not r.startswith("UP"):
-                pre = "UR" if r.startswith("UR") else "R"
-                out.append(f"{pre}{int(r[len(pre):]) + 1}")
+        """The registers one operand names. A data operand's registers are :attr:`width` wide;
+        inside ``[...]`` is an address, 32-bit unless it says otherwise: ``R2.64`` and the
+        descriptor ``desc[UR4]`` are pairs, ``[R7+0x10]`` (shared memory) is R7 alone."""
+        out: list[str] = []
+        for r in REG_RE.findall(_ADDR_RE.sub(" ", tok)):
+            out.extend(_widen(r, self.width))
+        for addr in _ADDR_RE.findall(tok):
+            for r in REG_RE.findall(addr):
+                wide = f"{r}.64" in addr or f"desc[{r}]" in tok
+                out.extend(_widen(r, 2 if wide else 1))
         return out
 
     def n_dests(self) -> int:
@@ -94,13 +105,23 @@ class SassInstr:
                 for j, t in enumerate(self.operands[self.n_dests():])]
 
     def sources(self) -> list[str]:
-        toks = self.operands[self.n_dests():]
-        out: list[str] = []
-        for t in toks:
-            out.extend(self._regs(t))
+        """Every register read: the source operands' (:meth:`source_slots`, the one definition)
+        and the guard predicate's."""
+        out = [r for _, rs in self.source_slots() for r in rs]
         if self.predicate:
             out.extend(REG_RE.findall(self.predicate))
         return out
+
+
+def _widen(reg: str, width: int) -> list[str]:
+    """``reg`` and the ``width - 1`` registers after it (R4, 2 -> R4, R5); zero registers
+    (RZ, URZ, PT, UPT) are none, predicates are never widened."""
+    if reg in ("RZ", "URZ", "PT", "UPT"):
+        return []
+    m = re.fullmatch(r"(U?R)(\d+)", reg)
+    if m is None or width <= 1:
+        return [reg]
+    return [f"{m.group(1)}{int(m.group(2)) + k}" for k in range(width)]
 
 
 @dataclass

@@ -74,7 +74,28 @@ class Tables:
         shown = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
         return statistics.median(v for v, _ in vals), f"median of {len(vals)}: {shown}{how}"
 
+    def _via_pipe(self, full: str) -> tuple[float, str] | None:
+        """A latency for an opcode the tables lack, derived from its pipe row: the median over the
+        base opcodes of that row that have a measured latency (each its own median), or None
+        where the opcode has no pipe row or the row no measured member."""
+        pipe = self.limits.pipe_of(full)
+        if pipe is None:
+            return None
+        per_base: dict[str, list[float]] = {}
+        for key, vals in self.latency.items():
+            if self.limits.pipe_of(key) is pipe:
+                per_base.setdefault(key.split(".")[0], []).extend(v for v, _ in vals)
+        if not per_base:
+            return None
+        bases = sorted(per_base)
+        return (statistics.median(statistics.median(v) for v in per_base.values()),
+                f"derived: via pipe {pipe.name}: {', '.join(bases)} (median of their medians)")
+
     def entry(self, full: str, has_result: bool = True) -> Entry:
+        """The opcode's latency and rate. Where the tables lack its latency, the median measured
+        latency of its pipe row's opcodes stands in (``latency_source`` says "derived: via pipe
+        ..."; never ptxas's stall counts); its unit is :meth:`Limits.unit_of` (one unit for every
+        form of an opcode, LDS and LDS.128, and for the opcodes a limits row groups)."""
         base = full.split(".")[0]
         missing: list[str] = []
         if base in CONTROL:
@@ -83,9 +104,11 @@ class Tables:
         # a fragment load of the tensor suite that compiles to one LDS times more than the LDS
         lat = self.memory.get(base) or self._lookup(self.latency, full)
         if lat is None and has_result and base not in NO_DEST:
-            missing.append("latency")
+            lat = self._via_pipe(full)
+            if lat is None:
+                missing.append("latency")
         pipe = self.limits.pipe_of(full)
-        unit = pipe.unit if pipe is not None else full
+        unit = self.limits.unit_of(full)
         rate = self._lookup(self.rate, full)
         if rate is None and pipe is not None:
             rate = (pipe.warp_instr_per_clk, f"limit: {pipe.name} pipe (data/arch/{self.arch}.toml)")
