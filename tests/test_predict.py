@@ -17,10 +17,11 @@ from gpudissect.kernel.dataflow import dependence_graph
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.bounds import predict
+from gpudissect.predict.harness import ITERS
 from gpudissect.predict.loops import innermost_loops, select_loops
+from gpudissect.predict.sched import SLOT, binding, issue_trace, simulate_controls
 from gpudissect.predict.source import from_sass_text, read_input
 from gpudissect.predict.tables import tables_from
-from gpudissect.predict.timeline import simulate, steady_cycles
 from gpudissect.report.read.results import ResultSet
 
 FFMA_LAT, FFMA_RATE = 6.0, 2.0  # synthetic: deliberately not the H100's numbers
@@ -105,6 +106,11 @@ def _loop(text: str, i: int = 0):
     return select_loops(prog.kernels, prog.labels)[i]
 
 
+def steady(p, tables) -> float:
+    """Model v1's steady cycles per iteration of warp 0 without control codes (a SASS listing)."""
+    return simulate_controls(p.entries, p.edges, None, tables.schedulers, p.warps_per_scheduler)
+
+
 # --- the model on hand-made loops ------------------------------------------------------------
 
 def test_dependent_chain_is_latency_bound(tables):
@@ -115,8 +121,7 @@ def test_dependent_chain_is_latency_bound(tables):
     assert p.cycles_per_iter == FFMA_LAT  # one FFMA per iteration, carried: its latency
     assert p.bounds["issue"] == 2  # FFMA + BRA, one warp per scheduler, one issue/clk
     assert math.isclose(p.bounds["pipe fma"], 4 / FFMA_RATE)
-    slots = simulate(p, tables, 16)
-    assert steady_cycles(slots, 16) == FFMA_LAT
+    assert steady(p, tables) == FFMA_LAT
 
 
 def test_independent_chains_are_issue_bound(tables):
@@ -129,7 +134,7 @@ def test_independent_chains_are_issue_bound(tables):
     assert p.bound == "pipe fma" and p.cycles_per_iter == 32
     p4 = predict(lp.name, lp.body, tables, warps=4)
     assert p4.bound == "pipe fma" and p4.cycles_per_iter == 4 * 4 / FFMA_RATE
-    assert steady_cycles(simulate(p4, tables, 16), 16) == p4.cycles_per_iter
+    assert steady(p4, tables) == p4.cycles_per_iter
 
 
 def test_issue_bound_with_fast_pipe():
@@ -140,7 +145,24 @@ def test_issue_bound_with_fast_pipe():
     p = predict(lp.name, lp.body, t, warps=8)  # two warps per scheduler
     assert p.bounds["recurrence"] == FFMA_LAT and p.bounds["pipe fma"] == 4 * 2 * 4 / 4.0
     assert p.bound == "issue" and p.cycles_per_iter == 5 * 2  # 5 instructions x 2 warps
-    assert steady_cycles(simulate(p, t, 16), 16) == 10
+    assert steady(p, t) == 10
+    # the binding resource: the issue slot, busy every cycle of the steady state; the fma pipe
+    # takes 2 x 4 FFMAs of one cycle each in 10
+    what, shares = binding(issue_trace(p.entries, p.edges, None, t.schedulers, 2))
+    assert what == SLOT and shares == pytest.approx({SLOT: 1.0, "pipe fma": 0.8})
+
+
+def test_binding_resource_of_a_chain_is_its_producer(tables):
+    lp = _loop(CHAIN)
+    p = predict(lp.name, lp.body, tables, warps=4)
+    trace = issue_trace(p.entries, p.edges, None, tables.schedulers, 1)
+    # per 6-cycle iteration: FFMA and BRA issue (2 cycles), 4 idle waiting for the FFMA's result
+    what, shares = binding(trace)
+    assert what == "dep FFMA" and math.isclose(shares[what], 4 / FFMA_LAT)
+    assert math.isclose(shares[SLOT], 2 / FFMA_LAT)
+    ffma = [s for s in trace if s.warp == 0 and s.index == 0]
+    assert [s.cycle for s in ffma[:3]] == [0, FFMA_LAT, 2 * FFMA_LAT] and ffma[1].held == "dep FFMA"
+    assert all(s.ready == s.cycle + FFMA_LAT for s in ffma)
 
 
 def test_baselines_and_one_pass(tables):
@@ -294,7 +316,14 @@ def test_cli_sass_listing(tmp_path: Path, data_dir: Path):
     f.write_text(CHAIN)
     r = _cli(str(f), "--data", str(data_dir), "--timeline")
     assert r.exit_code == 0, r.output
-    assert f"cycles/iteration per warp: {FFMA_LAT:g}" in r.output and "timeline" in r.output
+    # model v1 over a region of ITERS trips: every trip FFMA_LAT cycles, the last one ends 2
+    # cycles after its FFMA (the branch, then the redirect, counted 0: no validation data)
+    region = ((ITERS - 1) * FFMA_LAT + 2) / ITERS
+    assert f"cycles/iteration per warp: {region:.4g}  (model v1: 1 warp on one scheduler" in r.output
+    assert "binding: the result of FFMA (dependence graph) (busy or waited on 67% of" in r.output
+    assert f"v0, largest bound: {FFMA_LAT:g} (recurrence)" in r.output
+    assert "taken branch: 0 cycles beyond its stall count (no predict-validation.json.gz" in r.output
+    assert "timeline of warp 0" in r.output and "dep FFMA" in r.output
 
 
 def test_cli_bad_inputs(tmp_path: Path, data_dir: Path):

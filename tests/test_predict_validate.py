@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -312,3 +313,95 @@ def test_target_lines_say_met_missed_and_what_the_model_lacks():
     stats["real"] = st(0.12)
     assert target_lines(stats, spec)[-1] == "  real @ full: 19.0%; the model lacks: memory bandwidth"
     assert target_lines({}, spec) == []  # no points: nothing to say
+
+
+# --- predict INPUT prints the validation's model --------------------------------------------------
+
+def test_predict_prints_what_the_validation_scores(tmp_path: Path):
+    """``predict INPUT`` answers with the number the validation's model gives the same loop at
+    the same warps, with the taken branch the validation derives from the measurements shipped
+    beside the tables (its calibration loops: 8 cycles)."""
+    import gzip
+
+    from gpudissect.kernel.control import kernel_words
+    from gpudissect.kernel.toolchain import ToolchainMissing, compile_ptx
+    from gpudissect.predict.answer import body_controls, model_of
+    from gpudissect.predict.bounds import predict
+    from gpudissect.predict.loops import select_loops
+    from gpudissect.predict.source import read_input
+    from gpudissect.predict.tables import load_tables
+    from tests.test_predict import PTX
+
+    body = "  fma.rn.f32 %f1, %f1, %f2, %f2;\n  ex2.approx.f32 %f3, %f3;\n  add.f32 %f4, %f4, %f3;"
+    try:
+        cubin = compile_ptx(PTX.format(body=body), "sm_90", 3).cubin
+    except ToolchainMissing:
+        pytest.skip("no ptxas")
+    src = tmp_path / "k.cubin"
+    src.write_bytes(cubin)
+    d = tmp_path / "tables"
+    d.mkdir()
+    for s, doc in _rs().docs.items():
+        (d / f"{s}.json").write_text(json.dumps(doc))
+    prog = read_input(src, "sm_90")
+    lp = select_loops(prog.kernels, prog.labels, "k")[0]
+    words = {o: hi for o, _lo, hi in kernel_words(cubin)["k"]}
+    points = [("1", 1, 1.0), ("8", 8, 1.0), ("16", 16, 1.0)]
+    rec = {"name": "k", "category": "hash", "meta": {}, "ptx_hash": "k", "points":
+           [{"point": p, "warps": w, "cycles_per_iter": c} for p, w, c in points],
+           "loop": {"start": lp.start, "end": lp.end, "sass": [i.text for i in lp.body],
+                    "control_hi": [f"{words[i.offset]:#018x}" for i in lp.body], "sass_hash": "k"}}
+    measured = {**_measured(), "iters": ITERS}
+    measured["loops"] = measured["loops"][:3] + [rec]  # the calibration loops and this one
+    (d / "predict-validation.json.gz").write_bytes(gzip.compress(json.dumps(measured).encode()))
+    tables = load_tables(d)
+    res = analyse(measured, tables)
+    assert res["calibration"]["branch_cycles"] == 8.0
+    rows = {r["warps"]: r["model"] for r in res["rows"]}
+    assert len(rows) == 3 and len(set(rows.values())) == 3  # the warps make a difference
+    ctl = body_controls(lp.body, prog.controls["k"])
+    assert ctl is not None and any(c.write_barrier is not None for c in ctl)  # the MUFU's scoreboard
+    for warps, model in rows.items():
+        p = predict(lp.name, lp.body, tables, warps)
+        assert model_of(p, lp.body, ctl, tables, 8.0).cycles == model
+        r = CliRunner().invoke(app, ["predict", str(src), "--data", str(d), "--warps", str(warps)])
+        assert r.exit_code == 0, r.output
+        assert "taken branch: 8 cycles from its issue" in r.output
+        printed = re.search(r"cycles/iteration per warp: (>= )?(\S+)  \(model v1", r.output)
+        assert printed is not None and printed.group(2) == f"{model:.4g}", r.output
+
+
+def test_trace_names_what_held_issue(tables):
+    """The trace of model v1's run (the timeline and the binding resource of ``predict INPUT``):
+    a scoreboard wait names its producer, a read barrier is released when the pipe has taken
+    its setter (``read_release``), a pipe shared by four warps binds."""
+    from gpudissect.kernel.dataflow import dependence_graph
+    from gpudissect.predict.bounds import predict
+    from gpudissect.predict.sched import SLOT, binding, issue_trace, read_release
+    from tests.test_predict import _loop, _sass
+
+    lp = _loop(_sass("""
+.L_x_0:
+MUFU.EX2 R1, R2
+FADD R3, R1, R3
+FADD R4, R4, R5
+@P0 BRA `(.L_x_0)
+"""))
+    p = predict(lp.name, lp.body, tables, warps=1)
+    edges = dependence_graph(list(lp.body))
+    ctl = [_ctl(1, wb=0), _ctl(1, waits=1), _ctl(1), _ctl(1)]
+    trace = issue_trace(p.entries, edges, ctl, tables.schedulers, 1)
+    # per trip of MUFU_LAT + 3 cycles: 4 issue, the rest waits for the MUFU's result
+    what, shares = binding(trace)
+    assert what == "scoreboard MUFU.EX2" and math.isclose(shares[what], (MUFU_LAT - 1) / (MUFU_LAT + 3))
+    assert shares[SLOT] == pytest.approx(4 / (MUFU_LAT + 3))
+    assert [s.cycle for s in trace[:5]] == [0, MUFU_LAT, MUFU_LAT + 1, MUFU_LAT + 2, MUFU_LAT + 3]
+    # a read barrier: the FADD overwriting... waits until the MUFU pipe has taken the MUFU
+    interval = tables.schedulers / p.entries[0].rate
+    assert interval > 1
+    rb = [Control(1, False, None, 1, 0, 0), _ctl(1, waits=0b10), _ctl(1), _ctl(1)]
+    trace = issue_trace(p.entries, edges, rb, tables.schedulers, 1, trips=2)
+    assert trace[1].cycle == read_release(0.0, interval) and trace[1].held == "scoreboard MUFU.EX2 (read)"
+    # four warps: the MUFU pipe binds
+    trace = issue_trace(p.entries, edges, [_ctl(1), _ctl(1), _ctl(1), _ctl(2)], tables.schedulers, 4)
+    assert binding(trace)[0] == f"pipe {p.entries[0].unit}"

@@ -241,6 +241,19 @@ def test_issue_schedule_scoreboard_counts_every_setter():
     assert s.issue == [0, 1, 31] and s.waits == [(0, 2), (1, 2)]
 
 
+def test_issue_schedule_follows_the_predictors_issue_rules():
+    from gpudissect.predict import sched
+
+    # one definition of the rules (issue 32): the predictor's model v1 and this schedule
+    assert st.issue_gap is sched.issue_gap and st.read_release is sched.read_release
+    # a stall count of 0 still waits a cycle (one issue per cycle); a read barrier released one
+    # cycle after its setter's issue never holds the next instruction
+    pairs = list(zip(sass("STS [R0], R1", "IADD3 R1, R2, R3, RZ", "MOV R4, R1"),
+                     [ctl(0, rb=1), ctl(0, waits=(1,)), ctl(1)], strict=True))
+    s = st.issue_schedule(pairs, lambda op: 30.0)
+    assert s.issue == [0, 1, 2] and s.bound == ["stall"] * 3
+
+
 def test_issue_schedule_holds_for_measured_latencies():
     pairs = list(zip(sass("IMAD.HI.U32 R1, R0, R2, RZ", "IADD3 R3, R1, 0x1, RZ"), [ctl(6), ctl(1)], strict=True))
     lat = {"IMAD.HI.U32": 9.0, "IADD3": 4.0}.get

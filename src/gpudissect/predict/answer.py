@@ -1,18 +1,44 @@
-"""``gpudissect predict``: from an input file to the lines it prints (the CLI only prints them)."""
+"""``gpudissect predict``: from an input file to the lines it prints (the CLI only prints them).
+
+The answer is model v1 (:mod:`sched`), the model ``predict --validate`` scores: cycles per
+iteration per warp of a region of ``ITERS`` trips of every warp (what the validation measures),
+with the resource that held issue back most in its steady state; v0's bounds and the two
+baselines follow as secondary lines. The taken-branch cost is the validation's: derived, as
+``predict --validate`` derives it (:func:`validate.calibrate`), from the calibration loops of
+the validation measurements shipped beside the tables (``VALIDATION``), else 0.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from gpudissect.kernel.control import Control
+from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
-from gpudissect.predict.bounds import predict
+from gpudissect.predict.bounds import Prediction, predict
+from gpudissect.predict.harness import ITERS
 from gpudissect.predict.loops import select_loops
 from gpudissect.predict.render import summary, table_lines, timeline_lines
+from gpudissect.predict.sched import SHORT, Issued, binding, issue_trace, region_cycles
 from gpudissect.predict.source import Program, base_arch, read_input
 from gpudissect.predict.tables import Tables, load_tables
-from gpudissect.predict.timeline import simulate, steady_cycles
+from gpudissect.predict.tensor_model import plan_of
 
-ITERATIONS = 16
+VALIDATION = "predict-validation.json.gz"  # predict --validate's measurements, beside the tables
+
+
+@dataclass
+class Model:
+    """Model v1's answer for one loop: ``cycles`` per iteration per warp over a region of
+    ``trips`` trips, the ``binding`` resource and every resource's ``shares`` of the steady
+    state's cycles, and the ``trace`` of a run of ``SHORT`` trips (the timeline)."""
+
+    cycles: float
+    trips: int
+    binding: str
+    shares: dict[str, float]
+    trace: list[Issued]
 
 
 def default_data() -> Path:
@@ -34,19 +60,63 @@ def check_arch(prog: Program, tables: Tables) -> list[str]:
     return []
 
 
+def branch_of(spec: Path, tables: Tables) -> tuple[float, str]:
+    """The taken-branch redirect (cycles) and where it came from: the calibration loops of the
+    validation measurements in the tables' directory, against these tables, as ``predict
+    --validate`` derives it; 0 (the branch's stall count only) where there are none."""
+    from gpudissect.predict.validate import calibrate, read_measured
+
+    path = spec / VALIDATION if spec.is_dir() else None
+    if path is None or not path.is_file():
+        return 0.0, f"0 cycles beyond its stall count (no {VALIDATION} beside the tables to derive it from)"
+    try:
+        doc = read_measured(path)
+        if base_arch(str(doc.get("arch"))) != base_arch(tables.arch):
+            return 0.0, f"0 cycles beyond its stall count ({path} is of {doc.get('arch')}, not {tables.arch})"
+        cost = calibrate(doc.get("loops", []), tables, int(doc.get("iters") or ITERS))["branch_cycles"]
+    except PredictError as e:
+        return 0.0, f"0 cycles beyond its stall count ({e})"
+    if cost is None:
+        return 0.0, f"0 cycles beyond its stall count ({path} holds no measured calibration loop)"
+    gpu = (doc.get("gpu") or {}).get("name", "?")
+    return cost, (f"{cost:.4g} cycles from its issue to the loop's head (a longer stall count hides it): the "
+                  f"calibration loops of {path} ({gpu}) against these tables, as predict --validate derives it")
+
+
+def body_controls(body: tuple[SassInstr, ...], controls: dict[int, Control] | None) -> list[Control] | None:
+    """The control codes of each body instruction, or None where any is missing (a SASS listing)."""
+    if not controls or any(i.offset not in controls for i in body):
+        return None
+    return [controls[i.offset] for i in body]
+
+
+def model_of(p: Prediction, body: tuple[SassInstr, ...], controls: list[Control] | None, tables: Tables,
+             branch: float) -> Model:
+    """Model v1 for the loop of ``p`` as the validation computes it (``validate.predict_point``)."""
+    plan = plan_of(list(body), tables.tensor, tables.schedulers)
+    run = (p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler)
+    trace = issue_trace(*run, SHORT, branch, plan)
+    what, shares = binding(trace)
+    return Model(region_cycles(*run, ITERS, branch, plan), ITERS, what, shares, trace)
+
+
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,
                   timeline: bool, show_tables: bool) -> tuple[int, list[str], list[str]]:
     """(exit code, lines to print, error lines); the exit code is 0 only without errors."""
     try:
         if warps < 1:
             raise PredictError(f"--warps must be at least 1 (got {warps})")
-        tables = load_tables(data or default_data())
+        spec = Path(data or default_data())
+        tables = load_tables(spec)
         prog = read_input(path, tables.arch)
         lines = check_arch(prog, tables)
         loops = select_loops(prog.kernels, prog.labels, kernel, loop)
     except PredictError as e:
         return 2, [], [str(e)]
     lines.append(f"tables: {tables.gpu} ({tables.arch}) from {tables.source}")
+    branch, where = branch_of(spec, tables) if any(not lp.refused for lp in loops) else (0.0, "")
+    if where:
+        lines.append(f"taken branch: {where}")
     errors = []
     for lp in loops:
         if lp.refused:
@@ -54,14 +124,12 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
             continue
         p = predict(lp.name, lp.body, tables, warps)
         controls = prog.controls.get(lp.kernel)
-        lines += summary(p, lp.body, controls)
-        slots = simulate(p, tables, ITERATIONS)
-        lines.append(f"  simulated scheduler: {steady_cycles(slots, ITERATIONS):.4g} cycles/iteration "
-                     f"per warp ({ITERATIONS} iterations, {p.warps_per_scheduler} warps)")
+        model = model_of(p, lp.body, body_controls(lp.body, controls), tables, branch)
+        lines += summary(p, lp.body, controls, model)
         if show_tables:
             lines += table_lines(p)
         if timeline:
-            lines += timeline_lines(p, lp.body, slots, controls, ITERATIONS - 1)
+            lines += timeline_lines(lp.body, model.trace, controls, SHORT // 2)
     return (1 if errors else 0), lines, errors
 
 

@@ -2,23 +2,45 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict.bounds import Prediction
-from gpudissect.predict.timeline import Slot
+from gpudissect.predict.sched import BRANCH, SLOT, STALL, Issued
+
+if TYPE_CHECKING:
+    from gpudissect.predict.answer import Model
 
 
 def _f(x: float) -> str:
     return f"{x:.4g}"
 
 
-def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Control] | None) -> list[str]:
+def resource(held: str) -> str:
+    """A resource of the simulation (``Issued.held``, :func:`sched.binding`) in words."""
+    kind, _, what = held.partition(" ")
+    words = {SLOT: "the issue slot (one instruction per cycle per scheduler)",
+             STALL: "ptxas's stall counts (fixed-latency dependences)",
+             BRANCH: "the taken branch (fetch redirect)", "wgmma group": "the wait for a wgmma group"}
+    if held in words:
+        return words[held]
+    return {"scoreboard": f"a scoreboard wait on {what}", "dep": f"the result of {what} (dependence graph)",
+            "tensor": f"the accumulator of {what}", "pipe": f"the {what} pipe"}.get(kind, held)
+
+
+def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Control] | None,
+            model: Model) -> list[str]:
     ge = ">= " if p.lower_bound else ""
+    how = "ptxas's control codes" if controls else "the dependence graph (no control codes)"
     lines = [f"{p.loop}: {p.n_instr} instructions, {p.warps} warps/SM ({p.warps_per_scheduler} per scheduler)",
-             f"  cycles/iteration per warp: {ge}{_f(p.cycles_per_iter)}  (bound: {p.bound})",
-             "  bounds: " + ", ".join(f"{k} {_f(v)}" for k, v in p.bounds.items())]
+             f"  cycles/iteration per warp: {ge}{_f(model.cycles)}  (model v1: {_warps(p.warps_per_scheduler)} on one "
+             f"scheduler under {how}, a region of {model.trips} trips, as predict --validate scores it)",
+             f"  binding: {resource(model.binding)}{_shares(model.shares)}",
+             f"  v0, largest bound: {ge}{_f(p.cycles_per_iter)} ({p.bound}); bounds: "
+             + ", ".join(f"{k} {_f(v)}" for k, v in p.bounds.items())]
     if p.recurrence:
-        lines.append("  recurrence: " + " -> ".join(f"{body[i].full}@{body[i].offset:#06x}" for i in p.recurrence))
+        lines.append("  v0 recurrence: " + " -> ".join(f"{body[i].full}@{body[i].offset:#06x}" for i in p.recurrence))
     lines.append(f"  one pass (critical path): {ge}{_f(p.one_pass)} cycles")
     lines.append(f"  baselines: sum of latencies {_f(p.sum_latency)}, max pipe pressure {_f(p.max_pipe_pressure)}")
     if controls:
@@ -29,6 +51,21 @@ def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Cont
         tail = " (counted as 1 cycle: a lower bound)" if "latency" in miss else " (issue limit only)"
         lines.append(f"  unknown: {op}: no {what} in the tables{tail}")
     return lines
+
+
+def _warps(w: int) -> str:
+    return f"{w} warp" + ("" if w == 1 else "s")
+
+
+def _shares(shares: dict[str, float]) -> str:
+    """`` (62% of ...; then the fma pipe 30%, ...)``: the share of the steady state's cycles the
+    binding resource is busy or waited on (:func:`sched.binding`), and the next two's."""
+    top = list(shares.items())[:3]
+    if not top:
+        return ""
+    rest = ", ".join(f"{resource(k)} {v:.0%}" for k, v in top[1:])
+    return f" (busy or waited on {top[0][1]:.0%} of the simulated steady state's cycles" + (
+        f"; then {rest})" if rest else ")")
 
 
 def table_lines(p: Prediction) -> list[str]:
@@ -42,18 +79,19 @@ def table_lines(p: Prediction) -> list[str]:
     return ["  tables:", *seen.values()]
 
 
-def timeline_lines(p: Prediction, body: tuple[SassInstr, ...], slots: list[Slot],
-                   controls: dict[int, Control] | None, iteration: int) -> list[str]:
-    mine = [s for s in slots if s.warp == 0 and s.iteration == iteration]
+def timeline_lines(body: tuple[SassInstr, ...], trace: list[Issued], controls: dict[int, Control] | None,
+                   iteration: int) -> list[str]:
+    """Warp 0's ``iteration`` of model v1's simulated run (``trace``)."""
+    mine = [s for s in trace if s.warp == 0 and s.iteration == iteration]
     if not mine:
         return []
-    t0 = mine[0].issue
-    head = f"  timeline of warp 0, iteration {iteration} (cycles from its first issue)"
-    lines = [head, f"    {'offset':<7}{'issue':>6}{'ready':>7}  {'waited on':<14}{'ctrl' if controls else ''}"]
+    t0 = mine[0].cycle
+    head = f"  timeline of warp 0, iteration {iteration} of model v1's run (cycles from its first issue)"
+    lines = [head, f"    {'offset':<7}{'issue':>7}{'ready':>7}  {'waited on':<22}{'ctrl' if controls else ''}"]
     for s in mine:
         ins = body[s.index]
         ctrl = str(controls.get(ins.offset, "")) if controls else ""
         text = ins.text.split("*/", 1)[-1].strip() if "*/" in ins.text else ins.full
-        lines.append(f"    {ins.offset:#06x} {s.issue - t0:>6}{s.ready - t0:>7.4g}  {s.waited:<14}"
+        lines.append(f"    {ins.offset:#06x} {_f(s.cycle - t0):>7}{_f(s.ready - t0):>7}  {s.held:<22}"
                      f"{ctrl + '  ' if ctrl else ''}{text}")
     return lines

@@ -26,10 +26,18 @@ Time is not rounded to whole cycles: a table latency is a mean over a chain (17.
 mostly 17), and rounding each wait up would add the fraction's remainder to every step.
 
 :func:`region_cycles` is a whole region of ``trips`` trips of every warp, start to end (the
-validation's measure); :func:`simulate_controls` warp 0's steady state.
+validation's measure, and what ``predict INPUT`` prints); :func:`simulate_controls` warp 0's
+steady state; :func:`issue_trace` every issued slot of a run with what held it back (the
+``--timeline`` view and the binding resource, :func:`binding`).
+
+The issue rules are defined once here and shared with the instruction suite's per-SASS steps
+(``suites/instructions/studies/sass_steps.py``): :func:`issue_gap` (the fewest cycles between two
+instructions of a warp) and :func:`read_release` (when a read barrier is released).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from gpudissect.kernel.control import N_BARRIERS, Control
 from gpudissect.kernel.dataflow import Edge
@@ -42,16 +50,49 @@ def issue_intervals(entries: list[Entry], schedulers: int) -> list[float]:
     return [schedulers / e.rate if e.rate and e.unit != "issue" else 0.0 for e in entries]
 
 
+def issue_gap(stall: int) -> float:
+    """Cycles from one instruction of a warp to its next: the stall count, at least one (a
+    scheduler issues one instruction per cycle; real -O3 loops never carry stall 0)."""
+    return max(1.0, stall)
+
+
+def read_release(issue: float, interval: float = 0.0) -> float:
+    """The cycle a read barrier set by an instruction issued at ``issue`` is released: when its
+    pipe has taken it (``interval``: the pipe's issue interval), at least one cycle after issue."""
+    return issue + max(1.0, interval)
+
+
 def _taken(stall: int, branch: float) -> float:
     """Cycles from the taken backward branch to the loop's first instruction: the fetch is
     redirected ``branch`` cycles after the branch issues, hidden by a longer stall count."""
-    return max(1.0, stall, branch)
+    return max(issue_gap(stall), branch)
+
+
+@dataclass(frozen=True)
+class Issued:
+    """One issued instruction of a simulated run (:func:`issue_trace`)."""
+
+    warp: int
+    iteration: int
+    index: int  # in the body
+    cycle: float  # issue
+    ready: float  # issue + its latency (its result's ready cycle)
+    held: str  # what it waited on beyond the warp's one-cycle gap ("" none; see :func:`_run`)
+    unit: str = "issue"  # the pipe it occupies
+    interval: float = 0.0  # for so many cycles (0: none)
+
+
+SLOT = "issue slot"  # the scheduler issued another warp's instruction (or this one's)
+BRANCH = "taken branch"
+STALL = "stall count"
 
 
 def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None, schedulers: int,
-         w: int, iterations: int, branch: float, plan: TensorPlan | None = None) -> tuple[list[float], float]:
+         w: int, iterations: int, branch: float, plan: TensorPlan | None = None,
+         trace: list[Issued] | None = None) -> tuple[list[float], float]:
     """Every warp runs ``iterations`` trips; (warp 0's start of each trip, the cycle the last
-    warp is done). ``plan``: the tensor SASS's timings (:mod:`tensor`)."""
+    warp is done). ``plan``: the tensor SASS's timings (:mod:`tensor`). ``trace``: each issued
+    instruction is appended to it, with what held it (:func:`held`)."""
     n = len(entries)
     lat = [latency(e) for e in entries]
     interval = issue_intervals(entries, schedulers)
@@ -82,6 +123,7 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
     starts: list[float] = []
     active = list(range(w))  # in age order: the oldest first
     cur, cycle, end = 0, 0.0, 0.0
+    mine: dict[int, Issued] = {}  # each warp's last issued instruction (the trace's)
 
     def ready(wp: int) -> float:
         j = pos[wp]
@@ -104,6 +146,29 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             t = max(t, unit_free.get(units[j], 0.0))
         return t
 
+    def held(wp: int, t: float) -> str:
+        """What made ``t`` warp ``wp``'s ready cycle (the first of ready's terms that reaches
+        it): ``STALL``/``BRANCH``, ``scoreboard <setter>``, ``dep <producer>`` (no control
+        codes), ``tensor <producer>``, ``wgmma group``, ``pipe <unit>``; "" at the one-cycle gap."""
+        j = pos[wp]
+        if wp not in mine or t <= mine[wp].cycle + 1:
+            return ""
+        if t <= nxt[wp]:
+            return BRANCH if j == 0 else STALL
+        for b in waits[j] if waits is not None else ():
+            if sb[wp][b] >= t:
+                return "scoreboard " + _setter(trace or [], controls or [], wp, b, t, interval, entries)
+        for e in deps.get(j, ()) if waits is None else ():
+            if it[wp] >= e.distance and done[wp][(it[wp] - e.distance, e.src)] >= t:
+                return f"dep {entries[e.src].full}"
+        for e in chain.get(j, ()):
+            k = it[wp] - e.distance
+            if k >= 0 and issued[wp].get((k, e.src), -t) + lat[e.src] >= t:
+                return f"tensor {entries[e.src].full}"
+        if interval[j] and j not in plan.asynchronous and unit_free.get(units[j], 0.0) >= t:
+            return f"pipe {units[j]}"
+        return "wgmma group"
+
     while active:
         if it[cur] < iterations and ready(cur) <= cycle:  # greedy: the warp that issued last
             pick = cur
@@ -114,6 +179,11 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
                 cycle = max(cycle, min(t for t, _ in times))
                 continue
         j = pos[pick]
+        if trace is not None:
+            r = ready(pick)
+            trace.append(Issued(pick, it[pick], j, cycle, cycle + lat[j], SLOT if r < cycle else held(pick, r),
+                                units[j], interval[j]))
+            mine[pick] = trace[-1]
         if pick == 0 and j == 0:
             starts.append(cycle)
         start = max(unit_free.get(units[j], 0.0), cycle)
@@ -128,11 +198,11 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         last = j + 1 == n
         if controls is not None:
             c = controls[j]
-            nxt[pick] = cycle + (_taken(c.stall, branch) if last else max(1, c.stall))
+            nxt[pick] = cycle + (_taken(c.stall, branch) if last else issue_gap(c.stall))
             if c.write_barrier is not None:
                 sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], cycle + lat[j])
             if c.read_barrier is not None:
-                sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], cycle + max(1.0, interval[j]))
+                sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], read_release(cycle, interval[j]))
         else:
             nxt[pick] = cycle + (_taken(0, branch) if last else 1)
             done[pick][(it[pick], j)] = cycle + lat[j]
@@ -147,6 +217,22 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             pos[pick] = j + 1
         cycle += 1
     return starts, end
+
+
+def _setter(trace: list[Issued], controls: list[Control], wp: int, b: int, t: float, interval: list[float],
+            entries: list[Entry]) -> str:
+    """The SASS of warp ``wp`` (the latest issued) whose release of scoreboard ``b`` is ``t``
+    or later: ``OPCODE`` for its write barrier (its result), ``OPCODE (read)`` for its read
+    barrier (its sources)."""
+    for s in reversed(trace):
+        if s.warp != wp:
+            continue
+        c = controls[s.index]
+        if c.write_barrier == b and s.ready >= t:
+            return entries[s.index].full
+        if c.read_barrier == b and read_release(s.cycle, interval[s.index]) >= t:
+            return f"{entries[s.index].full} (read)"
+    return "?"
 
 
 def simulate_controls(entries: list[Entry], edges: list[Edge], controls: list[Control] | None,
@@ -186,3 +272,37 @@ def branch_cost(extras: list[float]) -> float | None:
     xs = sorted(extras)
     m = len(xs) // 2
     return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def issue_trace(entries: list[Entry], edges: list[Edge], controls: list[Control] | None, schedulers: int,
+                w: int, trips: int = SHORT, branch: float = 0.0, plan: TensorPlan | None = None) -> list[Issued]:
+    """Every instruction issued while each of ``w`` warps runs ``trips`` trips, in issue order,
+    with what held it (the same simulation as :func:`region_cycles`)."""
+    trace: list[Issued] = []
+    _run(entries, edges, controls, schedulers, w, trips, branch, plan, trace)
+    return trace
+
+
+def binding(trace: list[Issued]) -> tuple[str, dict[str, float]]:
+    """What held issue back most in the steady state (the whole trips in the middle half of the
+    run's cycles, from one loop head issued to another): the share of its cycles that each
+    throughput resource is busy (the issue slot: one instruction a cycle; each pipe: its
+    instructions' issue intervals) and that the scheduler idles waiting on each latency (stall
+    counts, a scoreboard's producer, a dependence, the taken branch: an idle stretch counts for
+    what held the instruction that ends it; a wait on a pipe is in the pipe's busy share). (The
+    largest, every share, largest first; ties go to the issue slot.)"""
+    heads = [s.cycle for s in trace if s.index == 0 and trace[-1].cycle / 4 <= s.cycle <= 3 * trace[-1].cycle / 4]
+    if len(heads) < 2 or heads[-1] <= heads[0]:
+        return SLOT, {}
+    cycles: dict[str, float] = {SLOT: 0.0}
+    for prev, s in zip(trace, trace[1:], strict=False):
+        if not heads[0] < s.cycle <= heads[-1]:
+            continue
+        cycles[SLOT] += 1
+        if s.interval:
+            cycles[f"pipe {s.unit}"] = cycles.get(f"pipe {s.unit}", 0.0) + s.interval
+        idle = s.cycle - prev.cycle - 1
+        if idle > 0 and s.held not in ("", SLOT) and not s.held.startswith("pipe "):
+            cycles[s.held] = cycles.get(s.held, 0.0) + idle
+    order = sorted(cycles, key=lambda k: (-cycles[k], k != SLOT, k))
+    return order[0], {k: min(1.0, cycles[k] / (heads[-1] - heads[0])) for k in order}

@@ -31,11 +31,13 @@ where ptxas holds a consumer longer than the producer's measured latency, or iss
 work in between, the whole is slower than the dataflow path. The schedule is simulated over the
 whole's timed region (the SASS of the kernel that the whole's latency cites, with the control
 codes of the recompiled PTX, :func:`whole_controls`): each instruction issues its predecessor's
-stall count after that one, and no earlier than each waited scoreboard's producer issue plus
-that producer's measured proxy latency; the compared value is the slope of the issue times per
-instance over the middle half of the region (:func:`positions`). It matches where it lies within
-the whole's spread (robust halfwidth of its per-repeat slopes) and clock resolution (one cycle
-over its shortest chain) plus the schedule's own: the proxies' halfwidths carried through its
+stall count after that one (at least one cycle), and no earlier than each waited scoreboard's
+producer issue plus that producer's measured proxy latency; the compared value is the slope of
+the issue times per instance over the middle half of the region (:func:`positions`). The issue
+rules (the fewest cycles between two instructions, when a read barrier is released) are the
+predictor's (``predict/sched.py``: ``issue_gap``, ``read_release``), defined once for both. It
+matches where it lies within the whole's spread (robust halfwidth of its per-repeat slopes) and
+clock resolution (one cycle over its shortest chain) plus the schedule's own: the proxies' halfwidths carried through its
 scoreboard waits, and one cycle over the instances its slope spans (issue times are whole
 cycles). ``region_cycles`` (the schedule of the whole region) against ``whole_kernel_cycles``
 (that kernel's measured cycles) checks the schedule on the one kernel it is of. The old value, the critical path of the steps' proxy latencies through the region's
@@ -66,6 +68,7 @@ from gpudissect.kernel.dataflow import dependence_graph, reads, writes
 from gpudissect.kernel.region import KINDS, MOVE_RE, RegionNotFound, find_region
 from gpudissect.kernel.sass import REG_RE, SassInstr
 from gpudissect.kernel.sass import parse_sass as parse_sass_text
+from gpudissect.predict.sched import issue_gap, read_release
 from gpudissect.report.read import shipped
 from gpudissect.report.read.results import UNTRUSTED
 from gpudissect.store.db import Result
@@ -378,12 +381,13 @@ class Schedule:
 def issue_schedule(pairs: Pairs, latency_of: Callable[[str], float | None],
                    holds: list[list[int]] | None = None) -> Schedule:
     """Issue cycle of each instruction of straight-line SASS paired with its control codes,
-    one warp issuing in order (sm_70+): ``t[0] = 0``, ``t[j] = max(t[j-1] + stall[j-1],
+    one warp issuing in order (sm_70+), under the predictor's issue rules (``predict/sched.py``,
+    one definition for both): ``t[0] = 0``, ``t[j] = max(t[j-1] + issue_gap(stall[j-1]),
     release of each scoreboard j waits on)``. A write barrier set by ``k`` is released at
     ``t[k] + latency_of(k's full opcode)`` (the producer's measured latency; None: 0, named in
-    ``unknown``), a read barrier at ``t[k]`` (sources are read at issue: it never delays an
-    in-order consumer); a scoreboard counts: set by several, a wait is for the last release of
-    all since the previous wait. A wait on a scoreboard no instruction of the region set is free
+    ``unknown``), a read barrier at ``read_release(t[k])`` (one cycle after issue, the pipe's
+    interval unknown here: it never delays an in-order consumer); a scoreboard counts: set by
+    several, a wait is for the last release of all since the previous wait. A wait on a scoreboard no instruction of the region set is free
     (set before the region). ``holds[j]``: producers ``j`` also waits for, ``t[k] +
     latency_of(k)`` each (the hardware interlock that ptxas's stalls stand in for; None: only
     the codes)."""
@@ -393,7 +397,7 @@ def issue_schedule(pairs: Pairs, latency_of: Callable[[str], float | None],
     unknown: set[str] = set()
     board: dict[int, list[tuple[float, int]]] = {}  # scoreboard -> outstanding (release cycle, setter)
     for j, (ins, ctl) in enumerate(pairs):
-        now, why = (issue[-1] + pairs[j - 1][1].stall, "stall") if j else (0.0, "stall")
+        now, why = (issue[-1] + issue_gap(pairs[j - 1][1].stall), "stall") if j else (0.0, "stall")
         for b in ctl.waits:
             for rel, k in board.pop(b, []):
                 if pairs[k][1].write_barrier == b:
@@ -407,7 +411,7 @@ def issue_schedule(pairs: Pairs, latency_of: Callable[[str], float | None],
         issue.append(now)
         bound.append(why)
         if ctl.read_barrier is not None:
-            board.setdefault(ctl.read_barrier, []).append((now, j))
+            board.setdefault(ctl.read_barrier, []).append((read_release(now), j))
         if ctl.write_barrier is not None:
             lat = latency_of(ins.full)
             if lat is None:
@@ -660,7 +664,7 @@ def _schedule(pairs: Pairs, lat: Callable[[str], tuple[float, float] | None], po
     waited = {pairs[k][0].full for k, j in sched.waits if j in fitted}
     return {"value": per[0], "halfwidth": max(0.0, hi[0] - per[0]) if hi else 0.0, "resolution": per[1],
             "measured_holds_latency": held[0] if held else None, "scoreboarded": sorted(waited),
-            "missing": sorted(waited & sched.unknown), "region_cycles": sched.issue[-1] + pairs[-1][1].stall,
+            "missing": sorted(waited & sched.unknown), "region_cycles": sched.issue[-1] + issue_gap(pairs[-1][1].stall),
             "controls": "ptxas's control codes of the whole's kernel, its stored PTX recompiled (same SASS)",
             **edges}
 
