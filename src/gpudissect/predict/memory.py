@@ -415,3 +415,13 @@ def bandwidth_pressures(memory: MemoryPlan, w: int) -> dict[str, float]:
     """``bandwidth <level>``: cycles per iteration (of each warp) the level's share needs on the
     busiest scheduler (``w`` warps): bytes per iteration per SM over the level's per-SM share."""
     return {f"bandwidth {lv}": w * v for lv, v in memory.level_intervals().items() if math.isfinite(v)}
+
+
+def rate_cap(memory: MemoryPlan, schedulers: int) -> tuple[float, str] | None:
+    """(the most iterations per clock per SM the measured bandwidths allow, the level that sets
+    it), or None when no memory instruction has a measured bandwidth."""
+    per = memory.level_intervals()
+    if not per:
+        return None
+    level = max(per, key=lambda k: per[k])
+    return schedulers / per[level], level
