@@ -50,6 +50,8 @@ WIDTHS = """
         /*0030*/                   LDG.E R12, desc[UR6][UR8.64] ;
         /*0040*/                   LDSM.16.M88.4 R16, [R3+UR4] ;
         /*0050*/                   STS.128 [R3], R4 ;
+        /*0060*/                   LDC R1, c[0x0][0x28] ;
+        /*0070*/                   LDC R2, c[0x3][R4] ;
 """
 
 
@@ -116,7 +118,7 @@ def test_footprint_beyond_a_missing_capacity_gives_no_level(rs, tables):
 
 def test_bytes_per_warp_instruction():
     b = body(WIDTHS)
-    assert [bytes_moved(i) for i in b] == [16 * 32, 1 * 32, 8 * 32, 32, 4 * 128, 16 * 32]
+    assert [bytes_moved(i) for i in b] == [16 * 32, 1 * 32, 8 * 32, 32, 4 * 128, 16 * 32, 32, 4 * 32]
 
 
 def test_footprint_picks_the_level_from_the_measured_capacities(tables, hier):
@@ -188,3 +190,14 @@ def test_merged_plan_keeps_the_tensor_plan(tables, hier):
     assert m.unit_name[1] == "memory DRAM" and 9 not in m.unit_name
     assert tp.latency == {9: 30.0}  # not changed in place
     assert merged_plan(tp, None) is tp
+
+
+def test_hierarchy_without_a_stored_summary_analyses_the_records(rs, hier):
+    """A result set whose memory document has no summary: the staircase is analysed from its
+    records (the memory suite's own analysis) and gives the same capacities."""
+    from gpudissect.report.read.results import ResultSet
+
+    bare = ResultSet("bare", "bare", {s: ({**d, "summary": {}} if s == "memory" else d) for s, d in rs.docs.items()})
+    h = hierarchy_from(bare)
+    assert h.levels["L1"].capacity == hier.levels["L1"].capacity
+    assert h.levels["DRAM"].latency == hier.levels["DRAM"].latency

@@ -2,7 +2,8 @@
 
 One job per module: :mod:`source` reads the input (cubin, PTX, SASS listing), :mod:`loops`
 finds the innermost loops, :mod:`graph` builds the dependence graph, :mod:`tables` reads the
-per-SASS latencies and rates, :mod:`model` computes the bounds and baselines, :mod:`timeline`
+per-SASS latencies and rates, :mod:`memory` the measured memory hierarchy (where a loop's loads
+get their data, at what latency and bandwidth), :mod:`model` computes the bounds and baselines, :mod:`timeline`
 simulates one scheduler, :mod:`render` prints the answer.
 """
 

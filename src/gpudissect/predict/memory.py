@@ -262,21 +262,19 @@ def width(i: SassInstr) -> int:
 
 
 def _address(i: SassInstr) -> str | None:
-    """The address operand's bracket (after a ``desc[...]`` memory descriptor)."""
+    """The address operand's last bracket (after a ``desc[...]`` descriptor or a constant bank)."""
     for op in i.operands:
         m = re.search(r"\[([^\]]*)\]\s*$", op)
-        if m and "[" in op and not op.startswith("c["):
+        if m:
             return m.group(1)
     return None
 
 
 def uniform_address(i: SassInstr) -> bool:
     """Every lane has the same address: no per-lane register in it (uniform registers or
-    constants only; a constant-bank operand ``c[..][..]`` is one address)."""
+    immediates only)."""
     addr = _address(i)
-    if addr is None:
-        return any(op.startswith("c[") for op in i.operands)
-    return not REG.search(addr)
+    return addr is not None and not REG.search(addr)
 
 
 def bytes_moved(i: SassInstr) -> int:
