@@ -39,7 +39,10 @@ The model's assumptions:
   Levels in the SM (L1, shared memory), and a store or reduction (no result: the memory
   system's back-pressure is all that holds it), make the warp wait at issue until the unit is
   free, as for a pipe. A unit's interval is the larger of the bandwidth's and the tables' pipe
-  interval of the opcode;
+  interval of the opcode. In the SM the unit is the opcode's pipe where the tables give one
+  (they measured LDS and STS as separate pipes; the SM's shared bandwidth is then a bound of
+  :func:`bandwidth_pressures`, not a unit of the simulation); a chip level is one unit that
+  all its accesses share;
 * a level's latency is its unloaded pointer chase; the extra latency of a loaded memory system
   beyond the queueing of the bandwidth unit is not modelled.
 """
@@ -339,9 +342,10 @@ class MemoryPlan:
         return out
 
 
-def _pipe_interval(tables: Tables, i: SassInstr) -> float:
+def _pipe(tables: Tables, i: SassInstr) -> tuple[str | None, float]:
+    """(the opcode's pipe in the tables, or None, its interval per scheduler, or 0)."""
     e = tables.entry(i.full, bool(i.n_dests()))
-    return tables.schedulers / e.rate if e.rate and e.unit != "issue" else 0.0
+    return (e.unit, tables.schedulers / e.rate) if e.rate and e.unit != "issue" else (None, 0.0)
 
 
 def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, warps_per_sm: int, sms: int,
@@ -384,8 +388,11 @@ def _plan_access(plan: MemoryPlan, a: Access, i: SassInstr, tables: Tables, h: H
     plan.share[(a.level, d)] = share  # type: ignore[index]
     ival = a.bytes * tables.schedulers / share
     plan.bandwidth_interval[a.index] = ival
-    plan.unit[a.index] = f"memory {a.level}"
-    plan.unit_interval[a.index] = max(ival, _pipe_interval(tables, i))
+    pipe, pipe_ival = _pipe(tables, i)
+    # in the SM the opcode's own pipe stays its unit (the tables measured LDS and STS apart),
+    # now at least as long as its bytes take; a chip level is one unit for all its accesses
+    plan.unit[a.index] = pipe if lv.in_sm and pipe else f"memory {a.level}"
+    plan.unit_interval[a.index] = max(ival, pipe_ival)
     # the SM's data path, and an instruction without a result (nothing else would hold the warp
     # back: the memory system's back-pressure), wait at issue as for a pipe
     if not lv.in_sm and i.n_dests():
