@@ -152,9 +152,9 @@ def _memory_summary(rs, records: list[dict]) -> dict:
     summary = (rs.docs.get("memory") or {}).get("summary") or {}
     if summary.get("sizes") is not None or not records:
         return summary
-    from gpudissect.suites.memory.analyse import summarize
+    from gpudissect.suites import suite_module
 
-    return summarize(records)
+    return suite_module("memory", "analyse").summarize(records)
 
 
 def _bandwidth(rec: dict | None, scope: str) -> Bandwidth | None:
