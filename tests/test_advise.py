@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -356,3 +357,59 @@ def test_cells_from_the_grid_modules_record_shape():
     assert len(cells) == 31 and ef.best(cells).rate == params["max_rate"] == PEAK
     assert (ef.reaching(cells, 0.98)[0].warps, ef.reaching(cells, 0.98)[0].chains) == (
         params["min_warps"]["warps"], params["min_warps"]["distance"])
+
+
+# ----------------------------------------------------------------- a kernel's memory (issue 32)
+SAXPY_SASS = """
+.text.saxpy:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+.L_x_0:
+        /*0010*/                   LDG.E.CONSTANT R2, desc[UR6][R2.64] ;
+        /*0020*/                   LDG.E R11, desc[UR6][R4.64] ;
+        /*0030*/                   IADD3 R0, R0, UR4, RZ ;
+        /*0040*/                   FFMA R11, R2, UR5, R11 ;
+        /*0050*/                   STG.E desc[UR6][R4.64], R11 ;
+        /*0060*/                   ISETP.GE.AND P0, PT, R0, UR8, PT ;
+        /*0070*/               @!P0 BRA `(.L_x_0) ;
+        /*0080*/                   EXIT ;
+"""
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+
+def _best_rate(output: str) -> float:
+    return float(re.search(r"best predicted ([0-9.e+-]+) iterations/clk/SM", output).group(1))
+
+
+def test_advise_kernel_never_above_the_measured_dram_bandwidth(tmp_path: Path):
+    """A saxpy whose data is in DRAM: the best rate advised moves at most the measured DRAM
+    bandwidth (3 x 128 B per warp-iteration, over the GPU's SMs at the measurement's clock), and
+    the output names DRAM as the binding level."""
+    from gpudissect.predict.memory import load_hierarchy
+
+    src = tmp_path / "saxpy.sass"
+    src.write_text(SAXPY_SASS)
+    r = _advise(str(src), "--data", str(SHIPPED), "--level", "dram")
+    assert r.exit_code == 0, r.output
+    assert "binding: bandwidth DRAM" in r.output and "from the measured DRAM bandwidth" in r.output
+    h = load_hierarchy(SHIPPED)
+    dram = h.levels["DRAM"]
+    bytes_s = _best_rate(r.output) * 3 * 128 * h.sms * dram.read.sm_mhz * 1e6
+    assert bytes_s <= dram.read.gb_s * 1e9 * 1.001  # the printed rate has 4 digits
+    # the footprint beyond the measured L2 says the same; one within the L2 allows more
+    big = _advise(str(src), "--data", str(SHIPPED), "--footprint", str(2 * h.levels["L2"].capacity))
+    assert _best_rate(big.output) == _best_rate(r.output)
+    mid = _advise(str(src), "--data", str(SHIPPED), "--footprint", str(h.levels["L2"].capacity / 2))
+    assert "binding: bandwidth L2" in mid.output and _best_rate(mid.output) > _best_rate(r.output)
+
+
+def test_advise_kernel_without_a_hint_lists_every_level(tmp_path: Path):
+    src = tmp_path / "saxpy.sass"
+    src.write_text(SAXPY_SASS)
+    r = _advise(str(src), "--data", str(SHIPPED))
+    assert r.exit_code == 0, r.output
+    assert "where the data is was not given" in r.output
+    assert all(f"{k}: " in r.output for k in ("l1", "l2", "dram"))
+    assert "a global store or atomic reaches the L2" in r.output
+    bad = _advise(str(src), "--data", str(SHIPPED), "--level", "l3")
+    assert bad.exit_code == 2 and "--level l3" in bad.output

@@ -308,11 +308,78 @@ def padding_text(regs: int, smem: int, rules: dict, nsm: int) -> str:
             "allow; padding makes it impossible (thesis procedure 8.18): " + "; ".join(parts))
 
 
-def loop_lines(lp, tables, top_warps: int) -> list[str]:
-    """One innermost loop: iterations per clock per SM predicted at 1..top_warps warps."""
+@dataclass
+class Where:
+    """Where a kernel's data is: the measured hierarchy, the SMs running, the caller's hint."""
+
+    hierarchy: object  # predict.memory.Hierarchy
+    sms: int
+    footprint: float | None = None
+    level: str | None = None
+
+    def plan(self, body, tables, warps: int):
+        from gpudissect.predict.memory import memory_plan
+
+        return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level)
+
+
+def _bandwidth_text(plan, where: Where, level: str) -> str:
+    """The measured bandwidths of ``level`` the plan's instructions use: as measured, and the
+    share of one SM."""
+    lv = where.hierarchy.levels[level]
+    parts = []
+    for (name, d), share in sorted(plan.share.items()):
+        bw = getattr(lv, d)
+        if name != level or bw is None:
+            continue
+        chip = (f"{fmt_num(bw.gb_s)} GB/s at {fmt_num(bw.sm_mhz)} MHz over {where.sms} SMs = " if bw.gb_s else "")
+        parts.append(f"{d} {chip}{fmt_num(share)} B/clk/SM [{bw.source}]")
+    return "; ".join(parts)
+
+
+def memory_lines(lp, tables, where: Where, best: float, w_best: int) -> list[str]:
+    """The loop's memory traffic, the level it reaches and the rate the measured bandwidths
+    allow there (every level when the caller said nothing about where the data is)."""
+    from gpudissect.predict.memory import rate_cap
+
+    plan = where.plan(lp.body, tables, w_best)
+    if not plan.accesses:
+        return []
+    nbytes = sum(a.bytes for a in plan.accesses.values())
+    lvls = sorted({a.level or "unknown" for a in plan.accesses.values()})
+    by_why: dict[str, list[str]] = {}
+    for a in plan.accesses.values():
+        by_why.setdefault(a.why, []).append(a.full)
+    whys = "; ".join(f"{', '.join(dict.fromkeys(ops))}: {w}" for w, ops in by_why.items())
+    L = [f"  memory: {len(plan.accesses)} instructions, {nbytes} B per iteration per warp (coalesced), "
+         f"level {', '.join(lvls)} ({whys})"]
+    cap = rate_cap(plan, tables.schedulers)
+    if cap is not None:
+        L.append(f"  at most {fmt_num(cap[0])} iterations/clk/SM from the measured {cap[1]} bandwidth "
+                 f"({_bandwidth_text(plan, where, cap[1])}); the best predicted "
+                 f"{fmt_num(best)} is {_pct(best / cap[0])} of it")
+    if where.footprint is None and where.level is None:
+        caps = []
+        for hint in ("l1", "l2", "dram"):
+            c = rate_cap(Where(where.hierarchy, where.sms, level=hint).plan(lp.body, tables, w_best),
+                         tables.schedulers)
+            caps.append(f"{hint}: {fmt_num(c[0])} ({c[1]})" if c else f"{hint}: no measured bandwidth")
+        L.append("  where the data is was not given (--footprint or --level): the measured bandwidths "
+                 "allow at most, in iterations/clk/SM, " + "; ".join(caps))
+    used = {f"{a.level} {'write' if a.store else 'read'} bandwidth" for a in plan.accesses.values()}
+    used |= {f"{a.level} bandwidth" for a in plan.accesses.values()}
+    L += [f"  missing: {m}" for m in plan.missing if m.split(":")[0] in used or not m.split(":")[0].endswith("bandwidth")]
+    return L
+
+
+def loop_lines(lp, tables, top_warps: int, where: Where | None = None) -> list[str]:
+    """One innermost loop: iterations per clock per SM predicted at 1..top_warps warps (with
+    ``where``: its memory instructions at their level, bound by the measured bandwidths)."""
     from gpudissect.predict.bounds import predict
 
-    pts = [(w, predict(lp.name, lp.body, tables, w)) for w in range(1, top_warps + 1)]
+    pts = [(w, predict(lp.name, lp.body, tables, w,
+                       memory=where.plan(lp.body, tables, w) if where else None))
+           for w in range(1, top_warps + 1)]
     rates = [(w, w / p.cycles_per_iter, p) for w, p in pts if p.cycles_per_iter > 0]
     if not rates:
         return [f"- {lp.name}: no prediction (no cycles)"]
@@ -329,34 +396,43 @@ def loop_lines(lp, tables, top_warps: int) -> list[str]:
             unit = p.bound[5:]
             ops = sorted({e.full for e in p.entries if e.unit == unit})
             return f"{p.bound} ({', '.join(ops)}: {fmt_num(p.bounds[p.bound])} cycles/iteration per warp)"
+        if p.bound.startswith("bandwidth "):
+            return f"{p.bound}, the measured level's rate ({fmt_num(p.bounds[p.bound])} cycles/iteration per warp)"
         return f"{p.bound} ({fmt_num(p.bounds[p.bound])} cycles/iteration per warp)"
 
     return [f"- {lp.name} ({len(lp.body)} instructions): best predicted {fmt_num(best)} iterations/clk/SM "
             f"within {top_warps} warps per SM; {_pct(reach)} of it from {w0} warps per SM ({fmt_num(r0)}; "
             f"binding: {why(p0)}); at 1 warp {fmt_num(r1)} = {_pct(r1 / best)} of it (binding: {why(p1)})"
-            + (" (a lower bound: unknown latencies counted as one cycle)" if p0.lower_bound else "")]
+            + (" (a lower bound: unknown latencies counted as one cycle)" if p0.lower_bound else ""),
+            *(memory_lines(lp, tables, where, best, w0) if where else [])]
 
 
 def rules_arch(arch: str) -> str:
     return re.sub(r"(sm_\d+)[a-z]?$", r"\1", arch)
 
 
-def kernel_lines(path: Path, data_spec: Path, nsm: int) -> list[str]:
+def kernel_lines(path: Path, data_spec: Path, nsm: int, footprint: float | None = None,
+                 level: str | None = None) -> list[str]:
     from gpudissect.arch.occupancy import occupancy_rules
     from gpudissect.arch.target import make_target
     from gpudissect.predict import PredictError
     from gpudissect.predict.answer import check_arch
     from gpudissect.predict.loops import select_loops
+    from gpudissect.predict.memory import HINTS, load_hierarchy
     from gpudissect.predict.source import read_input
     from gpudissect.predict.tables import load_tables
 
+    if level is not None and level.lower() not in HINTS:
+        raise AdviseError(f"--level {level}: expected one of {', '.join(HINTS)}")
     try:
         tables = load_tables(data_spec)
+        hier = load_hierarchy(data_spec)
         prog = read_input(path, tables.arch)
         notes = check_arch(prog, tables)
         loops = select_loops(prog.kernels, prog.labels)
     except PredictError as e:
         raise AdviseError(str(e)) from None
+    where = Where(hier, nsm or hier.sms or 1, footprint, level)
     rules = occupancy_rules(make_target(rules_arch(tables.arch)))
     res = kernel_resources(path, prog.kind, tables.arch)
     L = [*notes, f"{path} ({prog.kind}, {len(prog.kernels)} kernel(s)); tables: {tables.gpu} ({tables.arch}) "
@@ -378,7 +454,7 @@ def kernel_lines(path: Path, data_spec: Path, nsm: int) -> list[str]:
             if lp.refused:
                 L.append(f"- {lp.name}: not predicted: {lp.refused}")
                 continue
-            L += loop_lines(lp, tables, max(top, 1))
+            L += loop_lines(lp, tables, max(top, 1), where)
     return L
 
 
@@ -401,13 +477,16 @@ def sm_count(spec: Path) -> int:
         return 0
 
 
-def advise_lines(target: str, data: Path | None, default_arch: str | None = None) -> list[str]:
+def advise_lines(target: str, data: Path | None, default_arch: str | None = None,
+                 footprint: float | None = None, level: str | None = None) -> list[str]:
     """The advice for ``target``: a file (a kernel) or a variant name of the data
-    (``default_arch``: the architecture of data whose provenance names none)."""
+    (``default_arch``: the architecture of data whose provenance names none); for a kernel,
+    ``footprint`` (bytes its loops touch over the GPU) or ``level`` (l1, l2, dram) says where its
+    global data is."""
     spec = data or default_data()
     p = Path(target)
     if p.is_file():
-        return kernel_lines(p, spec, sm_count(spec))
+        return kernel_lines(p, spec, sm_count(spec), footprint, level)
     d = load(spec, default_arch)
     if not variant_records(d, target):
         known = sorted({r["variant"] for r in d.rs.records("instructions") if r.get("measure") == "throughput"})

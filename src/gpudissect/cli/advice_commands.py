@@ -87,6 +87,11 @@ def advise_cmd(
                                  "a cubin, PTX file or SASS listing"),
     data: Path = typer.Option(None, "--data", help="a data directory, suite JSON or results database "
                               "(default: the shipped data/h100)"),
+    footprint: float = typer.Option(None, "--footprint", help="for a kernel: the bytes its loops touch over "
+                                    "the whole GPU; with the measured capacities it says which level "
+                                    "(L1, L2, DRAM) its global loads reach"),
+    level: str = typer.Option(None, "--level", help="for a kernel: the level its global data is in "
+                              "(l1, l2, dram), instead of --footprint"),
 ) -> None:
     """The launch configurations (warps per block, blocks per SM, independent work per thread)
     that reach the maximum rate, and what is lost outside them, with the numbers behind each
@@ -95,7 +100,7 @@ def advise_cmd(
     from gpudissect.advise.advise import advise_lines
 
     try:
-        lines = advise_lines(target, data, DEFAULT_ARCH)
+        lines = advise_lines(target, data, DEFAULT_ARCH, footprint, level)
     except AdviseError as e:
         fail(str(e))
     for ln in lines:

@@ -17,10 +17,11 @@ included, with dependences ignored (as llvm-mca does).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpudissect.kernel.dataflow import Edge, dependence_graph
 from gpudissect.kernel.sass import SassInstr
+from gpudissect.predict.memory import MemoryPlan, bandwidth_pressures
 from gpudissect.predict.tables import Entry, Tables
 
 UNKNOWN_LATENCY = 1.0  # what an unknown latency counts as: the next issue cycle (a lower bound)
@@ -107,27 +108,35 @@ def critical_path(body_lat: list[float], edges: list[Edge]) -> float:
     return max(finish, default=0.0)
 
 
-def pressures(entries: list[Entry], tables: Tables, w: int) -> dict[str, float]:
+def pressures(entries: list[Entry], tables: Tables, w: int, memory: MemoryPlan | None = None) -> dict[str, float]:
     """Cycles per iteration each resource needs on the busiest scheduler: ``issue`` and
-    ``pipe <unit>`` for every unit with a known rate."""
+    ``pipe <unit>`` for every unit with a known rate; with a memory plan, ``bandwidth <level>``
+    for every level with a measured bandwidth (:func:`memory.bandwidth_pressures`)."""
     out = {"issue": len(entries) * w / tables.issue_per_scheduler}
     for e in entries:
         if e.rate is not None and e.unit != "issue":
             key = f"pipe {e.unit}"
             out[key] = out.get(key, 0.0) + w * tables.schedulers / e.rate
+    if memory is not None:
+        out.update(bandwidth_pressures(memory, w))
     return out
 
 
 def predict(name: str, body: list[SassInstr] | tuple[SassInstr, ...], tables: Tables,
-            warps: int = 4) -> Prediction:
+            warps: int = 4, memory: MemoryPlan | None = None) -> Prediction:
+    """``memory``: the loop's memory plan (:func:`memory.memory_plan`): its latencies at their
+    levels replace the tables' and its bandwidth bounds join the pipes'."""
     if warps < 1:
         raise ValueError(f"warps must be at least 1 (got {warps})")
     w = math.ceil(warps / tables.schedulers)
     entries = [tables.entry(i.full, bool(i.n_dests())) for i in body]
+    if memory is not None:
+        entries = [replace(e, latency=memory.latency[j], latency_source=f"memory level {memory.accesses[j].level}")
+                   if j in memory.latency else e for j, e in enumerate(entries)]
     edges = dependence_graph(list(body))
     lat = [latency(e) for e in entries]
     ratio, cyc = max_cycle_ratio(len(body), [(e.src, e.dst, lat[e.src], e.distance) for e in edges])
-    bounds = {"recurrence": ratio, **pressures(entries, tables, w)}
+    bounds = {"recurrence": ratio, **pressures(entries, tables, w, memory)}
     pipe_only = {k: v for k, v in bounds.items() if k != "recurrence"}
     order = ["recurrence", *sorted(pipe_only, key=lambda k: (k != "issue", k))]
     bound = max(order, key=lambda k: (bounds[k], -order.index(k)))

@@ -102,7 +102,7 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         lat[j] = v
     for j, v in plan.unit_interval.items():
         interval[j] = v
-        units[j] = "tensor (SM)" if j in plan.asynchronous else "tensor"
+        units[j] = plan.unit_name.get(j) or ("tensor (SM)" if j in plan.asynchronous else "tensor")
     # an mma.sync waits for its accumulator's previous writer (tensor latency), beside the stall counts
     chain: dict[int, list[Edge]] = {}
     for e in edges:
@@ -169,6 +169,11 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             return f"pipe {units[j]}"
         return "wgmma group"
 
+    def result(j: int, cycle: float, start: float) -> float:
+        """When the result is ready: an asynchronous unit's result waits in its queue (the
+        unit's start + latency), a synchronous one's from issue."""
+        return (start if j in plan.asynchronous else cycle) + lat[j]
+
     while active:
         if it[cur] < iterations and ready(cur) <= cycle:  # greedy: the warp that issued last
             pick = cur
@@ -200,12 +205,12 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             c = controls[j]
             nxt[pick] = cycle + (_taken(c.stall, branch) if last else issue_gap(c.stall))
             if c.write_barrier is not None:
-                sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], cycle + lat[j])
+                sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], result(j, cycle, start))
             if c.read_barrier is not None:
                 sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], read_release(cycle, interval[j]))
         else:
             nxt[pick] = cycle + (_taken(0, branch) if last else 1)
-            done[pick][(it[pick], j)] = cycle + lat[j]
+            done[pick][(it[pick], j)] = result(j, cycle, start)
         cur = pick
         if j + 1 == n:
             pos[pick] = 0

@@ -131,6 +131,7 @@ class TensorPlan:
     closes_group: set[int] = field(default_factory=set)
     depbar: dict[int, int] = field(default_factory=dict)  # index -> groups allowed outstanding
     missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # opcode -> what the tables lack
+    unit_name: dict[int, str] = field(default_factory=dict)  # a unit other than the tensor core's (memory)
 
     @property
     def wgmma(self) -> bool:
