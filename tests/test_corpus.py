@@ -150,7 +150,7 @@ def test_measure_corpus_on_a_fake_gpu(tmp_path):
     (k,) = load_project(d)
     loop = {"start": 0, "end": 16, "sass": ["x"], "control_hi": ["0x0"], "sass_hash": "h"}
     index = {"kernels": {"proj_axpy": {**loop, "regs": 32, "smem_static": 0, "cubin_sha256": "s"}}}
-    (rec,) = measure_corpus(_fake(10.0), [k], index, RULES, log=lambda *_: None)
+    (rec,) = measure_corpus(_fake(10.0), [k], index, RULES, "sm_90", log=lambda *_: None)
     dram, l2 = rec["cases"]
     assert [p["point"] for p in dram["points"]] == ["1", "4", "8", "16", "full"]
     assert [p["point"] for p in l2["points"]] == ["1", "4"]
@@ -160,7 +160,7 @@ def test_measure_corpus_on_a_fake_gpu(tmp_path):
         assert p["cycles_per_source_iter"] == pytest.approx(10.0) and p["cycles_per_iter"] == pytest.approx(20.0)
         assert p["fit_residual"] < 1e-9 and len(p["raw"]) == 3
     assert dram["points"][0]["footprint"] == 2 * 4 * 256 * 4 * 32  # x and idx at the largest T, 4 SMs x 1 warp
-    (gone,) = measure_corpus(_fake(1.0), [k], {"kernels": {}}, RULES, log=lambda *_: None)
+    (gone,) = measure_corpus(_fake(1.0), [k], {"kernels": {}}, RULES, "sm_90", log=lambda *_: None)
     assert "index.json" in gone["error"]
 
 
@@ -177,7 +177,7 @@ def test_a_failing_point_does_not_take_the_sweep_down(tmp_path):
 
     index = {"kernels": {"proj_axpy": {"start": 0, "end": 0, "sass": [], "control_hi": [], "sass_hash": "",
                                        "regs": 32, "smem_static": 0, "cubin_sha256": ""}}}
-    (rec,) = measure_corpus(FakeDevice(sm_count=4, launch_model=model), [k], index, RULES, log=lambda *_: None)
+    (rec,) = measure_corpus(FakeDevice(sm_count=4, launch_model=model), [k], index, RULES, "sm_90", log=lambda *_: None)
     assert all("ILLEGAL_ADDRESS" in p["error"] for c in rec["cases"] for p in c["points"])
 
 
@@ -206,6 +206,6 @@ def test_shipped_cubin_matches_its_index(k):
     from gpudissect.predict.corpus_loops import loop_of
 
     index = json.loads((CORPUS / "index.json").read_text())["kernels"]
-    cubin = k.cubin_path().read_bytes()
+    cubin = k.cubin_path("sm_90").read_bytes()
     got = loop_of(cubin, k.symbol, k.loop)
     assert index[k.name] == {"arch": "sm_90", "project": k.project, **got}

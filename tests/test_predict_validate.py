@@ -326,7 +326,7 @@ def test_predict_prints_what_the_validation_scores(tmp_path: Path):
     from gpudissect.kernel.control import kernel_words
     from gpudissect.kernel.toolchain import ToolchainMissing, compile_ptx
     from gpudissect.predict.answer import body_controls, model_of
-    from gpudissect.predict.bounds import predict
+    from gpudissect.predict.loop_model import loop_model
     from gpudissect.predict.loops import select_loops
     from gpudissect.predict.source import read_input
     from gpudissect.predict.tables import load_tables
@@ -362,8 +362,7 @@ def test_predict_prints_what_the_validation_scores(tmp_path: Path):
     ctl = body_controls(lp.body, prog.controls["k"])
     assert ctl is not None and any(c.write_barrier is not None for c in ctl)  # the MUFU's scoreboard
     for warps, model in rows.items():
-        p = predict(lp.name, lp.body, tables, warps)
-        assert model_of(p, lp.body, ctl, tables, 8.0).cycles == model
+        assert model_of(loop_model(lp.name, lp.body, tables, warps), ctl, tables, 8.0).cycles == model
         r = CliRunner().invoke(app, ["predict", str(src), "--data", str(d), "--warps", str(warps)])
         assert r.exit_code == 0, r.output
         assert "taken branch: 8 cycles from its issue" in r.output

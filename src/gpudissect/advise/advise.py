@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpudissect.advise import AdviseError
 from gpudissect.advise import efficiency as ef
+from gpudissect.predict.memory import Where
 from gpudissect.report.present.fmt import fmt_num
 from gpudissect.report.read.results import LoadError, ResultSet, load_result_set
 
@@ -306,21 +307,6 @@ def padding_text(regs: int, smem: int, rules: dict, nsm: int) -> str:
                      + (f"pad {' or '.join(cure)}" if cure else "nothing pads it to one"))
     return (f"- a grid of one block per SM ({nsm} SMs): an unfair placement may stack blocks where the rules "
             "allow; padding makes it impossible (thesis procedure 8.18): " + "; ".join(parts))
-
-
-@dataclass
-class Where:
-    """Where a kernel's data is: the measured hierarchy, the SMs running, the caller's hint."""
-
-    hierarchy: object  # predict.memory.Hierarchy
-    sms: int
-    footprint: float | None = None
-    level: str | None = None
-
-    def plan(self, body, tables, warps: int):
-        from gpudissect.predict.memory import memory_plan
-
-        return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level)
 
 
 def _bandwidth_text(plan, where: Where, level: str) -> str:

@@ -56,6 +56,11 @@ class LoopChoice:
     warps: Annotated[int, typer.Option("--warps", help="resident warps per SM")] = 4
     timeline: Annotated[bool, typer.Option("--timeline", help="print one warp's simulated timeline")] = False
     tables: Annotated[bool, typer.Option("--tables", help="print the table entries each opcode used")] = False
+    footprint: Annotated[float, typer.Option(
+        "--footprint", help="bytes the loop's global data spans over the whole GPU: its loads take the latency "
+                            "and bandwidth of the level the measured capacities put it in")] = None
+    level: Annotated[str, typer.Option("--level", help="the level the loop's global data is in (l1, l2, dram), "
+                                                        "instead of --footprint")] = None
 
 
 @grouped
@@ -73,7 +78,7 @@ def predict_cmd(src: PredictInput, validation: Validation, choice: LoopChoice) -
         fail("give an input (a cubin, PTX file or SASS listing), or --validate")
     else:
         code, lines, errors = predict_lines(src.input, src.data, choice.kernel, choice.loop, choice.warps,
-                                            choice.timeline, choice.tables)
+                                            choice.timeline, choice.tables, choice.footprint, choice.level)
     for ln in lines:
         console.print(ln, markup=False, highlight=False, soft_wrap=True)
     if errors:

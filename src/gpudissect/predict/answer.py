@@ -10,35 +10,21 @@ the validation measurements shipped beside the tables (``VALIDATION``), else 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
-from gpudissect.predict.bounds import Prediction, predict
 from gpudissect.predict.harness import ITERS
+from gpudissect.predict.loop_model import LoopModel, Model, loop_model
 from gpudissect.predict.loops import select_loops
-from gpudissect.predict.render import summary, table_lines, timeline_lines
-from gpudissect.predict.sched import SHORT, Issued, binding, issue_trace, region_cycles
+from gpudissect.predict.memory import Where
+from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
+from gpudissect.predict.sched import SHORT, binding, issue_trace
 from gpudissect.predict.source import Program, base_arch, read_input
 from gpudissect.predict.tables import Tables, load_tables
-from gpudissect.predict.tensor_model import plan_of
 
 VALIDATION = "predict-validation.json.gz"  # predict --validate's measurements, beside the tables
-
-
-@dataclass
-class Model:
-    """Model v1's answer for one loop: ``cycles`` per iteration per warp over a region of
-    ``trips`` trips, the ``binding`` resource and every resource's ``shares`` of the steady
-    state's cycles, and the ``trace`` of a run of ``SHORT`` trips (the timeline)."""
-
-    cycles: float
-    trips: int
-    binding: str
-    shares: dict[str, float]
-    trace: list[Issued]
 
 
 def default_data() -> Path:
@@ -90,18 +76,33 @@ def body_controls(body: tuple[SassInstr, ...], controls: dict[int, Control] | No
     return [controls[i.offset] for i in body]
 
 
-def model_of(p: Prediction, body: tuple[SassInstr, ...], controls: list[Control] | None, tables: Tables,
-             branch: float) -> Model:
-    """Model v1 for the loop of ``p`` as the validation computes it (``validate.predict_point``)."""
-    plan = plan_of(list(body), tables.tensor, tables.schedulers)
-    run = (p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler)
-    trace = issue_trace(*run, SHORT, branch, plan)
+def model_of(lm: LoopModel, controls: list[Control] | None, tables: Tables, branch: float,
+             trips: int = ITERS) -> Model:
+    """Model v1 for a loop as the validation computes it (``validate.predict_point``): cycles
+    per trip of a region of ``trips`` trips, and what binds in the simulated steady state."""
+    run = lm.run_args(controls, tables)
+    trace = issue_trace(*run, SHORT, branch, lm.plan)
     what, shares = binding(trace)
-    return Model(region_cycles(*run, ITERS, branch, plan), ITERS, what, shares, trace)
+    return Model(lm.cycles(controls, tables, trips, branch), trips, what, shares, trace)
+
+
+def where_of(spec: Path, footprint: float | None, level: str | None) -> Where | None:
+    """Where the data is, from the caller's hint (None without one)."""
+    if footprint is None and level is None:
+        return None
+    from gpudissect.predict.memory import HINTS, load_hierarchy
+
+    if level is not None and level not in HINTS:
+        raise PredictError(f"--level {level}: one of {', '.join(HINTS)}")
+    if footprint is not None and footprint <= 0:
+        raise PredictError(f"--footprint must be positive (got {footprint:g})")
+    h = load_hierarchy(spec)
+    return Where(h, h.sms or 1, footprint, level)
 
 
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,
-                  timeline: bool, show_tables: bool) -> tuple[int, list[str], list[str]]:
+                  timeline: bool, show_tables: bool, footprint: float | None = None,
+                  level: str | None = None) -> tuple[int, list[str], list[str]]:
     """(exit code, lines to print, error lines); the exit code is 0 only without errors."""
     try:
         if warps < 1:
@@ -111,6 +112,7 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         prog = read_input(path, tables.arch)
         lines = check_arch(prog, tables)
         loops = select_loops(prog.kernels, prog.labels, kernel, loop)
+        data_at = where_of(spec, footprint, level)
     except PredictError as e:
         return 2, [], [str(e)]
     lines.append(f"tables: {tables.gpu} ({tables.arch}) from {tables.source}")
@@ -122,10 +124,12 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         if lp.refused:
             errors.append(lp.refused)
             continue
-        p = predict(lp.name, lp.body, tables, warps)
+        lm = loop_model(lp.name, lp.body, tables, warps, data_at)
+        p = lm.prediction
         controls = prog.controls.get(lp.kernel)
-        model = model_of(p, lp.body, body_controls(lp.body, controls), tables, branch)
+        model = model_of(lm, body_controls(lp.body, controls), tables, branch)
         lines += summary(p, lp.body, controls, model)
+        lines += loop_facts(lp, lm.memory)
         if show_tables:
             lines += table_lines(p)
         if timeline:

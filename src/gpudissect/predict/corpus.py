@@ -123,7 +123,7 @@ class CorpusKernel:
     def split(self) -> str:
         return split_of(self.name)
 
-    def cubin_path(self, arch: str = "sm_90") -> Path:
+    def cubin_path(self, arch: str) -> Path:
         return self.folder / f"{self.name}.{arch}.cubin"
 
 

@@ -108,7 +108,7 @@ def _no_data(buf):
     return Buf(buf.name, buf.nbytes, read=buf.read, dtype=buf.dtype)
 
 
-def measure_corpus(dev, kernels: list[CorpusKernel], index: dict, rules: dict, arch: str = "sm_90",
+def measure_corpus(dev, kernels: list[CorpusKernel], index: dict, rules: dict, arch: str,
                    log=print) -> list[dict]:
     """One record per kernel: its provenance, loop record (from the index) and measured points."""
     t0 = time.perf_counter()

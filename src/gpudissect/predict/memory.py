@@ -430,3 +430,17 @@ def rate_cap(memory: MemoryPlan, schedulers: int) -> tuple[float, str] | None:
         return None
     level = max(per, key=lambda k: per[k])
     return schedulers / per[level], level
+
+
+@dataclass
+class Where:
+    """Where a loop's data is: the measured hierarchy, the SMs running, the caller's hint
+    (``footprint`` bytes over the GPU, or ``level``: l1, l2, dram)."""
+
+    hierarchy: Hierarchy
+    sms: int
+    footprint: float | None = None
+    level: str | None = None
+
+    def plan(self, body, tables: Tables, warps: int) -> MemoryPlan:
+        return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level)

@@ -10,7 +10,7 @@ from gpudissect.predict.bounds import Prediction
 from gpudissect.predict.sched import BRANCH, SLOT, STALL, Issued
 
 if TYPE_CHECKING:
-    from gpudissect.predict.answer import Model
+    from gpudissect.predict.loop_model import Model
 
 
 def _f(x: float) -> str:
@@ -51,6 +51,30 @@ def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Cont
         tail = " (counted as 1 cycle: a lower bound)" if "latency" in miss else " (issue limit only)"
         lines.append(f"  unknown: {op}: no {what} in the tables{tail}")
     return lines
+
+
+def loop_facts(lp, memory=None) -> list[str]:
+    """What the loop is beside its cycles: its role among the kernel's loops, the counter step
+    (source iterations per trip = step / the source loop's stride), the common path, and the
+    level its memory instructions were taken at."""
+    out = []
+    role = {"main": "main loop (a shorter remainder copy follows: this one is the hot loop)",
+            "remainder": "remainder loop (a tail of an unrolled main loop: cold when trips divide the unroll)"}
+    if lp.role:
+        out.append(f"  role: {role[lp.role]}")
+    if lp.counter_step is not None:
+        out.append(f"  counter step per trip: {lp.counter_step} (source iterations per trip = {lp.counter_step} / the "
+                   "source loop's stride in the same unit)")
+    else:
+        out.append("  counter step per trip: not a constant (a register step or no counter found)")
+    if lp.left_out:
+        out.append(f"  common path: {len(lp.left_out)} instructions of a guarded slow path (CALL) left out")
+    if lp.skippable:
+        out.append(f"  {len(lp.skippable)} instructions a forward branch may skip are counted on every trip")
+    if memory is not None and memory.accesses:
+        lv = sorted({f"{a.space} at {a.level}" for a in memory.accesses.values() if a.level})
+        out.append("  memory: " + ", ".join(lv) + (f" (missing: {'; '.join(memory.missing)})" if memory.missing else ""))
+    return out
 
 
 def _warps(w: int) -> str:

@@ -21,12 +21,12 @@ from gpudissect.arch.target import arch_table
 from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
-from gpudissect.predict.bounds import predict
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.sched import branch_cost, region_cycles
+from gpudissect.predict.loop_model import loop_model
+from gpudissect.predict.memory import Hierarchy, Where
+from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
 from gpudissect.predict.tables import Tables
-from gpudissect.predict.tensor_model import plan_of
 
 METHODS = ("model", "bounds", "sum_latency", "max_pipe")
 SCHEMA_OUT = "gpudissect.predict-validation-analysis/1"
@@ -82,16 +82,17 @@ def loop_body(rec: dict):
 
 
 def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
-                  branch: float = 0.0) -> dict:
-    p = predict(name, body, tables, warps)
-    plan = plan_of(list(body), tables.tensor, tables.schedulers)
-    model = region_cycles(p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler, trips, branch,
-                          plan)
-    out = {"model": model, "bounds": p.cycles_per_iter, "sum_latency": p.sum_latency,
-           "max_pipe": p.max_pipe_pressure, "bound": p.bound, "lower_bound": p.lower_bound,
-           "unknown": sorted(p.unknown)}
-    if plan is not None:  # the tensor-core model took the tensor SASS from the per-SASS timings
-        out["tensor_missing"] = {k: list(v) for k, v in plan.missing.items()}
+                  branch: float = 0.0, where: Where | None = None) -> dict:
+    """Model v1 (a region of ``trips`` trips), v0's bounds and the baselines at one point."""
+    lm = loop_model(name, body, tables, warps, where)
+    p = lm.prediction
+    out = {"model": lm.cycles(controls, tables, trips, branch), "bounds": p.cycles_per_iter,
+           "sum_latency": p.sum_latency, "max_pipe": p.max_pipe_pressure, "bound": p.bound,
+           "lower_bound": p.lower_bound, "unknown": sorted(p.unknown)}
+    if lm.tensor is not None:  # the tensor-core model took the tensor SASS from the per-SASS timings
+        out["tensor_missing"] = {k: list(v) for k, v in lm.tensor.missing.items()}
+    if lm.memory is not None and lm.memory.accesses:
+        out["memory_levels"] = sorted({a.level for a in lm.memory.accesses.values() if a.level})
     return out
 
 
@@ -119,9 +120,24 @@ def calibrate(loops: list[dict], tables: Tables, trips: int) -> dict:
 SLOPE_TRIPS = 1 << 20  # a region this long: the model's cycles per trip is its slope over trips
 
 
-def analyse_corpus(recs: list[dict], tables: Tables, branch: float) -> tuple[list[dict], list[str]]:
+NONLINEAR = 0.05  # a point whose values stray more than this from their line over T is no slope
+
+
+def level_category(category: str, footprint: float | None, hierarchy: Hierarchy | None) -> str:
+    """An ``l2`` or ``dram`` case's category by where its footprint lies: beyond the L2 the
+    staircase measured, ``dram``; within it, ``l2`` (the spec's label where either is unknown)."""
+    l2 = hierarchy.levels.get("L2") if hierarchy is not None else None
+    if category not in ("l2", "dram") or footprint is None or l2 is None or not l2.capacity:
+        return category
+    return "dram" if footprint > l2.capacity else "l2"
+
+
+def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: Hierarchy | None = None,
+                   sms: int = 0) -> tuple[list[dict], list[str]]:
     """Rows of the corpus of public kernels: per kernel, case and occupancy point, the measured
-    slope (cycles per trip of the SASS loop) beside the model's slope and the baselines."""
+    slope (cycles per trip of the SASS loop) beside the model's slope and the baselines; the
+    model places the loop's data by the point's footprint in the measured hierarchy (none
+    given: the tables' nearest level)."""
     rows, errors = [], []
     for rec in recs:
         if "error" in rec:
@@ -134,12 +150,17 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float) -> tuple[lis
             continue
         for case in rec.get("cases", []):
             for pt in case.get("points", []):
-                if "error" in pt or not pt.get("cycles_per_iter") or pt["cycles_per_iter"] <= 0:
-                    errors.append(f"{rec['name']} {case['category']} @ {pt.get('point')}: "
-                                  f"{pt.get('error', 'no positive slope')}")
+                why = pt.get("error") or ("no positive slope" if not pt.get("cycles_per_iter", 0) > 0 else
+                                          f"not linear in T (a value {pt['fit_residual']:.0%} off its line)"
+                                          if pt.get("fit_residual", 0) > NONLINEAR else None)
+                if why:
+                    errors.append(f"{rec['name']} {case['category']} @ {pt.get('point')}: {why}")
                     continue
-                pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch)
-                rows.append({"loop": rec["name"], "set": "real", "category": case["category"],
+                where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint")) \
+                    if hierarchy is not None and pt.get("footprint") else None
+                pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where)
+                cat = level_category(case["category"], pt.get("footprint"), hierarchy)
+                rows.append({"loop": rec["name"], "set": "real", "category": cat,
                              "split": rec["split"], "source": rec["source"], "point": pt["point"],
                              "warps": pt["warps"], "measured": pt["cycles_per_iter"], "unroll": rec["unroll"],
                              "footprint": pt.get("footprint"), "sass_hash": rec["loop"]["sass_hash"],
@@ -147,7 +168,7 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float) -> tuple[lis
     return rows, errors
 
 
-def analyse(measured: dict, tables: Tables) -> dict:
+def analyse(measured: dict, tables: Tables, hierarchy: Hierarchy | None = None) -> dict:
     """Rows (one per loop and occupancy point) and the error table per category."""
     rows, errors = [], []
     loops = measured.get("loops", [])
@@ -175,7 +196,8 @@ def analyse(measured: dict, tables: Tables) -> dict:
                          "point": pt["point"],
                          "warps": pt["warps"], "measured": pt["cycles_per_iter"],
                          "sass_hash": rec["loop"]["sass_hash"], "n_instr": len(body), **pr})
-    crow, cerr = analyse_corpus(measured.get("corpus", []), tables, branch)
+    crow, cerr = analyse_corpus(measured.get("corpus", []), tables, branch, hierarchy,
+                                int((measured.get("gpu") or {}).get("sm_count") or 0))
     rows += crow
     errors += cerr
     return {"schema": SCHEMA_OUT, "tables": tables.source, "calibration": cal, "rows": rows,
@@ -400,7 +422,9 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
         if only:
             doc["only"] = list(only)
     doc = {k: v for k, v in doc.items() if k != "analysis"}
-    res = analyse(doc, tables)
+    from gpudissect.predict.memory import load_hierarchy
+
+    res = analyse(doc, tables, load_hierarchy(tables_spec))
     doc["analysis"] = res
     gpu = doc.get("gpu", {})
     bc = res["calibration"]["branch_cycles"]

@@ -1,0 +1,52 @@
+"""The model a user is answered with and the validation scores, in one place: a loop body,
+its control codes and the tables (and where its data is) -> v0's bounds and model v1's cycles
+per trip (:mod:`sched`'s region of ``trips`` trips of each warp, tensor SASS from the tensor
+plan, memory instructions from the measured hierarchy when ``where`` says where the data is)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpudissect.kernel.control import Control
+from gpudissect.predict.bounds import Prediction, predict
+from gpudissect.predict.memory import MemoryPlan, Where, merged_plan
+from gpudissect.predict.sched import Issued, region_cycles
+from gpudissect.predict.tables import Tables
+from gpudissect.predict.tensor_model import TensorPlan, plan_of
+
+
+@dataclass
+class Model:
+    """Model v1's answer for one loop: ``cycles`` per iteration per warp over a region of
+    ``trips`` trips, the ``binding`` resource and every resource's ``shares`` of the steady
+    state's cycles, and the ``trace`` of a run of ``SHORT`` trips (the timeline)."""
+
+    cycles: float
+    trips: int
+    binding: str
+    shares: dict[str, float]
+    trace: list[Issued]
+
+
+@dataclass
+class LoopModel:
+    prediction: Prediction  # v0: bounds and baselines (with the memory plan's bandwidth bounds)
+    plan: TensorPlan | None  # what the simulation takes beside the tables (tensor and memory SASS)
+    memory: MemoryPlan | None
+    tensor: TensorPlan | None
+
+    def run_args(self, controls: list[Control] | None, tables: Tables) -> tuple:
+        p = self.prediction
+        return (p.entries, p.edges, controls, tables.schedulers, p.warps_per_scheduler)
+
+    def cycles(self, controls: list[Control] | None, tables: Tables, trips: int, branch: float) -> float:
+        """Model v1: cycles per trip of a region of ``trips`` trips of every warp."""
+        return region_cycles(*self.run_args(controls, tables), trips, branch, self.plan)
+
+
+def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None = None) -> LoopModel:
+    """The loop's plans and v0 prediction for ``warps`` resident warps per SM; ``where``: where
+    its data is (None: the tables' own latencies, the nearest level's)."""
+    memory = where.plan(body, tables, warps) if where is not None else None
+    tensor = plan_of(list(body), tables.tensor, tables.schedulers)
+    return LoopModel(predict(name, body, tables, warps, memory=memory), merged_plan(tensor, memory), memory, tensor)
