@@ -37,5 +37,6 @@ def loop_of(cubin: bytes, symbol: str, index: int) -> dict:
     return {"start": lp.start, "end": lp.end, "sass": lines,
             "control_hi": [f"{words[i.offset]:#018x}" for i in lp.body],
             "sass_hash": sha256("\n".join(lines)), "loops": len(loops),
+            "skippable": list(lp.skippable), "left_out": len(lp.left_out),
             "regs": int(res.get("REG", 0)), "smem_static": int(res.get("SHARED", 0)),
             "cubin_sha256": sha256(cubin)}

@@ -30,6 +30,7 @@ from gpudissect.predict.corpus import (
 )
 
 REPEATS = 3
+LOOP_KEYS = ("start", "end", "sass", "control_hi", "sass_hash", "skippable", "left_out")  # of the index
 SCHEMA = "gpudissect.corpus-measurement/1"
 
 
@@ -126,7 +127,7 @@ def measure_corpus(dev, kernels: list[CorpusKernel], index: dict, rules: dict, a
             rec.setdefault("error", "not in corpus/index.json (run scripts/build_corpus.py)")
             out.append(rec)
             continue
-        rec["loop"] = {key: ix[key] for key in ("start", "end", "sass", "control_hi", "sass_hash")}
+        rec["loop"] = {key: ix[key] for key in LOOP_KEYS if key in ix}
         rec.update(regs=ix["regs"], smem_static=ix["smem_static"], cubin_sha256=ix["cubin_sha256"])
         for case in k.cases:
             c = {"category": case.category, "points": []}

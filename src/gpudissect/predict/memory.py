@@ -22,8 +22,9 @@ The model's assumptions:
   scattered access (more sectors than that) is not seen and is predicted too fast;
 * the level is one for the whole loop: shared memory and constants by their space; global and
   texture by the caller's ``level``, else its ``footprint`` (the bytes the loop touches over
-  the whole GPU) against the measured capacities (within L1 per SM x SMs: L1; within the L2:
-  L2; else DRAM); without either, the L1 hit the tables assumed before. Local memory is taken
+  the whole GPU) against the measured L2 capacity (within it: L2; else DRAM; an L1 hit needs
+  reuse inside the SM, which a footprint does not show: only ``level`` l1 says so); without
+  either, the L1 hit the tables assumed before. Local memory is taken
   as an L1 hit (spills are small). No mix of hits and misses, no reuse between levels;
 * the L1 writes through: a global store, and an atomic (done at the L2), reaches the L2 at
   least; a store's bytes count against the level's write bandwidth, a load's against its
@@ -294,7 +295,10 @@ def global_level(h: Hierarchy, sms: int, footprint: float | None, level: str | N
         return name, f"level {level} given"
     if footprint is None:
         return "L1", "no footprint or level given: the L1 hit the tables assume"
-    for name in LEVELS[:-1]:
+    # a footprint within the SMs' L1s together is no evidence of L1 hits: the L1 holds what
+    # this SM itself read before in this kernel (it starts each launch empty), which the
+    # footprint cannot tell; only the L2 and the DRAM are placed by it (``level`` l1 says reuse)
+    for name in LEVELS[1:-1]:
         lv = h.levels.get(name)
         if lv is None or lv.capacity is None:
             return None, f"footprint {footprint:.0f} B: {name} capacity not measured"
