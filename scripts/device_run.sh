@@ -7,8 +7,8 @@
 # instruction suite where phase 1's call ran out of time (the runner resumes), then packs it;
 # GPU_TESTS=1 adds the GPU tests to phase 2.
 # Each suite has its own store in /tmp (kept between the calls); what comes back under $OUT:
-# <suite>.json.gz, the store packed for shipping (<suite>.db.xz, store/pack.py; several packs
-# as one tar: at most 8 files come back per call), the run log, nvidia-smi readings and the
+# <suite>.json.xz (the suite document, xz -9e), the store packed for shipping (<suite>.db.xz,
+# store/pack.py; several packs as one tar: at most 8 files come back per call), the run log, nvidia-smi readings and the
 # wall time of each phase.
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
@@ -18,8 +18,8 @@ suite() {  # suite name, time limit (s), extra arguments
     $Q >> $OUT/nvidia-smi.csv
     /usr/bin/time -f "$1: wall %e s" timeout "$2" $G run --suite "$1" --db /tmp/$1.db "${@:3}" 2>&1 | tee -a $OUT/run.log
     $Q | tail -1 >> $OUT/nvidia-smi.csv
-    $G export $OUT/$1.json.gz --format suite --suite "$1" --db /tmp/$1.db 2>&1 | tee -a $OUT/run.log
-    mkdir -p /tmp/gd-data && cp $OUT/$1.json.gz /tmp/gd-data/  # this run's tables, for phase 3
+    $G export $OUT/$1.json.xz --format suite --suite "$1" --db /tmp/$1.db 2>&1 | tee -a $OUT/run.log
+    mkdir -p /tmp/gd-data && cp $OUT/$1.json.xz /tmp/gd-data/  # this run's tables, for phase 3
 }
 pack() {  # the stores, packed after the timed suites (xz is slow; it runs beside nothing)
     for s in "$@"; do python3 -m gpudissect.store.pack /tmp/$s.db $OUT/$s.db.xz 2>&1 | tee -a $OUT/run.log; done
@@ -51,13 +51,13 @@ print(sum(r['finished'] is None for r in Store('/tmp/instructions.db').runs()))"
          timeout 100 python3 -m pytest -m gpu -q -p no:cacheprovider tests/ 2>&1 | tail -5 | tee -a $OUT/run.log
      fi ;;
   3) start=$(date +%s)
-     TABLES=/tmp/gd-data; [ -f $TABLES/instructions.json.gz ] || TABLES=data/h100  # phases 1-2 of this run
+     TABLES=/tmp/gd-data; [ -f $TABLES/instructions.json.xz ] || TABLES=data/h100  # phases 1-2 of this run
      suite tensor 400
      echo "phase 3 (tensor): $(( $(date +%s) - start )) s" | tee -a $OUT/run.log
-     $G export $OUT/tensor-layouts.json.gz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
-     cp $OUT/tensor.json.gz $TABLES/ 2>/dev/null
+     $G export $OUT/tensor-layouts.json.xz --format layouts --suite tensor --db /tmp/tensor.db 2>&1 | tail -1
+     cp $OUT/tensor.json.xz $TABLES/ 2>/dev/null
      /usr/bin/time -f "predict validation: wall %e s" timeout 150 $G predict --validate --data $TABLES \
-         -o $OUT/predict-validation.json.gz --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
+         -o $OUT/predict-validation.json.xz --figure $OUT/predict-validation.png 2>&1 | tail -30 | tee -a $OUT/run.log
      pack tensor ;;
   4) # fleet mode end to end through a local Ray instance on this machine; the device image has no
      # Ray: a trimmed Ray (.fleetwheels/ray-min.tar.xz, scripts/fleet_wheels.sh) and the wheels of

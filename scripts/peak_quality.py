@@ -1,5 +1,6 @@
 """How many verified instruction variants have a throughput peak with no quality flag (issue
-15's figure), and which do not, by flag: ``python scripts/peak_quality.py data/h100/instructions.json.gz``.
+15's figure), and which do not, by flag: ``python scripts/peak_quality.py data/h100/instructions.json.xz``
+(a plain, ``.xz`` or ``.gz`` suite document).
 
 Informational flags (what the record is, not a doubt about it) do not count: glue and paired
 lanes (what the kernel holds), a data-dependent path (no static limit), a remeasurement, a value
@@ -7,10 +8,12 @@ that stands in from the same SASS or with its companion removed."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from collections import Counter
+from pathlib import Path
+
+from gpudissect.compressed import decompress
 
 INFO = ("glue", "paired", "branch", "remeasured", "same SASS as", "companion removed")
 
@@ -20,9 +23,7 @@ def quality(flags: list[str]) -> list[str]:
 
 
 def main(path: str) -> None:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        records = json.load(fh)["records"]
+    records = json.loads(decompress(Path(path).read_bytes(), path))["records"]
     peaks = {r["variant"]: r for r in records if r["measure"] == "throughput_peak"}
     verified = {v: r for v, r in peaks.items()
                 if not any(f.startswith(("unverified", "unsupported", "error:")) for f in r["flags"])}
@@ -36,4 +37,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "data/h100/instructions.json.gz")
+    main(sys.argv[1] if len(sys.argv) > 1 else "data/h100/instructions.json.xz")

@@ -4,7 +4,7 @@ unpack ``<dir>/instructions.db.xz``; for every ``latency_read_read`` / ``latency
 result, its comparison with its control (studies/dependence_types.against_control) from the
 stored slopes and the stored rates at each warp count; for every ``grid`` result, its warp
 latency per SASS issue from its own timed region's SASS per instance; store them, export
-``instructions.json.gz`` and pack
+``instructions.json.xz`` (replacing an older set's ``.json.gz``) and pack
 the store again. ``python scripts/rederive_configs.py data/h200``."""
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ def main(folder: str) -> int:
                 store.db.execute("UPDATE results SET params=? WHERE id=?", (json.dumps(params, sort_keys=True), rid))
         store.close()
         print(f"{len(new)} results re-derived")
-        subprocess.run([sys.executable, "-m", "gpudissect", "export", str(d / "instructions.json.gz"),
+        subprocess.run([sys.executable, "-m", "gpudissect", "export", str(d / "instructions.json.xz"),
                         "--format", "suite", "--suite", "instructions", "--db", str(db)], check=True)
+        (d / "instructions.json.gz").unlink(missing_ok=True)  # an older set's gzipped document, replaced
         pack(db, d / "instructions.db.xz")
     return 0
 

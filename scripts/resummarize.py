@@ -1,6 +1,7 @@
 """Re-derive a shipped suite's conclusions from its stored records with the current analysis
 (no new measurement): unpack ``<dir>/<suite>.db.xz``, run the suite's ``summarize`` on the stored
-run, store the summary, export ``<suite>.json.gz`` and pack the store again.
+run, store the summary, export ``<suite>.json.xz``
+(replacing an older set's ``.json.gz``) and pack the store again.
 ``python scripts/resummarize.py data/h100 tensor`` (suites whose summary reads only the store:
 memory, tensor, behaviour)."""
 
@@ -30,8 +31,9 @@ def main(folder: str, suite: str) -> int:
         ctx = Context(dev=None, store=store, target=None, run_id=run_id)  # type: ignore[arg-type]
         store.set_meta(f"summary:{run_id}", get_suite(suite).summarize(ctx))
         store.close()
-        subprocess.run([sys.executable, "-m", "gpudissect", "export", str(d / f"{suite}.json.gz"),
+        subprocess.run([sys.executable, "-m", "gpudissect", "export", str(d / f"{suite}.json.xz"),
                         "--format", "suite", "--suite", suite, "--db", str(db)], check=True)
+        (d / f"{suite}.json.gz").unlink(missing_ok=True)  # an older set's gzipped document, replaced
         pack(db, d / f"{suite}.db.xz")
     return 0
 

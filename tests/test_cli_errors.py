@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import os
 import signal
 import subprocess
@@ -276,18 +277,26 @@ def test_compare_with_nothing_in_common_is_an_error(tmp_path):
 
 
 # --- 8. damaged suite files in a data directory ----------------------------------------------------
-@pytest.mark.parametrize("content,needle", [
-    (b"", "empty file"),
-    (gzip.compress(b""), "empty file"),
-    (gzip.compress(b"{}"), "not a gpudissect.suite/1 document"),
-    (gzip.compress(b"[]"), "not a gpudissect.suite/1 document"),
-    (gzip.compress(b'{"schema": "gpudissect.suite/1", "suite": "memory"}'), "without its records"),
-    (gzip.compress(b'{"records": [1, 2'), "not valid JSON"),
-    (gzip.compress(json.dumps(list(range(5000))).encode())[:100], "truncated gzip file"),
+@pytest.mark.parametrize("content,needle,suffix", [
+    (b"", "empty file", ".gz"),
+    (gzip.compress(b""), "empty file", ".gz"),
+    (gzip.compress(b"{}"), "not a gpudissect.suite/1 document", ".gz"),
+    (gzip.compress(b"[]"), "not a gpudissect.suite/1 document", ".gz"),
+    (gzip.compress(b'{"schema": "gpudissect.suite/1", "suite": "memory"}'), "without its records", ".gz"),
+    (gzip.compress(b'{"records": [1, 2'), "not valid JSON", ".gz"),
+    (gzip.compress(json.dumps(list(range(5000))).encode())[:100], "truncated gzip file", ".gz"),
+    (b"this is no gzip file" * 10, "not a readable gzip file", ".gz"),
+    (b"", "empty file", ".xz"),
+    (lzma.compress(b'{"schema": "gpudissect.suite/1", "suite": "memory"}'), "without its records", ".xz"),
+    (lzma.compress(b'{"records": [1, 2'), "not valid JSON", ".xz"),
+    (lzma.compress(json.dumps(list(range(5000))).encode())[:100], "truncated xz file", ".xz"),
+    (b"this is no xz file" * 10, "not a readable xz file", ".xz"),
 ])
-def test_damaged_suite_file_in_a_data_dir(synth, tmp_path, content, needle):
+def test_damaged_suite_file_in_a_data_dir(synth, tmp_path, content, needle, suffix):
+    """A damaged compressed suite document (.json.gz of older sets, .json.xz as shipped) is one
+    error naming the file, never a traceback."""
     (synth / "memory.json").unlink()
-    bad = synth / "memory.json.gz"
+    bad = synth / f"memory.json{suffix}"
     bad.write_bytes(content)
     out = tmp_path / "r.md"
     one_error(invoke("report", "--data", str(synth), "--markdown", "--out", str(out)), str(bad), needle)

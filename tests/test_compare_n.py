@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import re
 from pathlib import Path
 
@@ -25,15 +26,15 @@ DRAM_BW_SCALE = 1.43  # its DRAM read bandwidth
 TENSOR_SCALE = 1.05  # its tensor peaks: under the 10% threshold
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(not all((H100 / f"{s}.json.gz").exists() for s in SUITES),
+pytestmark = pytest.mark.skipif(not all((H100 / f"{s}.json.xz").exists() for s in SUITES),
                                 reason="no committed H100 data")
 
 
 def _read(path: Path) -> dict:
-    return json.loads(gzip.decompress(path.read_bytes()))
+    return json.loads(lzma.decompress(path.read_bytes()))
 
 
-def _write(path: Path, doc: dict) -> None:
+def _write(path: Path, doc: dict) -> None:  # gzipped, as older sets are: they stay readable
     path.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
 
 
@@ -58,7 +59,7 @@ def h200_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("data") / "h200"
     out.mkdir()
     for s in SUITES:
-        doc = _read(H100 / f"{s}.json.gz")
+        doc = _read(H100 / f"{s}.json.xz")
         doc["provenance"]["gpu_name"] = "NVIDIA H200"
         {"memory": _scale_memory, "tensor": _scale_tensor}.get(s, lambda d: None)(doc)
         _write(out / f"{s}.json.gz", doc)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import gzip
 import lzma
 import random
+import sqlite3
 
 import pytest
 
 from gpudissect.device.device import FakeDevice
 from gpudissect.store.db import Result, Store, StoreError, open_store
-from gpudissect.store.pack import pack
+from gpudissect.store.pack import PAGE_SIZE, pack, unpack
 
 
 def _store(path) -> int:
@@ -43,6 +44,12 @@ def test_a_packed_store_reads_back_every_record_and_text(tmp_path):
         assert st.kernel_text("h7").startswith(".entry k7()")
     finally:
         st.close()
+    back = tmp_path / "back.db"  # pages of 64 KiB: a text crosses few page links (xz matches)
+    unpack(out, back)
+    con = sqlite3.connect(back)
+    assert con.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 65536
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()
 
 
 def test_a_damaged_packed_store_is_one_clear_error(tmp_path):

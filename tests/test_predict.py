@@ -322,7 +322,7 @@ def test_cli_sass_listing(tmp_path: Path, data_dir: Path):
     assert f"cycles/iteration per warp: {region:.4g}  (model v1: 1 warp on one scheduler" in r.output
     assert "binding: the result of FFMA (dependence graph) (busy or waited on 67% of" in r.output
     assert f"v0, largest bound: {FFMA_LAT:g} (recurrence)" in r.output
-    assert "taken branch: 0 cycles beyond its stall count (no predict-validation.json.gz" in r.output
+    assert "taken branch: 0 cycles beyond its stall count (no predict-validation.json.xz or predict-validation.json.gz" in r.output
     assert "timeline of warp 0" in r.output and "dep FFMA" in r.output
 
 

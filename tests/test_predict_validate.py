@@ -169,7 +169,7 @@ FADD R6, R6, R5
 def _pool():
     from gpudissect.predict.validate import pool_records
 
-    if not (DATA / "instructions.json.gz").exists():
+    if not (DATA / "instructions.json.xz").exists():
         pytest.skip("no shipped data/h100")
     return verified_pool(pool_records(DATA))
 
@@ -287,6 +287,14 @@ def test_cli_measured_path(tmp_path: Path):
     r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(out), "--data", str(d), "-o", str(gz)])
     assert r.exit_code == 0, r.output
     assert gz.read_bytes()[:2] == b"\x1f\x8b" and read_measured(gz)["loops"] == doc["loops"]
+    xz = tmp_path / "out.json.xz"  # xz for a .xz name (the shipped form), the same
+    r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(gz), "--data", str(d), "-o", str(xz)])
+    assert r.exit_code == 0, r.output
+    assert xz.read_bytes()[:6] == b"\xfd7zXZ\x00" and read_measured(xz)["loops"] == doc["loops"]
+    trunc = tmp_path / "trunc.json.xz"
+    trunc.write_bytes(xz.read_bytes()[:40])
+    r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(trunc), "--data", str(d)])
+    assert r.exit_code == 2 and "not a readable compressed file" in r.output
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     r = CliRunner().invoke(app, ["predict", "--validate", "--measured", str(bad), "--data", str(d)])

@@ -33,7 +33,7 @@ sig = "d:{t} a:{t} b:{t}"
 types = ["u32", "f32"]
 class = "int"
 """
-needs_h100 = pytest.mark.skipif(not (H100 / "instructions.json.gz").exists(), reason="no committed H100 data")
+needs_h100 = pytest.mark.skipif(not (H100 / "instructions.json.xz").exists(), reason="no committed H100 data")
 
 
 def invoke(*args: str):

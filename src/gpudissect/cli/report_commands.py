@@ -39,7 +39,8 @@ def _source(data: Path | None, db: Path | None):
 def report_cmd(
     out: Path = typer.Option(None, "--out", "-o", help="output file (default report.html, "
                              "timing-reference.md with --markdown, accel-sim.config with --accel-sim)"),
-    data: Path = typer.Option(None, "--data", help="data directory with <suite>.json documents (e.g. data/h100)"),
+    data: Path = typer.Option(None, "--data", help="data directory with <suite>.json[.xz|.gz] documents "
+                             "(e.g. data/h100)"),
     db: Path = typer.Option(None, "--db", help="results database (.db, .db.gz or .db.xz): the latest run of each suite"),
     markdown: bool = typer.Option(False, "--markdown", help="write the timing reference (markdown) instead"),
     accel_sim: bool = typer.Option(False, "--accel-sim", help="write the GPGPU-Sim/Accel-Sim config fragment "

@@ -140,7 +140,8 @@ def export_cmd(
                               "(json, csv, parquet; --suite selects one suite)"),
 ) -> None:
     """Export results: JSON (stable: variant, measure, value, unit, flags, sass, gpu), CSV, Parquet,
-    markdown; 'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json)."""
+    markdown; 'suite': one run with its provenance and conclusions (data/<gpu>/<suite>.json.xz;
+    xz for a .xz name, gzip for a .gz name)."""
     from gpudissect.store.export import (
         layouts_document,
         records,

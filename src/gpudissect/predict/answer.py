@@ -24,7 +24,7 @@ from gpudissect.predict.sched import SHORT, binding, issue_trace
 from gpudissect.predict.source import Program, base_arch, read_input
 from gpudissect.predict.tables import Tables, load_tables
 
-VALIDATION = "predict-validation.json.gz"  # predict --validate's measurements, beside the tables
+VALIDATION = ("predict-validation.json.xz", "predict-validation.json.gz")  # beside the tables, newest form first
 
 
 def default_data() -> Path:
@@ -52,9 +52,9 @@ def branch_of(spec: Path, tables: Tables) -> tuple[float, str]:
     --validate`` derives it; 0 (the branch's stall count only) where there are none."""
     from gpudissect.predict.validate import calibrate, read_measured
 
-    path = spec / VALIDATION if spec.is_dir() else None
-    if path is None or not path.is_file():
-        return 0.0, f"0 cycles beyond its stall count (no {VALIDATION} beside the tables to derive it from)"
+    path = next((spec / n for n in VALIDATION if (spec / n).is_file()), None) if spec.is_dir() else None
+    if path is None:
+        return 0.0, f"0 cycles beyond its stall count (no {' or '.join(VALIDATION)} beside the tables to derive it from)"
     try:
         doc = read_measured(path)
         if base_arch(str(doc.get("arch"))) != base_arch(tables.arch):

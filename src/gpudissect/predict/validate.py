@@ -12,12 +12,12 @@ two baselines). Nothing is fitted to the measurements.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from pathlib import Path
 
 from gpudissect.arch.target import arch_table
+from gpudissect.compressed import ERRORS, compress, decompress
 from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
@@ -332,7 +332,9 @@ def figure(rows: list[dict], path: Path, title: str) -> None:
 def read_measured(path: Path) -> dict:
     try:
         raw = path.read_bytes()
-        doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        doc = json.loads(decompress(raw, path))  # plain, .xz or .gz
+    except (EOFError, *ERRORS) as e:
+        raise PredictError(f"{path}: not a readable compressed file ({e or 'truncated'})") from None
     except OSError as e:
         raise PredictError(f"{path}: cannot read: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
@@ -439,7 +441,7 @@ def run_validation(dev, tables_spec: Path, tables: Tables, output: Path | None, 
         lines.append(f"{len(res['errors'])} loops/points without a value (first: {res['errors'][0]})")
     if output is not None:
         text = json.dumps(doc, indent=1).encode()
-        output.write_bytes(gzip.compress(text, mtime=0) if output.suffix == ".gz" else text)
+        output.write_bytes(compress(text, output))  # compressed for a .xz or .gz name
         lines.append(f"wrote {output}")
     if fig is not None and res["rows"]:
         figure(res["rows"], fig, f"gpudissect predict --validate: {gpu.get('name', '?')}")

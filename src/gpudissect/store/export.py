@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 from pathlib import Path
 
+from gpudissect.compressed import compress
 from gpudissect.store.db import Store
 
 JSON_KEYS = ("variant", "measure", "value", "unit", "flags", "sass", "gpu", "gpu_uuid", "cls",
@@ -62,13 +62,11 @@ def suite_document(store: Store, run_id: int) -> dict:
 
 
 def write_document(doc: dict, path: Path) -> None:
-    """A JSON document, compact, gzipped when ``path`` ends in ``.gz``."""
+    """A JSON document, compact, compressed when ``path`` ends in ``.xz`` (xz -9e, the shipped
+    suite documents) or ``.gz`` (gzip)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, separators=(",", ":")) + "\n"
-    if path.name.endswith(".gz"):
-        path.write_bytes(gzip.compress(text.encode(), mtime=0))
-    else:
-        path.write_text(text)
+    path.write_bytes(compress(text.encode(), path))
 
 
 def write_suite_json(store: Store, path: Path, run_id: int) -> int:

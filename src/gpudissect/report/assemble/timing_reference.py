@@ -32,7 +32,7 @@ def _efficiency_section(ctx: TimingContext) -> list[str]:
 
 def _validation_section(ctx: TimingContext) -> list[str]:
     """How well these tables predict real code: the error table of ``gpudissect predict
-    --validate`` whose measurements lie beside the data (``predict-validation.json.gz``)."""
+    --validate`` whose measurements lie beside the data (``predict-validation.json.xz``)."""
     rs = ctx.rs
     v = rs.validation or {}
     stats = (v.get("analysis") or {}).get("stats")

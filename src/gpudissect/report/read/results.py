@@ -3,26 +3,26 @@
 A result set is the per-suite documents of one GPU (schema ``gpudissect.suite/1``:
 ``{"schema", "suite", "provenance", "summary", "records"}``), read from any of:
 
-* a data directory (``data/h100``): every ``<suite>.json`` in it. A plain list of records
+* a data directory (``data/h100``): every ``<suite>.json`` in it, plain or compressed
+  (``<suite>.json.xz``, the shipped form; ``<suite>.json.gz``, older sets). A plain list of records
   (the older ``instructions.json``) is accepted too; its provenance comes from the runs table
   of the packed or gzipped store beside it (``<suite>.db.xz``, ``<suite>.db.gz``) or, failing that, from ``run.log`` and
   ``nvidia-smi-*.csv``;
-* one JSON file (a suite document or a list of records);
+* one JSON file, plain, ``.json.xz`` or ``.json.gz`` (a suite document or a list of records);
 * a results database (``.db``, ``.db.gz`` or packed ``.db.xz``): the latest run of each suite in it;
 * the name of a shipped reference (``a100``: seed 000's published tables), for compare only.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import sqlite3
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from gpudissect.compressed import ERRORS, decompress, kind
 from gpudissect.store.export import SUITE_SCHEMA, suite_document
 from gpudissect.store.pack import unpack
 from gpudissect.suites import REPORTED_FIRST, SUITES
@@ -33,6 +33,7 @@ UNTRUSTED = ("refused", "unverified", "not timed", "exceeds-limit", "noisy", "no
              "not-saturated")
 VALIDATION_SCHEMA = "gpudissect.predict-validation/"  # predict/measure.py SCHEMA
 REFERENCES = {"a100": "reference_a100.json"}
+JSON_NAMES = (".json", ".json.xz", ".json.gz")  # a JSON document: plain, xz (shipped) or gzip (older sets)
 
 
 class LoadError(ValueError):
@@ -148,17 +149,17 @@ def _doc_from_json(obj, path: Path) -> dict | None:
 
 
 def _read_json(path: Path):
-    """A JSON file, plain or gzipped (``.json.gz``)."""
+    """A JSON file, plain or compressed (``.json.xz``, ``.json.gz``)."""
     try:
         raw = path.read_bytes()
-        text = gzip.decompress(raw) if path.name.endswith(".gz") and raw else raw
+        text = decompress(raw, path)
         if not text.strip():
             raise LoadError(f"{path}: empty file")
         return json.loads(text)
     except EOFError:
-        raise LoadError(f"{path}: truncated gzip file (it ends before its compressed data does)") from None
-    except (gzip.BadGzipFile, zlib.error) as e:
-        raise LoadError(f"{path}: not a readable gzip file ({e})") from None
+        raise LoadError(f"{path}: truncated {kind(path)} file (it ends before its compressed data does)") from None
+    except ERRORS as e:
+        raise LoadError(f"{path}: not a readable {kind(path)} file ({e})") from None
     except OSError as e:
         raise LoadError(f"{path}: cannot read it ({e.strerror or e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -166,7 +167,7 @@ def _read_json(path: Path):
 
 
 def _json_stem(path: Path) -> str:
-    return path.name.removesuffix(".gz").removesuffix(".json")
+    return path.name.removesuffix(".gz").removesuffix(".xz").removesuffix(".json")
 
 
 def _from_db(path: Path, label: str) -> ResultSet:
@@ -202,7 +203,7 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
         raise LoadError(f"{s}: no such file or directory (nor a reference: {', '.join(REFERENCES)})")
     if p.is_dir():
         rs = ResultSet(label=label or p.name, source=str(p))
-        for f in sorted([*p.glob("*.json"), *p.glob("*.json.gz")]):
+        for f in sorted([*p.glob("*.json"), *p.glob("*.json.gz"), *p.glob("*.json.xz")]):
             obj = _read_json(f)
             doc = _doc_from_json(obj, f)
             if doc is None and _json_stem(f) in SUITES:  # a suite's file must be its document
@@ -217,7 +218,7 @@ def load_result_set(spec: str | Path, label: str | None = None) -> ResultSet:
         if not rs.docs:
             raise LoadError(f"{p}: no suite documents (<suite>.json) in this directory")
         return rs
-    if p.name.endswith((".json", ".json.gz")):
+    if p.name.endswith(JSON_NAMES):
         doc = _doc_from_json(_read_json(p), p)
         if doc is None:
             raise LoadError(f"{p}: neither a {SUITE_SCHEMA} document nor a list of records")
