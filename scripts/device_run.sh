@@ -5,7 +5,8 @@
 # sync) and the GPU tests; phase 3: tensor and the predictor's validation (with this run's
 # tables); phase 4: fleet mode through a local Ray instance. Phase 2 first finishes the
 # instruction suite where phase 1's call ran out of time (the runner resumes), then packs it;
-# GPU_TESTS=1 adds the GPU tests to phase 2.
+# GPU_TESTS=1 adds the GPU tests to phase 2. Phase 3's validation measures the corpus of public
+# kernels (corpus/README.md) when the call carries it (the device tool's carry: ["corpus"]).
 # Each suite has its own store in /tmp (kept between the calls); what comes back under $OUT:
 # <suite>.json.xz (the suite document, xz -9e), the store packed for shipping (<suite>.db.xz,
 # store/pack.py; several packs as one tar: at most 8 files come back per call), the run log, nvidia-smi readings and the

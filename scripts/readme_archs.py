@@ -8,27 +8,10 @@ import sys
 from pathlib import Path
 
 from gpudissect.report.assemble.arch_support import BEGIN, END, markdown_table
+from gpudissect.report.assemble.readme import rewrite
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
-
-def main() -> int:
-    text = README.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"{README}: no block between '{BEGIN}' and '{END}'")
-        return 1
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = head + markdown_table() + tail
-    if "--check" in sys.argv[1:]:
-        if new != text:
-            print("README.md: the architectures table differs from the data (python scripts/readme_archs.py)")
-            return 1
-        return 0
-    README.write_text(new)
-    print(f"-> {README}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(rewrite(README, BEGIN, END, markdown_table, "--check" in sys.argv[1:],
+                     "the architectures table (python scripts/readme_archs.py)"))
