@@ -25,13 +25,14 @@ def markdown_block(doc: dict, where: str) -> str:
     name = min(r["loop"] for r in rows)
     mine = sorted((r for r in rows if r["loop"] == name), key=lambda r: r["warps"])
     gpu = doc.get("gpu") or {}
+    arch = doc.get("arch", "?")
     src = mine[0]["source"]
     lines = [BEGIN, "",
-             f"`{name}` ({src}), compiled by nvcc -O3 for sm_90, one of the held-out split (nothing of the "
+             f"`{name}` ({src}), compiled by nvcc -O3 for {arch}, one of the held-out split (nothing of the "
              f"model was chosen on it); its loop's cycles per trip measured on {gpu.get('name', '?')} "
              f"`{gpu.get('uuid', '?')}` (the slope over trip counts), predicted from the tables of "
              f"`{where.rsplit('/', 1)[0]}` (their own GPU: a second chip of the model):", "",
-             "```", f"gpudissect predict {name}.sm_90.cubin --warps W --footprint BYTES --data data/h200", "```", "",
+             "```", f"gpudissect predict {name}.{arch}.cubin --warps W --footprint BYTES --data data/h200", "```", "",
              "| warps/SM | category | footprint | measured cycles/trip | model v1 | error | sum of latencies | max pipe |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in mine:
