@@ -22,6 +22,7 @@ from gpudissect.device.args import Buf
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import build_one
 from gpudissect.kernel.ptx import Kernel, ptx_header
+from gpudissect.kernel.timing import STAMP_WORDS
 
 ITERS = 1 << 20  # dependent FMAs per thread: ~7 M cycles, ~4 ms at 2 GHz
 HOST_ITERS = (1 << 21, 1 << 23)  # the host-timer check: ~7 and ~30 ms
@@ -149,3 +150,56 @@ def above_max(clocks: list[dict], nvml_max: float | None) -> str | None:
         return None
     return (f"SM clock {max(seen):.0f} MHz measured in a kernel, above the {nvml_max:.0f} MHz NVML "
             "reports as the maximum, confirmed by the host's timer")
+
+
+# ----------------------------------------------------------------- the clock of a long launch
+# A timing kernel run for a long time (a sustained tensor-core run) measures the SM clock it ran
+# at itself: the block stamps of kernel/timing.py (stamp_ptx: thread 0 of each block reads the
+# 32-bit %clock and %globaltimer before and after the whole repetition loop, outside every timed
+# region). Cycles over nanoseconds of the whole loop is the clock its SM ran at; the 32-bit clock
+# wraps every 2^32 cycles (about 2 s), which the elapsed globaltimer and a rough clock undo.
+WRAP = 1 << 32
+
+
+def unwrap_cycles(cycles_mod: np.ndarray, ns: np.ndarray, mhz_hint: float | None) -> np.ndarray:
+    """Cycles elapsed from their value modulo 2^32 (the 32-bit clock's difference): the wraps that
+    the elapsed ``ns`` at about ``mhz_hint`` imply are added back (none without a hint)."""
+    c = np.asarray(cycles_mod, dtype=np.int64) % WRAP
+    if not mhz_hint:
+        return c
+    wraps = np.round((np.asarray(ns, dtype=float) * mhz_hint / 1000.0 - c) / WRAP).astype(np.int64)
+    return c + np.maximum(wraps, 0) * WRAP
+
+
+def stamp_clock(words: np.ndarray, mhz_hint: float | None = None) -> dict:
+    """The SM clock of a long launch from its blocks' stamps (:func:`stamp_ptx`): per block cycles
+    / ns x 1000 (MHz), the median over each SM's blocks, then the median, min and max over the
+    SMs. ``{"error": why}`` when no block wrote a usable pair."""
+    w = np.asarray(words).reshape(-1, STAMP_WORDS).astype(np.int64)
+    ns = w[:, 3] - w[:, 2]
+    ok = (w[:, 2] > 0) & (w[:, 3] > 0) & (ns > 0)
+    if not ok.any():
+        return {"error": "no block wrote a usable clock / globaltimer pair"}
+    w, ns = w[ok], ns[ok]
+    cycles = unwrap_cycles(w[:, 1] - w[:, 0], ns, mhz_hint)
+    mhz = cycles * 1000.0 / ns
+    per_sm = np.array([float(np.median(mhz[w[:, 4] == s])) for s in np.unique(w[:, 4])])
+    return {"median": round(float(np.median(per_sm)), 1), "min": round(float(per_sm.min()), 1),
+            "max": round(float(per_sm.max()), 1), "sms": int(per_sm.size), "blocks": int(mhz.size),
+            "span_ms": round(float(np.median(ns)) / 1e6, 3), "cycles_median": float(np.median(cycles)),
+            "method": "32-bit clock / globaltimer of thread 0 of each block, before and after the "
+                      "whole repetition loop (outside the timed regions); median over each SM's blocks"}
+
+
+CLOCK_TOL = 0.03  # in-kernel and implied clocks this far apart: the method is wrong somewhere
+
+
+def clock_disagreement(in_kernel: float | None, implied: float | None, tol: float = CLOCK_TOL) -> str | None:
+    """A ``clock-disagrees`` flag when the clock measured in the sustained kernel and the one its
+    rates imply (instructions per second over the launch / per cycle of its last repetitions) are
+    more than ``tol`` apart: not the hardware, the method (the last repetitions are not the whole
+    run, or the launch's time is not the loop's)."""
+    if not (in_kernel and implied) or abs(implied / in_kernel - 1) <= tol:
+        return None
+    return (f"clock-disagrees: {in_kernel:.0f} MHz measured in the sustained kernel, {implied:.0f} MHz "
+            f"implied by its rates ({implied / in_kernel - 1:+.1%}; tolerance {tol:.0%})")

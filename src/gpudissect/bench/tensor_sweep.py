@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpudissect.bench.clock import clock_disagreement, stamp_clock
+from gpudissect.bench.power import Watch
 from gpudissect.bench.stats import (
     fit_flag,
     fit_line,
@@ -29,7 +31,7 @@ from gpudissect.device.args import Buf
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.mma import TIMED_REPS
-from gpudissect.kernel.timing import row_words
+from gpudissect.kernel.timing import STAMP_WORDS, row_words
 from gpudissect.store.db import Result
 
 PEAK_TOL = 0.02  # a configuration within this share of the best is at the peak
@@ -238,19 +240,45 @@ def select_peak(results: list[Result], limit: float | None) -> Peak:
     return Peak(best, smallest, None, flags)
 
 
+def launch_stamped(dev: Device, b: Built, grid: int, block: int, words: np.ndarray
+                   ) -> tuple[np.ndarray, list[float], np.ndarray]:
+    """:func:`launch_times` of a kernel with block clock stamps (kernel/timing.py stamp_ptx): the
+    rows, the GPU time and the blocks' stamp words (STAMP_WORDS u64 per block, after the rows)."""
+    warps = grid * block // 32
+    tpt = row_words(TIMED_REPS)
+    run = dev.launch(b.cubin, b.kernel.name, grid, block, [
+        Buf("tc_in", data=words),
+        Buf("tc_out", nbytes=grid * block * 4),
+        Buf("tc_times", nbytes=(warps * tpt + grid * STAMP_WORDS) * 8, read=True, dtype="u8", zero=True),
+    ], launches=1)
+    out = run.outputs["tc_times"]
+    return out[: warps * tpt].reshape(warps, tpt), run.gpu_ms, out[warps * tpt: warps * tpt + grid * STAMP_WORDS]
+
+
 def sustained(dev: Device, b: Built, cfg: Config, per_block: int, words: np.ndarray, cycles_per_rep: float,
-              mhz: float, target_ms: float) -> dict:
+              mhz: float, target_ms: float, stamped: Built | None = None, nvml: int | None = None) -> dict:
     """``cfg``'s kernel ``b`` run for about ``target_ms``: its region repeated back to back
     (word 0 of ``words``: the repetitions; the clocks of the last TIMED_REPS are kept), long
     enough for the power and clock management to act on it, as a long matrix multiply does.
     Returns the repetitions, the launch's GPU time, the instructions per SM per second over
     the launch, the rate per cycle of its last repetitions (the median SM span) and the SM
-    clock these imply (instructions per second / instructions per cycle)."""
+    clock these imply (instructions per second / instructions per cycle). With ``stamped`` (the
+    same kernel with block clock stamps, run instead of ``b``): the SM clock measured in the
+    launch itself over its whole repetition loop (``sm_mhz_in_kernel``), the rate per cycle over
+    that loop, and a ``clock-disagrees`` flag when it and the implied clock are apart. NVML
+    (power, SM clock, throttle reasons) is sampled during the launch (``nvml``: its index;
+    None: recorded as unknown)."""
     reps = max(TIMED_REPS, int(target_ms * 1e3 * mhz / max(cycles_per_rep, 1.0)))
     w = words.copy()
     w[0] = reps
     blocks = blocks_for(cfg.warps, per_block)
-    t, ms = launch_times(dev, b, dev.info.sm_count * blocks, 32 * cfg.warps // blocks, w)
+    grid, block = dev.info.sm_count * blocks, 32 * cfg.warps // blocks
+    stamps = None
+    with Watch(nvml) as watch:
+        if stamped is not None:
+            t, ms, stamps = launch_stamped(dev, stamped, grid, block, w)
+        else:
+            t, ms = launch_times(dev, b, grid, block, w)
     per_rep = cfg.parallel * b.kernel.length
     spans = []
     for rep in range(1, TIMED_REPS):
@@ -261,6 +289,16 @@ def sustained(dev: Device, b: Built, cfg: Config, per_block: int, words: np.ndar
     gpu_ms = float(ms[0]) if ms else None
     per_s = per_rep * reps / (gpu_ms * 1e-3) if gpu_ms else None
     per_cycle = per_rep / float(np.median(spans)) if spans else None
-    return {"reps": reps, "gpu_ms": gpu_ms, "instr_per_s_sm": per_s, "last_reps_instr_per_cycle_sm": per_cycle,
-            "implied_sm_mhz": per_s / per_cycle / 1e6 if (per_s and per_cycle) else None,
-            "target_ms": target_ms}
+    implied = per_s / per_cycle / 1e6 if (per_s and per_cycle) else None
+    out = {"reps": reps, "gpu_ms": gpu_ms, "instr_per_s_sm": per_s, "last_reps_instr_per_cycle_sm": per_cycle,
+           "implied_sm_mhz": implied, "target_ms": target_ms, "nvml": watch.summary, "flags": []}
+    if stamps is None:
+        out["sm_mhz_in_kernel"] = {"error": "no stamped kernel: the clock is the implied one"}
+        return out
+    clk = stamp_clock(stamps, mhz_hint=mhz)
+    out["sm_mhz_in_kernel"] = clk
+    if clk.get("median"):
+        out["loop_instr_per_cycle_sm"] = per_rep * reps / clk["cycles_median"]
+        flag = clock_disagreement(clk["median"], implied)
+        out["flags"] += [flag] if flag else []
+    return out

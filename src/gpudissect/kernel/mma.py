@@ -11,7 +11,7 @@ import numpy as np
 from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import MmaVariant, element
 from gpudissect.kernel.ptx import ptx_header
-from gpudissect.kernel.timing import Repeat, repeated, row_words
+from gpudissect.kernel.timing import Repeat, repeated, row_words, stamp_ptx
 
 # the repetition loop of the timing kernels (kernel/timing.py), in the registers prologue declares
 TIMED_REPS = 3  # repetitions of a timing kernel's region (word 0 of 'in'); the first is dropped
@@ -64,15 +64,20 @@ def entry_prologue(name: str, extra_decl: list[str]) -> list[str]:
     ]
 
 
-def timed_region(lines: list[str], body: list[str]) -> list[str]:
+def timed_region(lines: list[str], body: list[str], stamps: bool = False) -> list[str]:
     """This warp's row of timestamps, then ``body`` timed ``%reps`` (= TIMED_REPS) times
-    (kernel/timing.py)."""
+    (kernel/timing.py). ``stamps``: the whole repetition loop between the block stamps of
+    kernel/timing.py (thread 0 of each block, 32-bit clock and globaltimer, outside the timed
+    regions; stored after the rows: the 'times' buffer needs STAMP_WORDS u64 per block more)."""
+    row = 8 * row_words(TIMED_REPS)
     return [
         *lines,
         "  shr.u32 %w, %gtid, 5;",
-        f"  mul.wide.u32 %off, %w, {8 * row_words(TIMED_REPS)};",
+        f"  mul.wide.u32 %off, %w, {row};",
         "  add.u64 %tptr, %times, %off;",
+        *(stamp_ptx("%times", row, end=False) if stamps else []),
         *repeated(body, "%reps", REPEAT, keep=TIMED_REPS),
+        *(stamp_ptx("%times", row, end=True) if stamps else []),
     ]
 
 

@@ -267,3 +267,51 @@ def cuda_repeated(body: list[str], count: int, keep: int, times: str,
         f"{indent}}}",
         f"{indent}}}",
     ]
+
+
+# ----------------------------------------------------------------- block stamps of a long launch
+# A timing kernel run for a long time (a sustained run) can measure the SM clock it ran at
+# itself: thread 0 of each block reads ``%globaltimer`` and the 32-bit ``%clock`` just before the
+# repetition loop and again just after it (outside every timed region: no 64-bit ``%clock64``
+# read, which delimits the timed region in the SASS, kernel/region.py; a 32-bit read is not one)
+# and stores them after the warps' rows (bench/clock.py stamp_clock reads them).
+STAMP_WORDS = 5  # per block: clock at start, clock at end (32-bit), globaltimer at start, at end, smid
+
+
+def stamp_ptx(times: str, row_bytes: int, end: bool) -> list[str]:
+    """PTX of one stamp (``end``: after the loop, else before it) of thread 0 of the block, into
+    ``times`` (u64 register: the rows' base) + (warps of the grid x ``row_bytes``) + block x
+    ``8 * STAMP_WORDS``: (clock0, clock1, globaltimer0, globaltimer1, smid) u64 words."""
+    out = [
+        "  {",
+        "  .reg .b32 %stk<4>;",
+        "  .reg .b64 %std<3>;",
+        "  .reg .pred %stp;",
+        "  mov.u32 %stk0, %tid.x;",
+        "  setp.eq.u32 %stp, %stk0, 0;",
+        "  mov.u32 %stk1, %nctaid.x;",
+        "  mov.u32 %stk2, %ntid.x;",
+        "  mul.lo.u32 %stk1, %stk1, %stk2;",
+        "  shr.u32 %stk1, %stk1, 5;",
+        f"  mul.wide.u32 %std0, %stk1, {row_bytes};",
+        f"  add.u64 %std0, %std0, {times};",
+        "  mov.u32 %stk1, %ctaid.x;",
+        f"  mul.wide.u32 %std1, %stk1, {8 * STAMP_WORDS};",
+        "  add.u64 %std0, %std0, %std1;",
+    ]
+    if not end:  # globaltimer first, clock last: the clock span lies inside the globaltimer span
+        out += ["  mov.u64 %std1, %globaltimer;",
+                "  mov.u32 %stk3, %clock;",
+                "  cvt.u64.u32 %std2, %stk3;",
+                "  @%stp st.global.u64 [%std0+16], %std1;",
+                "  @%stp st.global.u64 [%std0], %std2;"]
+    else:
+        out += ["  mov.u32 %stk3, %clock;",
+                "  mov.u64 %std1, %globaltimer;",
+                "  cvt.u64.u32 %std2, %stk3;",
+                "  @%stp st.global.u64 [%std0+8], %std2;",
+                "  @%stp st.global.u64 [%std0+24], %std1;",
+                "  mov.u32 %stk3, %smid;",
+                "  cvt.u64.u32 %std2, %stk3;",
+                "  @%stp st.global.u64 [%std0+32], %std2;"]
+    return out + ["  }"]

@@ -54,8 +54,9 @@ def _text(lines: list[str]) -> str:
 
 
 def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int, warps: int,
-               target: Target) -> Kernel:
-    """A timing kernel: ``chains`` accumulator chains of ``length`` dependent mma each."""
+               target: Target, stamps: bool = False) -> Kernel:
+    """A timing kernel: ``chains`` accumulator chains of ``length`` dependent mma each
+    (``stamps``: with the block clock stamps of a sustained run, kernel/mma.py timed_region)."""
     cc, cp = _regdecl(v)
     ac, ap = _ab_decl(v)
     ra, rb, rcn = v.regs["a"], v.regs["b"], v.regs["c"]
@@ -80,7 +81,7 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
     for _ in range(length):
         for ch in range(chains):
             body.append(mma_instr(v, creg[ch], a, b, creg[ch]))
-    out = timed_region(lines, body)
+    out = timed_region(lines, body, stamps)
     sink: list[str] = []
     sink_accumulators(sink, [r for ch in creg for r in ch], cc)
     return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, measure, chains, length,
@@ -91,8 +92,9 @@ def mma_kernel(v: MmaVariant, name: str, measure: str, chains: int, length: int,
 
 
 def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, length: int,
-                 warpgroups: int, a_regs: bool, target: Target) -> Kernel:
-    """``length`` rounds of ``accs`` wgmma (one accumulator each) per warpgroup."""
+                 warpgroups: int, a_regs: bool, target: Target, stamps: bool = False) -> Kernel:
+    """``length`` rounds of ``accs`` wgmma (one accumulator each) per warpgroup (``stamps``: with
+    the block clock stamps of a sustained run)."""
     if n % v.n_step or not 8 <= n <= 256:
         raise ValueError(f"{v.name}: N={n} not in 8..256 step {v.n_step}")
     if a_regs and not v.a_from_registers:
@@ -168,7 +170,7 @@ def wgmma_kernel(v: WgmmaVariant, name: str, measure: str, n: int, accs: int, le
             body.append("  wgmma.wait_group.sync.aligned 0;")
     if measure != "latency":
         body.append("  wgmma.wait_group.sync.aligned 0;")
-    out = timed_region(lines, body)
+    out = timed_region(lines, body, stamps)
     sink: list[str] = []
     sink_accumulators(sink, [r for d in dreg for r in d], dcls)
     return Kernel(name, tensor_header(target), _text(entry_finish(out, sink)), v.name, measure, accs, length,

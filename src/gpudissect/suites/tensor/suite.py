@@ -44,6 +44,7 @@ from gpudissect.arch.tensor_peaks import figures, peak_for
 from gpudissect.bench.clock import clock_flag as sm_clock_flag
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
+from gpudissect.bench.power import nvml_index
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_flag, fit_line
 from gpudissect.bench.tensor_sweep import (
@@ -65,8 +66,8 @@ from gpudissect.catalog.tensor import (
     load_tensor_catalog,
 )
 from gpudissect.device.device import Device
-from gpudissect.kernel.build import Built
-from gpudissect.kernel.mma import TIMED_REPS, random_words
+from gpudissect.kernel.build import Built, build_one
+from gpudissect.kernel.mma import TIMED_REPS, random_words, tensor_arch
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
@@ -388,12 +389,18 @@ class Meter:
                       params=params, fit=t["fit"].to_json() if t["fit"] else None, samples=samples, flags=flags,
                       sass=_sass_list(chk), **cite)
 
+    def longest(self, cfg: Config) -> Kernel:
+        return max(self.kernels(cfg.family), key=lambda k: k.length)
+
     def sustained(self, cfg: Config, spans: list[float], words: np.ndarray, mhz: float, target_ms: float,
-                  target: Target, extra: dict) -> Result:
+                  target: Target, extra: dict, stamped: tuple[Built | None, str | None] = (None, None)) -> Result:
         """``cfg`` sustained for about ``target_ms`` (sweep.sustained) with the operand data of
-        ``words``: TFLOP/s over the whole launch, and the SM clock right after it (in a kernel)."""
-        v, ks = self.w.variant, self.kernels(cfg.family)
-        k = max(ks, key=lambda k: k.length)
+        ``words``: TFLOP/s over the whole launch, the SM clock measured in it (``stamped``: the
+        kernel with block clock stamps, or why there is none: then the clock is the implied one),
+        NVML's power, clock and throttle reasons during it, and the SM clock right after it (in
+        a kernel)."""
+        v = self.w.variant
+        k = self.longest(cfg)
         b = self.w.built[k.name]
         assert isinstance(b, Built)
         cite = _cite(b, self.texts)
@@ -403,7 +410,8 @@ class Meter:
             return Result(v.name, "throughput_sustained", None, "TFLOP/s", "none", params=params,
                           flags=["not timed: no span of the configuration's longest kernel"], **cite)
         try:
-            s = sustained(self.dev, b, cfg, self.per_block, words, float(np.median(spans)), mhz, target_ms)
+            s = sustained(self.dev, b, cfg, self.per_block, words, float(np.median(spans)), mhz, target_ms,
+                          stamped=stamped[0], nvml=nvml_index(self.dev))
         except Exception as e:  # a failed launch is recorded on this result
             if type(e).__name__ == WORKER_FAILED:
                 raise
@@ -413,10 +421,39 @@ class Meter:
         tflops = (s["instr_per_s_sm"] * self.flops_of(k) * self.dev.info.sm_count / 1e12
                   if s["instr_per_s_sm"] else None)
         suspect = clock_flag(self.dev, [after])
+        flags = s.pop("flags") + ([suspect] if suspect else [])
+        if stamped[1]:
+            s["sm_mhz_in_kernel"] = {"error": stamped[1]}
+        clock = ("in-kernel: 32-bit clock / globaltimer of each block over the whole repetition loop"
+                 if (s.get("sm_mhz_in_kernel") or {}).get("median") else "implied (no in-kernel reading)")
         return Result(v.name, "throughput_sustained", tflops, "TFLOP/s",
                       "instructions of the whole launch / its GPU time (events), the region repeated back to "
-                      "back for about target_ms", params={**params, **s, "sm_mhz_kernel_after": after},
-                      flags=[suspect] if suspect else [], sass=_sass_list(self.w.checks.get(cfg.family)), **cite)
+                      "back for about target_ms",
+                      params={**params, **s, "tflops": tflops, "clock": clock, "sm_mhz_kernel_after": after},
+                      flags=flags, sass=_sass_list(self.w.checks.get(cfg.family)), **cite)
+
+
+def stamped_kernel(m: Meter, cfg: Config, target: Target) -> tuple[Built | None, str | None]:
+    """The sustained configuration's kernel again with the block clock stamps (kernel/timing.py
+    stamp_ptx, outside the timed region), built; used only when its timed region's SASS is the
+    plain kernel's, instruction for instruction. (None, why) otherwise."""
+    v, k = m.w.variant, m.longest(cfg)
+    try:
+        if isinstance(v, MmaVariant):
+            sk = mma_kernel(v, f"{k.name}_clk", "throughput", k.chains, k.length, k.warps, target, stamps=True)
+        elif isinstance(v, WgmmaVariant):
+            sk = wgmma_kernel(v, f"{k.name}_clk", "throughput", k.meta["n"], k.meta["accs"], k.length,
+                              k.meta["warpgroups"], k.meta["a_from"] == "registers", target, stamps=True)
+        else:
+            return None, f"no stamped kernel for a {v.kind} variant"
+        b = build_one(sk, tensor_arch(target))
+    except Exception as e:  # noqa: BLE001 - the run goes on with the implied clock
+        return None, f"stamped kernel not built: {type(e).__name__}: {e}"[:300]
+    plain = m.w.built[k.name]
+    assert isinstance(plain, Built)
+    if [i.full for i in b.region] != [i.full for i in plain.region]:
+        return None, "the stamped kernel's timed region differs from the plain one's in SASS: not used"
+    return b, None
 
 
 def peak_result(m: Meter, group: str, rs: list[Result], limit: float | None, mhz: float | None,
@@ -680,8 +717,9 @@ class TensorSuite(SuiteBase):
         if not mhz:
             return Outcome([Result(v.name, "throughput_sustained", None, "TFLOP/s", "none",
                                    flags=["not timed: no SM clock measured in a kernel"])])
+        stamped = stamped_kernel(m, cfg, ctx.target)
         out = [m.sustained(cfg, spans, words_of(data), mhz, sweep.sustained_ms, ctx.target,
-                           {"data": data, "order": order})
+                           {"data": data, "order": order}, stamped)
                for order, data in enumerate(("zero", "random", "zero"), 1)]
         return Outcome(out, texts)
 
