@@ -119,14 +119,3 @@ def nvml_index(dev) -> int | None:
         return None
     idx = getattr(getattr(dev, "info", None), "index", None)
     return idx if isinstance(idx, int) else None
-
-
-def summary_text(s: dict | None) -> str:
-    """One line of a summary for a view: power, NVML's SM clock, the reasons seen."""
-    if not s:
-        return "power: not recorded"
-    if s.get("nvml") != "sampled":
-        return f"power: {UNKNOWN}" + (f" ({s['why']})" if s.get("why") else "")
-    reasons = ", ".join(s.get("throttle_reasons") or []) or "none"
-    return (f"power {s['power_w_median']:.0f} W median, {s['power_w_max']:.0f} W max; NVML SM clock "
-            f"{s['sm_mhz_min']:.0f}-{s['sm_mhz_median']:.0f} MHz (min-median); throttle reasons: {reasons}")

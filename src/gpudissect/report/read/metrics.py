@@ -23,7 +23,8 @@ KEY_GROUPS = ("device", "latency", "bandwidth", "size", "tensor", "instruction")
 KINDS = ("latency", "throughput", "bandwidth", "size", "sector", "line", "count", "dense", "sparse")
 RECORD_KINDS = ("latency", "throughput", "dense", "sparse")
 STATISTICS = ("first", "max")
-# a tensor-core rate's ``timing``: the measure of the records that give it
+# a rate's ``timing``: for a record source, the measure of the records that give it (a summary
+# source names its figure by its path: bandwidth's "sustained" entry for the sustained rate)
 TIMINGS = {"burst": "throughput_peak", "sustained": "throughput_sustained"}
 # element types whose tensor-core rate counts operations, not floating-point ones (TOP/s)
 INTEGER_TYPES = frozenset({"s8", "u8", "s4", "u4", "b1"})
@@ -40,6 +41,13 @@ class Found:
     what: str
     flags: tuple[str, ...] = ()
     record: dict | None = field(default=None, repr=False)  # the record it was read from, if one
+    timing: str | None = None  # a rate's timing (burst, sustained), as its quantity declares
+    clock: str | None = None  # a rate's SM clock and power as its record / summary states them
+
+
+def _timed(where: str, timing: str | None, clock: str | None) -> str:
+    """Where a rate was found, with its timing and its clock: what every view shows as its source."""
+    return f"{where} [{timing}; {clock or 'SM clock unknown'}]" if timing else where
 
 
 @cache
@@ -134,10 +142,22 @@ def record_is(r: dict, kind: str) -> bool:
 
 
 def _record_value(r: dict, src: dict) -> float | None:
-    """A record's value, or with ``param`` the number under that key of its params."""
+    """A record's value, or with ``param`` the number under that key of its params (a record whose
+    value is itself the rate in 10^12 per second, unit TFLOP/s, gives its value for 'tflops')."""
     if r.get("value") is None:
         return None
-    return _number((r.get("params") or {}).get(src["param"])) if "param" in src else float(r["value"])
+    if "param" not in src:
+        return float(r["value"])
+    v = _number((r.get("params") or {}).get(src["param"]))
+    if v is None and src["param"] == "tflops" and r.get("unit") == "TFLOP/s":
+        return float(r["value"])
+    return v
+
+
+def _matches(r: dict, src: dict) -> bool:
+    """A record's params hold every key = value of the source's ``match`` (e.g. data = "random")."""
+    p = r.get("params") or {}
+    return all(p.get(k) == v for k, v in (src.get("match") or {}).items())
 
 
 def _usable_records(spec: dict, src: dict, doc: dict) -> list[tuple[dict, float]]:
@@ -152,6 +172,8 @@ def _usable_records(spec: dict, src: dict, doc: dict) -> list[tuple[dict, float]
         if not record_is(r, spec["kind"]) or record_unit(r, src) != spec["unit"]:
             continue
         if not any(fnmatch.fnmatchcase(r.get("variant") or "", g) for g in _globs(src["record"])):
+            continue
+        if not _matches(r, src):
             continue
         if any(f.split(":")[0].startswith(BAD_FLAGS) for f in r.get("flags") or []):
             continue
@@ -174,7 +196,47 @@ def _from_records(name: str, spec: dict, src: dict, doc: dict) -> Found | None:
     if best:
         where += f" (highest of {len(usable)} {spec['kind']})"
     flags = tuple(f.split(":")[0] for f in r.get("flags") or [])
-    return Found(name, v, spec["unit"], where, spec["what"], flags, r)
+    timing = spec.get("timing")
+    clock = clock_text(r.get("params") or {}) if timing else None
+    return Found(name, v, spec["unit"], _timed(where, timing, clock), spec["what"], flags, r, timing, clock)
+
+
+def _mhz(v) -> float | None:
+    n = _number(v)
+    return n if n and n > 0 else None
+
+
+def clock_text(p: dict) -> str:
+    """The SM clock a rate's record params (or summary entry) state, and how it was had: measured
+    in the kernel itself over its whole run (``sm_mhz_in_kernel``: per-SM median, min, max;
+    ``sm_mhz_kernel``: a bandwidth kernel's own warps), measured in a separate kernel before and
+    after the burst sweep (``observed_sm_mhz``), or only implied by the rates (``implied_sm_mhz``:
+    a sustained record without the in-kernel reading); then NVML's power and throttle reasons
+    during the run where sampled."""
+    ik = p.get("sm_mhz_in_kernel")
+    if isinstance(ik, dict) and _mhz(ik.get("median")):
+        out = f"SM clock {ik['median']:.0f} MHz in-kernel (SMs {ik.get('min', 0):.0f}-{ik.get('max', 0):.0f})"
+    elif _mhz(p.get("sm_mhz_kernel")):
+        out = f"SM clock {_mhz(p.get('sm_mhz_kernel')):.0f} MHz in-kernel (its own warps)"
+    elif _mhz(p.get("observed_sm_mhz")):
+        out = f"SM clock {_mhz(p.get('observed_sm_mhz')):.0f} MHz in a separate kernel before and after the sweep"
+    elif _mhz(p.get("implied_sm_mhz")):
+        out = f"SM clock {_mhz(p.get('implied_sm_mhz')):.0f} MHz implied by the rates (no in-kernel reading)"
+    else:
+        out = "SM clock unknown"
+    if "nvml" in p:
+        out += "; " + power_text(p.get("nvml"))
+    return out
+
+
+def power_text(s) -> str:
+    """NVML's view of a run (bench/power.py summarize): power, SM clock, throttle reasons seen."""
+    if not isinstance(s, dict) or s.get("nvml") != "sampled":
+        why = s.get("why") if isinstance(s, dict) else None
+        return "power unknown" + (f" ({why})" if why else "")
+    reasons = ", ".join(s.get("throttle_reasons") or []) or "none"
+    return (f"power {s.get('power_w_median', 0):.0f} W median, {s.get('power_w_max', 0):.0f} W max, NVML SM "
+            f"clock {s.get('sm_mhz_min', 0):.0f}-{s.get('sm_mhz_median', 0):.0f} MHz, throttle reasons: {reasons}")
 
 
 def lookup(rs: ResultSet, name: str) -> Found | None:
@@ -195,8 +257,10 @@ def lookup(rs: ResultSet, name: str) -> Found | None:
         if "summary" in src:
             v = _number(_dig(doc.get("summary") or {}, src["summary"]))
             if v is not None:
-                return Found(name, v, spec["unit"], f"{src['suite']} summary {_where(src['summary'])}",
-                             spec["what"])
+                near = _dig(doc.get("summary") or {}, src["summary"][:-1])
+                clock = clock_text(near) if (spec.get("timing") and isinstance(near, dict)) else None
+                where = _timed(f"{src['suite']} summary {_where(src['summary'])}", spec.get("timing"), clock)
+                return Found(name, v, spec["unit"], where, spec["what"], timing=spec.get("timing"), clock=clock)
         elif "record" in src:
             found = _from_records(name, spec, src, doc)
             if found is not None:

@@ -125,7 +125,7 @@ class Sweep:
     data_variants: tuple[str, ...] = (
         "mma.sync.m16n8k16.f32.f16.f32", "mma.sync.m16n8k16.f32.bf16.f32", "mma.sync.m16n8k8.f32.tf32.f32",
         "mma.sync.m16n8k32.s32.s8.s32", "wgmma.f32.f16", "wgmma.f32.bf16", "wgmma.f32.tf32",
-        "wgmma.f32.e4m3", "wgmma.s32.s8")
+        "wgmma.f32.e4m3", "wgmma.s32.s8", "mma.sync.m16n8k16.f64.f64.f64")
     layouts: bool = True
 
     def to_json(self) -> dict:
