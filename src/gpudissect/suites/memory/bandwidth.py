@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
+from gpudissect.bench.power import Watch, nvml_index
 from gpudissect.bench.stats import noise_flag, per_sm
 from gpudissect.device.args import Buf
 from gpudissect.report.present.fmt import fmt_bytes
@@ -68,6 +69,11 @@ ITEMS = [f"bandwidth/{k}" for k in (*LEVELS, FOOTPRINT_ITEM)]
 ON_CHIP = ("shared", "L1", "L2")
 
 PEAK_TOL = 0.02  # configurations within 2% of the best are "at the peak" (as the instruction suite)
+# the headline levels whose best configuration also runs sustained: one launch of about
+# SUSTAINED_MS (the sweep's regions, 1-3 ms, are bursts: too short for the power and clock
+# management to act), its SM clock measured in the same warps, NVML sampled during it
+SUSTAINED_ITEMS = ("L2/read", "DRAM/read")
+SUSTAINED_MS = 150.0
 BAD = ("noisy", "not-concurrent", "error", "unverified", "refused", "clock-changed")
 
 
@@ -408,13 +414,49 @@ def bench_level(r: Launcher, item: str, fp: dict, flags: dict, rules: dict | Non
                 "sm_mhz_kernel": bp["sm_mhz_kernel"], "region_us": bp["region_us"], **sat},
         samples=best.samples,
         flags=fl + [f for f in best.flags if not f.startswith(BAD)] + ([sat["flag"]] if sat["flag"] else [])))
+    if item in SUSTAINED_ITEMS:
+        out.append(measure_sustained(r, item, op_key, best, fp[fkey], warm, fl))
     return out, texts
+
+
+def measure_sustained(r: Launcher, item: str, op_key: str, best: Result, target: int, warm: int,
+                      flags: list[str], target_ms: float = SUSTAINED_MS) -> Result:
+    """The best configuration of ``item`` (its peak record ``best``) in one launch whose timed
+    region lasts about ``target_ms`` (its passes scaled from the best's region), the SM clock
+    measured in the same warps over that region (clock64 / globaltimer), NVML's power, clock and
+    throttle reasons sampled during the launch."""
+    bp = best.params
+    variant = f"bandwidth/{item}"
+    cfg = Config(bp["bits"], bp["ilp"], bp["warps"], r.plan.bw_block_warps)
+    level = item.split("/")[0]
+    params = {**cfg.key(), "op": op_key, "level": level, "rw": item.split("/")[1], "target_ms": target_ms}
+    try:
+        geo = geometry(op_key, cfg, r.sm, target)
+        passes = _passes(target_ms * 1e3 * bp["passes"], bp["region_us"])
+        name = kernel_name(op_key, cfg.bits, cfg.ilp)
+        with Watch(nvml_index(r.dev)) as watch:
+            x = _launch(r, name, geo, passes, warm, bool(OPS[op_key].load and OPS[op_key].store))
+    except Exception as e:  # a failed launch: recorded, the suite goes on
+        return Result(variant, "bandwidth_sustained", None, "GB/s", "none", params=params,
+                      flags=[f"error: {type(e).__name__}: {e}"[:300]], cls="memory", strategy="memory")
+    fl = list(flags)
+    if not x["all_at_once"]:
+        fl.append("not-concurrent: on some SM a warp's timed region ended before another's began")
+    params.update(passes=passes, footprint=geo.footprint, region_us=x["span_us"], sm_mhz_kernel=x["sm_mhz"],
+                  bytes_per_cycle_per_sm=x["bytes_per_cycle_per_sm"],
+                  own_bytes_per_cycle_per_sm=x["own_bytes_per_cycle_per_sm"], start_skew_us=x["start_skew_us"],
+                  burst_gbs=best.value, nvml=watch.summary,
+                  clock="SM clock measured in the same warps over the whole region (clock64 / globaltimer)")
+    return r.k.result(name, variant=variant, measure="bandwidth_sustained", value=x["GB/s"], unit="GB/s",
+                      statistic="one launch: bytes of all warps / globaltimer span of a region of about target_ms",
+                      params=params, flags=fl)
 
 
 def _best(records: list[dict], item: str, plan, flags: list[str]) -> list[Config]:
     """The best and the smallest-at-peak configurations of ``item`` in this run (a generic
     configuration, flagged, where the run has no peak for it)."""
-    peak = next((r.get("params") or {} for r in records if r["variant"] == f"bandwidth/{item}"), {})
+    peak = next((r.get("params") or {} for r in records
+                 if r["variant"] == f"bandwidth/{item}" and r.get("measure") == "bandwidth"), {})
     got = [c for c in (peak.get("best"), peak.get("smallest_within_2pct")) if c]
     if not got:
         got = [{"bits": max(plan.bw_widths), "ilp": max(plan.bw_ilps), "warps": max(plan.bw_warps) // 2}]
@@ -555,6 +597,13 @@ def summarize(records: list[dict]) -> dict:
                 "footprint": p.get("footprint"), "flags": r.get("flags") or [],
                 **{k: p.get(k) for k in ("best", "smallest_within_2pct", "evidence", "sm_mhz_kernel",
                                          "curve_warps", "curve_ilp", "configurations", "clean")}}
+    for r in records:  # the sustained runs of the headline levels, beside their burst figure
+        if r["variant"].startswith("bandwidth/") and r.get("measure") == "bandwidth_sustained" and r["value"]:
+            p = r.get("params") or {}
+            bw.setdefault(r["variant"].split("/", 1)[1], {})["sustained"] = {
+                "GB/s": r["value"], "flags": r.get("flags") or [],
+                **{k: p.get(k) for k in ("sm_mhz_kernel", "bytes_per_cycle_per_sm", "region_us", "nvml",
+                                         "bits", "ilp", "warps")}}
     read = (bw.get("DRAM/read") or {}).get("GB/s")
     copy = (bw.get("DRAM/copy") or {}).get("GB/s")
     if read and copy:
@@ -582,6 +631,15 @@ def conclusions(bw: dict) -> list[str]:
             + (f", footprint {fmt_bytes(v['footprint'])}" if v.get("footprint") else "")
             + (f"; {v['evidence']}" if v.get("evidence") else "")
             + (" [" + "; ".join(v["flags"]) + "]" if v.get("flags") else "") + ".")
+        su = v.get("sustained") or {}
+        if su.get("GB/s"):
+            nv = su.get("nvml") or {}
+            c.append(f"Bandwidth {key} sustained ({su.get('region_us', 0) / 1e3:.0f} ms, same configuration): "
+                     f"{su['GB/s']:.0f} GB/s, {su['GB/s'] / v['GB/s']:.1%} of the burst figure"
+                     + (f", SM clock {su['sm_mhz_kernel']:.0f} MHz in its warps" if su.get("sm_mhz_kernel") else "")
+                     + (f", {nv['power_w_median']:.0f} W median" if nv.get("power_w_median") else ", power unknown")
+                     + (f", throttle reasons: {', '.join(nv.get('throttle_reasons') or []) or 'none'}"
+                        if nv.get("nvml") == "sampled" else "") + ".")
     if "DRAM/read_over_copy" in bw:
         c.append(f"DRAM read bandwidth is {bw['DRAM/read_over_copy']:.2f} x the copy's (read + "
                  "write bytes) in the same run.")

@@ -173,7 +173,8 @@ def _bar_color(name: str) -> str:
 def bandwidth(doc: dict, outdir: Path) -> list[Path]:
     """Bandwidth per level on a linear axis from zero, so bar lengths compare as the rates do
     (a log axis with a cut-off baseline made a 2.7 TB/s bar look a third of a 3.1 TB/s one)."""
-    rows = [(r["variant"].removeprefix("bandwidth/"), r["value"], (r.get("params") or {}))
+    rows = [(r["variant"].removeprefix("bandwidth/") + (" sustained" if r.get("measure") == "bandwidth_sustained"
+                                                         else ""), r["value"], (r.get("params") or {}))
             for v in _records(doc, "bandwidth/").values() for r in v]
     if not rows:
         return []

@@ -239,8 +239,10 @@ def _memory_lines(ctx: TimingContext) -> list[str]:
                              ("local_latency", "local memory latency"),
                              ("l1_sector", "L1 sector (fill granularity)"), ("l2_sector", "L2 sector (fill granularity)"),
                              ("l1_line", "L1 line (tag) size"), ("l2_line", "L2 line (tag) size"),
-                             ("dram_bandwidth", "device memory read bandwidth"),
-                             ("l2_bandwidth", "L2 read bandwidth"), ("l1_bandwidth", "L1 read bandwidth")])
+                             ("dram_bandwidth_sustained", "device memory read bandwidth (sustained)"),
+                             ("dram_bandwidth", "device memory read bandwidth (burst)"),
+                             ("l2_bandwidth_sustained", "L2 read bandwidth (sustained)"),
+                             ("l2_bandwidth", "L2 read bandwidth (burst)"), ("l1_bandwidth", "L1 read bandwidth")])
     L += conclusions(rs, "memory") + [""]
 
     return L
