@@ -99,7 +99,8 @@ def summarize_run(store: Store, run_id: int) -> dict:
             d.setdefault("sustained", {})[p.get("order")] = {
                 "tflops": r["value"], "flags": r["flags"],
                 "after_mhz": (p.get("sm_mhz_kernel_after") or {}).get("sm_mhz_kernel"),
-                **{k: p.get(k) for k in ("data", "implied_sm_mhz", "gpu_ms", "reps", "target_ms")}}
+                "in_kernel_mhz": (p.get("sm_mhz_in_kernel") or {}).get("median"),
+                **{k: p.get(k) for k in ("data", "implied_sm_mhz", "gpu_ms", "reps", "target_ms", "nvml")}}
         elif r["measure"] == "per_sass":
             d["per_sass"] = {"value": r["value"], "flags": r["flags"], **{k: p.get(k) for k in (
                 "partner", "cumulative_cycles", "cumulative_complete", "intervals", "whole_issue", "whole_total")}}
@@ -341,9 +342,13 @@ def _sustained_text(runs: dict) -> str:
     parts = []
     for order in sorted(runs):
         x = runs[order]
+        ik = f", SM clock {x['in_kernel_mhz']:.0f} MHz measured in it" if x.get("in_kernel_mhz") else ""
         clk = f", {x['implied_sm_mhz']:.0f} MHz implied" if x.get("implied_sm_mhz") else ""
         aft = f", {x['after_mhz']:.0f} MHz in a kernel right after" if x.get("after_mhz") else ""
-        parts.append(f"{x['data']}{' again' if order > 2 else ''} {x['tflops']:.1f} TFLOP/s{clk}{aft}"
+        nv = x.get("nvml") or {}
+        pw = (f", {nv['power_w_median']:.0f} W median ({nv['power_w_max']:.0f} max), throttle reasons: "
+              f"{', '.join(nv.get('throttle_reasons') or []) or 'none'}" if nv.get("nvml") == "sampled" else "")
+        parts.append(f"{x['data']}{' again' if order > 2 else ''} {x['tflops']:.1f} TFLOP/s{ik}{clk}{aft}{pw}"
                      + _flag_names(x.get("flags")))
     zeros = [x["tflops"] for o, x in sorted(runs.items()) if x.get("data") == "zero" and x.get("tflops")]
     rand = next((x for x in runs.values() if x.get("data") == "random" and x.get("tflops")), None)
