@@ -3,6 +3,7 @@ resolve only to records whose own labels say the same, on the shipped data sets 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from gpudissect.report.read.results import ResultSet, load_result_set
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SHIPPED = ("h100", "h200")
+# key quantities the shipped sets predate (issue 33: the sustained bandwidth runs and the f64 sustained
+# run were added after they were measured): "not measured" there until the sets are regenerated
+PREDATES_SHIPPED = {"dram_bandwidth_sustained", "l2_bandwidth_sustained", "tensor_f64_sustained"}
 
 
 @pytest.fixture(scope="module", params=SHIPPED)
@@ -34,7 +38,9 @@ def test_every_quantity_declares_its_kind_unit_and_statistic():
     for name, spec in key_quantities().items():
         label = spec["label"].lower()
         for kind in ("dense", "sparse"):  # a label that names a kind names the declared one
-            assert (f"({kind})" in label) == (spec["kind"] == kind), name
+            assert bool(re.search(rf"\({kind}[,)]", label)) == (spec["kind"] == kind), name
+        if "timing" in spec:  # a rate's label names its timing (burst, sustained)
+            assert spec["timing"] in label, name
     assert spec_problem({"unit": "TFLOP/s", "kind": "size", "from": [{"suite": "t", "record": "x"}]})
     assert spec_problem({"unit": "cycles", "kind": "latency", "from": [{"suite": "t", "record": "x"}]})
 
@@ -50,7 +56,8 @@ def test_every_quantity_resolves_to_a_record_of_its_kind_and_unit(shipped):
     for name, spec in metric_specs().items():
         f = lookup(shipped, name)
         if f is None:
-            assert name not in key_quantities(), f"key quantity {name} not found in {shipped.source}"
+            assert name not in key_quantities() or name in PREDATES_SHIPPED, \
+                f"key quantity {name} not found in {shipped.source}"
             continue
         assert f.unit == spec["unit"], name
         r = f.record
