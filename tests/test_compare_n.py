@@ -132,21 +132,21 @@ def test_key_view(vmaps):
     rows = cmp.key_rows(vmaps, threshold=0.10)
     labels = [r.label for r in rows]
     # groups in order: device, latency, bandwidth, size, tensor peaks, instructions
-    for a, b in (("L1 latency", "DRAM bandwidth (read)"), ("DRAM bandwidth (read)", "L2 size"),
-                 ("L2 size", "tensor peak f16 (dense)"), ("tensor peak f16 (dense)", "FFMA latency (fma.rn.f32)")):
+    for a, b in (("L1 latency", "DRAM bandwidth (read, burst)"), ("DRAM bandwidth (read, burst)", "L2 size"),
+                 ("L2 size", "tensor peak f16 (dense, burst)"), ("tensor peak f16 (dense, burst)", "FFMA latency (fma.rn.f32)")):
         assert labels.index(a) < labels.index(b)
     for label in ("L2 latency", "DRAM latency", "shared memory latency (ld)", "L1 bandwidth (read)", "L1 size",
-                  "tensor peak bf16 (dense)", "tensor peak tf32 (dense)", "tensor peak fp8 (dense)",
-                  "tensor peak int8 (dense)", "DFMA latency (fma.rn.f64)", "IMAD latency (mad.lo.u32)",
+                  "tensor peak bf16 (dense, burst)", "tensor peak tf32 (dense, burst)", "tensor peak fp8 (dense, burst)",
+                  "tensor peak int8 (dense, burst)", "DFMA latency (fma.rn.f64)", "IMAD latency (mad.lo.u32)",
                   "MUFU.EX2 latency (ex2.approx.f32)"):
         assert label in labels
     by = {r.label: r for r in rows}
-    f16 = by["tensor peak f16 (dense)"]
+    f16 = by["tensor peak f16 (dense, burst)"]
     assert f16.values[0].value > 900  # wgmma on the H100, TFLOP/s
     assert f16.rels[1] == pytest.approx(TENSOR_SCALE - 1) and not f16.diffs[1]  # +5%: not highlighted
     assert f16.values[2].text == "311-312" and "Table III" in f16.values[2].note and f16.diffs[2]
-    assert by["tensor peak fp8 (dense)"].values[2] is None  # the A100 reference has no fp8
-    assert by["DRAM bandwidth (read)"].diffs == [False, True, False]
+    assert by["tensor peak fp8 (dense, burst)"].values[2] is None  # the A100 reference has no fp8
+    assert by["DRAM bandwidth (read, burst)"].diffs == [False, True, False]
     assert by["FFMA latency (fma.rn.f32)"].values[2] is None  # Table V's 2 cycles: independent issue
 
 
@@ -202,7 +202,7 @@ def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
     doc = json.loads(js.read_text())
     assert doc["view"] == "key" and doc["rows"][0]["label"] == "SMs"
     assert all(r["key"].startswith("quantity/") and r["label"] for r in doc["rows"])
-    assert "tensor peak f16 (dense)" in res.output and "instr/fma" not in res.output
+    assert "tensor peak f16 (dense, burst)" in res.output and "instr/fma" not in res.output
     assert re.search(r"^\| L1 latency \| 32\.5 \| 39 \| 33 \| cycles \| \*\*\+20%\*\* \| \+2% \|",
                      (tmp_path / "k.md").read_text(), re.M)
     res = runner.invoke(app, ["compare", str(H100)])
@@ -252,7 +252,7 @@ def test_report_comparison_section(h200_dir, tmp_path, monkeypatch):
     l1 = re.search(r"<tr><td[^>]*>L1 latency</td>.*?</tr>", key).group(0)
     assert re.search(r'class="num differs"[^>]*>39</td>', l1) and re.search(r'class="num differs"[^>]*>\+20%</td>', l1)
     assert re.search(r'class="num"[^>]*>\+2%</td>', l1)  # the A100's L1 latency: within 10%
-    assert "tensor peak f16 (dense)" in key and "FFMA latency (fma.rn.f32)" in key
+    assert "tensor peak f16 (dense, burst)" in key and "FFMA latency (fma.rn.f32)" in key
     full = sec[sec.index('<table id="compare-all"'):]
     assert '<details class="table"><summary>Every quantity in common' in sec  # folded
     assert "<code>instr/add.u32/latency</code>" in full

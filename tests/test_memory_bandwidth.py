@@ -309,8 +309,19 @@ def test_bandwidth_items_on_a_fake_device(tmp_path):
     recs = doc["records"]
     s = doc["summary"]
     for item in bw.LEVELS:
-        peak = [r for r in recs if r["variant"] == f"bandwidth/{item}"]
+        peak = [r for r in recs if r["variant"] == f"bandwidth/{item}" and r["measure"] == "bandwidth"]
         assert len(peak) == 1 and peak[0]["value"] is not None, item
+        sus = [r for r in recs if r["variant"] == f"bandwidth/{item}" and r["measure"] == "bandwidth_sustained"]
+        assert len(sus) == (item in bw.SUSTAINED_ITEMS), item
+        if sus:  # the best configuration again, one long region: the model's rate, its clock, NVML unknown
+            q = sus[0]["params"]
+            cfg = {k: q[k] for k in ("bits", "ilp", "warps")}  # a configuration at the peak (the model ties)
+            assert any(r["variant"] == f"bwconfig/{item}" and {k: r["params"][k] for k in cfg} == cfg
+                       and r["value"] == pytest.approx(peak[0]["value"], rel=0.02) for r in recs), item
+            assert q["region_us"] > 10 * peak[0]["params"]["region_us"] and q["nvml"]["nvml"] == "unknown", item
+            assert sus[0]["value"] == pytest.approx(peak[0]["value"], rel=0.05), item
+            assert s["bandwidth"][item]["sustained"]["GB/s"] == sus[0]["value"]
+            assert s["bandwidth"][item]["sustained"]["sm_mhz_kernel"] == pytest.approx(1000, rel=0.01)
         p = peak[0]["params"]
         assert p["evidence"].startswith("saturated") and p["flag"] is None, (item, p)
         # the model's cap, 100 B/clk/SM (L2 writes 1.2 x: their footprint is within 2 L2 sizes)

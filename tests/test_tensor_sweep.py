@@ -183,6 +183,9 @@ def test_the_suite_finds_the_saturated_rate_of_a_pipe_and_times_the_data_and_the
     assert set(data) == {"zero", "random"} and data["zero"]["value"] == pytest.approx(pk["value"], rel=1e-3)
     sus = {r["params"]["order"]: r for r in rs if r["measure"] == "throughput_sustained"}
     assert [sus[o]["params"]["data"] for o in (1, 2, 3)] == ["zero", "random", "zero"]
+    # the fake writes no block stamps and has no NVML: both said so, the clock the implied one
+    assert sus[2]["params"]["nvml"]["nvml"] == "unknown" and "error" in sus[2]["params"]["sm_mhz_in_kernel"]
+    assert sus[2]["params"]["clock"].startswith("implied")
     assert sus[2]["params"]["implied_sm_mhz"] == pytest.approx(1500.0, rel=1e-3)
     # the clock stays in the model: only the fixed cost of each repetition separates the two figures
     assert 0.9 * pk["params"]["tflops"] < sus[2]["value"] < pk["params"]["tflops"]

@@ -414,8 +414,10 @@ def bench_level(r: Launcher, item: str, fp: dict, flags: dict, rules: dict | Non
                 "sm_mhz_kernel": bp["sm_mhz_kernel"], "region_us": bp["region_us"], **sat},
         samples=best.samples,
         flags=fl + [f for f in best.flags if not f.startswith(BAD)] + ([sat["flag"]] if sat["flag"] else [])))
-    if item in SUSTAINED_ITEMS:
-        out.append(measure_sustained(r, item, op_key, best, fp[fkey], warm, fl))
+    if item in SUSTAINED_ITEMS:  # the configuration the saturation analysis names best
+        chosen = next((x for x in out if x.value is not None and x.params.get("passes")
+                       and {k: x.params.get(k) for k in ("bits", "ilp", "warps")} == sat["best"]), best)
+        out.append(measure_sustained(r, item, op_key, chosen, fp[fkey], warm, fl))
     return out, texts
 
 

@@ -440,9 +440,9 @@ def stamped_kernel(m: Meter, cfg: Config, target: Target) -> tuple[Built | None,
     v, k = m.w.variant, m.longest(cfg)
     try:
         if isinstance(v, MmaVariant):
-            sk = mma_kernel(v, f"{k.name}_clk", "throughput", k.chains, k.length, k.warps, target, stamps=True)
+            sk = mma_kernel(v, k.name.replace("_thr_", "_clk_"), "throughput", k.chains, k.length, k.warps, target, stamps=True)
         elif isinstance(v, WgmmaVariant):
-            sk = wgmma_kernel(v, f"{k.name}_clk", "throughput", k.meta["n"], k.meta["accs"], k.length,
+            sk = wgmma_kernel(v, k.name.replace("_thr_", "_clk_"), "throughput", k.meta["n"], k.meta["accs"], k.length,
                               k.meta["warpgroups"], k.meta["a_from"] == "registers", target, stamps=True)
         else:
             return None, f"no stamped kernel for a {v.kind} variant"
