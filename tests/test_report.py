@@ -304,10 +304,10 @@ def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
     assert (f16.value, f16.unit) == (500.0, "TFLOP/s") and "highest of 1" in f16.source
     assert lookup(sets[0], "tensor_int8_peak").value == 1422.0  # not the b1 mma nor ldmatrix
     key = {r.label: r for r in key_rows([values(s) for s in sets], 0.1)}
-    assert key["tensor peak f16 (dense)"].values[2].text == "311-312"  # A100 Table III, f16 inputs
-    assert key["tensor peak int8 (dense)"].values[2].text == "594-624"
+    assert key["tensor peak f16 (dense, burst)"].values[2].text == "311-312"  # A100 Table III, f16 inputs
+    assert key["tensor peak int8 (dense, burst)"].values[2].text == "594-624"
     assert [v and v.value for v in key["FFMA latency (fma.rn.f32)"].values] == [4, 6, None]
-    assert key["DRAM bandwidth (read)"].values[2] is None
+    assert key["DRAM bandwidth (read, burst)"].values[2] is None
     res = runner.invoke(app, ["compare", str(full), str(b), "a100", "--key", "--only-diff"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "FFMA latency" in res.output and "C: A100 (reference)" in res.output
