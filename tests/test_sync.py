@@ -131,6 +131,7 @@ def test_contention_table_text():
 
 
 # ----------------------------------------------------------------- end to end on a simulated GPU
+LD_NEAR, LD_FAR, ATOM_NEAR, ATOM_FAR = 260.0, 300.0, 480.0, 610.0  # planted cycles per step
 MODE_RATE = {"one": 0.5, "uniform": 16.0, "warp": 2.0, "block": 1.0, "lane": 4.0, "distinct": 16.0,
              "strided": 8.0, "conflict": 1.0}  # planted lane-ops/clk per SM
 
@@ -146,6 +147,11 @@ def sim_model(nsm: int):
         if kernel.startswith("atom_"):
             mode = kernel.split("_")[-2]
             span = 300 + n * warps * 32 / MODE_RATE[mode]
+        elif kernel.startswith("lat_g_"):  # planted: every third candidate line in the far partition
+            ain = next(a for a in args if isinstance(a, Buf) and a.name == "ain")
+            far = (int(ain.data[3]) // sy.PLACE_STRIDE) % 3 == 0
+            per = (LD_FAR if far else LD_NEAR) if "ld_cg" in kernel else (ATOM_FAR if far else ATOM_NEAR)
+            span = 50 + per * n
         elif kernel.startswith("lat_"):
             span = 50 + 700.0 * n
         elif kernel.startswith("bar_"):
@@ -169,7 +175,14 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     assert one["value"] == pytest.approx(MODE_RATE["one"] * nsm)
     assert one["fit"]["saturated"] and one["fit"]["plateau_warps"] == sy.WARPS[0]
     assert rs["atomic:global:atom.add.u32:distinct"]["value"] == pytest.approx(MODE_RATE["distinct"] * nsm)
-    assert rs["latency:global:atom.add.u32"]["value"] == pytest.approx(700.0)
+    lat = [r for r in store.results(rid) if r["variant"] == "latency:global:atom.add.u32"]
+    by = {r["measure"]: r for r in lat}
+    assert by["latency"]["value"] == pytest.approx(ATOM_FAR)  # the first line: far in the planted map
+    assert by["latency"]["params"]["line_side"] == "far"
+    assert by["latency_l2_near"]["value"] == pytest.approx(ATOM_NEAR)
+    assert by["latency_l2_far"]["value"] == pytest.approx(ATOM_FAR)
+    assert by["latency_l2_far"]["fit"]["side_per_line"].count("far") == len(range(0, sy.PLACE_LINES, 3))
+    assert by["latency_l2_near"]["fit"]["atom_agrees_lines"] == sy.PLACE_LINES
     bar = rs["barrier:bar.sync"]["fit"]["sweep"]
     assert bar["4"]["cycles"] == pytest.approx(18.0) and bar["32"]["cycles"] == pytest.approx(74.0)
     assert rs["fence:membar.gl"]["value"] == pytest.approx(100.0)
@@ -178,6 +191,34 @@ def test_suite_end_to_end_on_simulated_gpu(tmp_path):
     s = summarize(store, rid)
     assert s["atomic"]["global"]["cells"]["atom.add.u32|one"]["chip"] == pytest.approx(2.0)
     assert any("contention table" in c for c in s["conclusions"])
+    assert s["latency_l2"]["global:atom.add.u32"] == {"near": pytest.approx(ATOM_NEAR), "far": pytest.approx(ATOM_FAR)}
+    assert any("near 480.0, far 610.0" in c for c in s["conclusions"])
+
+
+def test_placement_without_two_groups_is_unplaced(tmp_path):
+    """Lines whose loads all hit at one latency give no near/far values, and say why."""
+    def model(kernel, grid, block, args, smem):
+        if kernel.startswith("lat_g_"):
+            n = int(re.search(r"_n(\d+)$", kernel)[1])
+            t = _times({0: 50 + 280.0 * n}, block // 32)
+            return {"times": t.astype(np.uint64).ravel()}
+        return sim_model(1)(kernel, grid, block, args, smem)
+    store = Store(tmp_path / "s.db")
+    rid = run(get_suite("sync"), Context(FakeDevice(sm_count=1, launch_model=model), store, TARGET),
+              ["latency:global:atom.add.u32"], resume=True).run_id
+    by = {r["measure"]: r for r in store.results(rid)}
+    assert by["latency"]["value"] == pytest.approx(280.0)
+    assert by["latency_l2_near"]["value"] is None and by["latency_l2_far"]["value"] is None
+    assert by["latency_l2_near"]["flags"][-1].startswith("unplaced: the ld.global.cg chains")
+
+
+def test_two_groups_splits_only_at_a_real_gap():
+    rng = np.random.default_rng(1)
+    near, far = 267 + rng.normal(0, 1.5, 20), 298 + rng.normal(0, 1.5, 12)
+    g = an.two_groups([*near, *far])
+    assert g["bimodal"] and g["high"] == list(range(20, 32)) and 280 < g["threshold"] < 290
+    assert not an.two_groups(list(280 + rng.normal(0, 3, 32)))["bimodal"]  # one group: no split
+    assert not an.two_groups([270.0, 300.0, 301.0])["bimodal"]  # too few values to call two groups
 
 
 def test_a_failing_item_does_not_stop_the_suite(tmp_path):

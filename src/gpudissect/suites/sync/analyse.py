@@ -148,3 +148,33 @@ def contention_table(cells: dict[tuple[str, str], dict], ops: list[str], modes: 
 
 def _g(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+
+
+SPLIT_SIGMAS = 4.0  # a gap this many times the groups' spread (MAD-based) separates two groups
+SPLIT_FLOOR = 1.0  # cycles: the least spread assumed (a chain's slope is no finer than this)
+
+
+def two_groups(values: list[float]) -> dict:
+    """Split latencies into a low and a high group at their widest gap (each group at least
+    two values): ``bimodal`` when the gap exceeds SPLIT_SIGMAS x the groups' spread (1.4826 x
+    the larger median absolute deviation, at least SPLIT_FLOOR). Returns the threshold, the
+    indices of each group, their medians, the gap and the spread; not bimodal: every index low."""
+    v = np.asarray(values, dtype=float)
+    out = {"bimodal": False, "low": list(range(v.size)), "high": [], "gap": None, "spread": None,
+           "threshold": None, "low_median": float(np.median(v)) if v.size else None, "high_median": None}
+    if v.size < 4:
+        return out
+    order = np.argsort(v)
+    s = v[order]
+    gaps = np.diff(s)[1:-1]  # cuts leaving at least two values on each side
+    cut = int(np.argmax(gaps)) + 2  # the first index of the high group in sorted order
+    lo, hi = s[:cut], s[cut:]
+    mad = max(float(np.median(np.abs(lo - np.median(lo)))), float(np.median(np.abs(hi - np.median(hi)))))
+    spread = max(1.4826 * mad, SPLIT_FLOOR)
+    gap = float(hi[0] - lo[-1])
+    out.update(gap=gap, spread=spread)
+    if gap > SPLIT_SIGMAS * spread:
+        out.update(bimodal=True, low=sorted(order[:cut].tolist()), high=sorted(order[cut:].tolist()),
+                   threshold=float((lo[-1] + hi[0]) / 2), low_median=float(np.median(lo)),
+                   high_median=float(np.median(hi)))
+    return out

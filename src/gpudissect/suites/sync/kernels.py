@@ -18,7 +18,9 @@ lengths (the clock reads and the pipeline's fill and drain cancel). Kernels:
   (addresses ptxas cannot prove uniform); ``in[3]``: the grid rendezvous counter. ``red`` ops return
   nothing (their completion is not waited for; the slope is their sustained issue rate).
 * ``lat_{space}_{op}_n{L}(u64 buf, u64 in, u64 times)``: one dependent chain per thread: the
-  returned value (0: the memory is zero and the operand 0) is added to the next address.
+  returned value (0: the memory is zero and the operand 0) is added to the next address; global
+  chains start ``in[3]`` bytes into the buffer (one 128-B line per warp), and the placement probe
+  ``PLACEMENT_OP`` (a dependent ld.global.cg chain) runs on the same lines.
 * ``bar_{kind}_n{L}(u64 out, u32 n, u64 times)``: ``L`` barriers per warp (``BARRIERS``);
   ``n`` is the participating thread count of the kinds that take one.
 * ``fence_{kind}_{st|nost}_n{L}(u64 buf, u64 times)``: ``L`` fences (``FENCES``), each after a
@@ -63,6 +65,11 @@ OPS: dict[str, AtomOp] = {
 GLOBAL_OPS = tuple(OPS)
 SHARED_OPS = ("atom.add.u32", "red.add.u32", "atom.add.f32", "atom.cas.b32")
 LAT_GLOBAL = ("atom.add.u32", "atom.cas.b32", "atom.add.f32", "atom.add.u64")
+# The L2 placement probe of the global latency chains: a dependent ld.global.cg chain on the same
+# line from the same SM (an L2 hit in the line's partition: near or far for that SM); not an
+# atomic, so not in OPS (no throughput sweep of its own)
+PLACEMENT_OP = "ld.cg.u32"
+LAT_OPS: dict[str, AtomOp] = {**OPS, PLACEMENT_OP: AtomOp("ld.{sp}.cg.u32", 4, True)}
 LAT_SHARED = ("atom.add.u32", "atom.cas.b32", "atom.add.f32")
 
 # contention mode -> (description, byte offset of the thread's address as PTX over the u32
@@ -156,6 +163,8 @@ def _operands(op: AtomOp) -> list[str]:
 
 def _atom_ins(op: AtomOp, space: str, dst: str | None) -> str:
     ins = op.ptx.format(sp="global" if space == "global" else "shared")
+    if ins.startswith("ld."):  # the placement probe's load (PLACEMENT_OP)
+        return f"  {ins} {dst}, [%a];"
     if not op.ret:
         return f"  {ins} [%a], %v;"
     if op.cas:
@@ -312,10 +321,15 @@ def lat_body(op: AtomOp, space: str, length: int) -> list[str]:
 
 
 def lat_kernel(header: str, space: str, opname: str, length: int) -> Kernel:
-    op = OPS[opname]
+    """Global chains start at the byte offset ``in[3]`` into the buffer (the line whose L2
+    placement the suite sweeps; 0: the buffer's first line)."""
+    op = LAT_OPS[opname]
     name = lat_name(space, opname, length)
+    line = ["  .reg .b64 %lineoff;", "  ld.global.u64 %lineoff, [%ip+24];",
+            "  add.u64 %a, %a, %lineoff;"] if space == "global" else []
     lines = [
         *_prologue(op, space, "distinct"),
+        *line,
         *repeated(lat_body(op, space, length), str(REPS), REPEAT, REPS),
         "  mov.b64 %acc64, %a;",
         *_sink(op),

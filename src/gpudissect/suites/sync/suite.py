@@ -77,8 +77,9 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
     ps: list[Probe] = []
     for space, ops in (("global", K.LAT_GLOBAL), ("shared", K.LAT_SHARED)):
         for op in ops:
+            ops = [op, K.PLACEMENT_OP] if space == "global" else [op]  # global: with the placement probe
             ps.append(Probe(f"latency:{space}:{op}", "latency", {"space": space, "op": op},
-                            [K.lat_name(space, op, n) for n in LAT_LENGTHS]))
+                            [K.lat_name(space, o, n) for o in ops for n in LAT_LENGTHS]))
     for kind in K.BARRIERS:
         ps.append(Probe(f"barrier:{kind}", "barrier", {"kind": kind}, [K.bar_name(kind, n) for n in BAR_LENGTHS]))
     for kind in K.FENCES:
@@ -112,7 +113,8 @@ def probe_kernels(p: Probe, header: str) -> list[Kernel]:
     if p.kind == "atomic":
         return [K.atom_kernel(header, q["space"], q["op"], q["mode"], n) for n in ATOM_LENGTHS]
     if p.kind == "latency":
-        return [K.lat_kernel(header, q["space"], q["op"], n) for n in LAT_LENGTHS]
+        ops = [q["op"], K.PLACEMENT_OP] if q["space"] == "global" else [q["op"]]
+        return [K.lat_kernel(header, q["space"], o, n) for o in ops for n in LAT_LENGTHS]
     if p.kind == "barrier":
         return [K.bar_kernel(header, q["kind"], n) for n in BAR_LENGTHS]
     if p.kind == "fence":
@@ -135,6 +137,8 @@ def sass_flags(p: Probe, built: dict[str, Built], arch: str) -> list[str]:
             if exp and not any(an.full_op(i) == exp["main"] for i in b.instrs):
                 out.append(f"sass: {name}: no {exp['main']}")
             continue
+        if p.kind == "latency" and name.startswith(K.lat_name(p.params["space"], K.PLACEMENT_OP, 0)[:-2]):
+            continue  # the placement probe's loads: their latency groups are the check
         table = {"atomic": "atom", "latency": "lat", "barrier": "bar", "fence": "fence"}[p.kind]
         key = f"{p.params['space']}:{p.params['op']}" if p.kind in ("atomic", "latency") else p.params["kind"]
         if p.params.get("mode") == "uniform" and f"{key}@uniform" in an.expectations(arch)[table]:
@@ -209,22 +213,93 @@ def run_atomic(dev: Device, p: Probe, bs: list[Built], nsm: int, quick: bool, fl
                   flags=fl, cls=CLS)
 
 
-def run_latency(dev: Device, p: Probe, bs: list[Built], nsm: int, flags: list[str]) -> Result:
-    op = K.OPS[p.params["op"]]
-    args = _atom_args(op, nsm, latency=True)
-    per = []
+PLACE_LINES = 16  # candidate lines of the global latency chains' L2 placement sweep
+PLACE_STRIDE = 65536 + K.LINE  # bytes between them (each step changes low and high address bits)
+
+
+def _lat_args(op: K.AtomOp, nsm: int, offset: int) -> list:
+    """The latency chain's buffers, its chain starting ``offset`` bytes into the buffer (in[3])."""
+    bufs = _atom_args(op, nsm, latency=True)
+    words = bufs[1].data.copy()
+    words[3] = offset
+    return [bufs[0], Buf("ain", data=words)]
+
+
+def _chain(dev: Device, b1: Built, b2: Built, args: list) -> tuple[dict, set[int]]:
+    """A chain's cycles per step over LAUNCHES launches (its slope between the two lengths) and
+    the SMs its single block ran on."""
+    per, sms = [], set()
     for _ in range(LAUNCHES):
-        t1, t2 = (_times(dev, b, 1, 1, args) for b in bs)
+        t1, t2 = (_times(dev, b, 1, 1, args) for b in (b1, b2))
+        sms |= {int(t1[0, -1]), int(t2[0, -1])}
         per.append(an.chain_slope(an.row_durations(t1, slice(0, 1), K.REPS),
                                   an.row_durations(t2, slice(0, 1), K.REPS), LAT_LENGTHS))
-    c = an.combine(per)
-    return Result(p.name, "latency", c["value"], "cycles",
-                  f"cycles per step of a dependent chain (the atomic and the 64-bit add of its result to the "
-                  f"next address), slope between {LAT_LENGTHS[0]} and {LAT_LENGTHS[1]} steps, one warp, "
-                  f"median of {LAUNCHES} launches",
-                  params={**p.params, "lengths": list(LAT_LENGTHS), "launches": LAUNCHES,
-                          "ptx": op.ptx.format(sp=p.params["space"])},
-                  samples={"per_launch": c["per_launch"]}, flags=flags + ([c["flag"]] if c["flag"] else []), cls=CLS)
+    return an.combine(per), sms
+
+
+def run_latency(dev: Device, p: Probe, bs: list[Built], nsm: int, flags: list[str]) -> list[Result]:
+    op = K.OPS[p.params["op"]]
+    method = (f"cycles per step of a dependent chain (the atomic and the 64-bit add of its result to the "
+              f"next address), slope between {LAT_LENGTHS[0]} and {LAT_LENGTHS[1]} steps, one warp, "
+              f"median of {LAUNCHES} launches")
+    params = {**p.params, "lengths": list(LAT_LENGTHS), "launches": LAUNCHES, "ptx": op.ptx.format(sp=p.params["space"])}
+    if p.params["space"] != "global":
+        c, _ = _chain(dev, bs[0], bs[1], _atom_args(op, nsm, latency=True))
+        return [Result(p.name, "latency", c["value"], "cycles", method, params=params,
+                       samples={"per_launch": c["per_launch"]}, flags=flags + ([c["flag"]] if c["flag"] else []),
+                       cls=CLS)]
+    # global: the chain on PLACE_LINES lines, each also chased by a dependent ld.global.cg from the
+    # same single block: the loads' L2-hit latencies fall in two groups where the lines lie in two
+    # partitions (near and far for the SM that ran them); the atomic's latency on each group
+    atom, ld, sms = [], [], set()
+    for k in range(PLACE_LINES):
+        args = _lat_args(op, nsm, k * PLACE_STRIDE)
+        a, s1 = _chain(dev, bs[0], bs[1], args)
+        g, s2 = _chain(dev, bs[2], bs[3], args)
+        atom.append(a)
+        ld.append(g)
+        sms |= s1 | s2
+    first = atom[0]
+    split = an.two_groups([g["value"] if g["value"] is not None else np.nan for g in ld])
+    ok = [i for i, (a, g) in enumerate(zip(atom, ld, strict=True)) if a["value"] is not None and g["value"] is not None]
+    side = {i: ("far" if i in split["high"] else "near") if split["bimodal"] else "unplaced" for i in range(PLACE_LINES)}
+    where = {"lines": PLACE_LINES, "stride_bytes": PLACE_STRIDE, "sms": sorted(sms),
+             "ld_cg_per_line": [g["value"] for g in ld], "atom_per_line": [a["value"] for a in atom],
+             "side_per_line": [side[i] for i in range(PLACE_LINES)],
+             "ld_split": {k: split[k] for k in ("bimodal", "gap", "spread", "threshold", "low_median", "high_median")}}
+    pflags = list(flags)
+    if len(sms) > 1:
+        pflags.append(f"placement: the single block ran on SMs {sorted(sms)}; a line's partition is near or far "
+                      "per SM, so the groups may mix SMs")
+    out = [Result(p.name, "latency", first["value"], "cycles",
+                  method + f"; on the buffer's first line, its L2 partition not chosen ({side[0]} for SM "
+                  f"{'/'.join(map(str, sorted(sms)))} by the placement sweep)",
+                  params={**params, "l2": "unplaced", "line_side": side[0]},
+                  samples={"per_launch": first["per_launch"]},
+                  flags=flags + ([first["flag"]] if first["flag"] else []), cls=CLS)]
+    if not split["bimodal"]:
+        why = (f"unplaced: the ld.global.cg chains over {PLACE_LINES} lines show no two groups (widest gap "
+               f"{split['gap'] or 0:.1f} cycles against a spread of {split['spread'] or 0:.1f})")
+        for side_name in ("near", "far"):
+            out.append(Result(p.name, f"latency_l2_{side_name}", None, "cycles", method, params={**params, "l2": side_name},
+                              fit=where, flags=pflags + [why], cls=CLS))
+        return out
+    agree = an.two_groups([atom[i]["value"] for i in ok])
+    if agree["bimodal"]:
+        high = {ok[j] for j in agree["high"]}
+        where["atom_agrees_lines"] = sum((i in high) == (side[i] == "far") for i in ok)
+    for side_name in ("near", "far"):
+        idx = [i for i in ok if side[i] == side_name]
+        vals = [atom[i]["value"] for i in idx]
+        value = float(np.median(vals)) if vals else None
+        ld_med = split["low_median" if side_name == "near" else "high_median"]
+        out.append(Result(
+            p.name, f"latency_l2_{side_name}", value, "cycles",
+            method + f"; median over the {len(idx)} of {PLACE_LINES} lines whose dependent ld.global.cg chain "
+            f"from the same block hits the L2 {side_name} partition ({ld_med:.0f} cycles per load; near/far split "
+            f"at {split['threshold']:.0f}, gap {split['gap']:.0f} against a spread of {split['spread']:.1f})",
+            params={**params, "l2": side_name}, samples={"per_line": vals}, fit=where, flags=pflags, cls=CLS))
+    return out
 
 
 def _bar_rows(kind: str, grid: int, block_warps: int, k: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -399,7 +474,7 @@ class SyncSuite(SuiteBase):
         if p.kind == "atomic":
             rs = [run_atomic(dev, p, bs, nsm, ctx.quick, flags)]
         elif p.kind == "latency":
-            rs = [run_latency(dev, p, bs, nsm, flags)]
+            rs = run_latency(dev, p, bs, nsm, flags)
         elif p.kind == "barrier":
             rs = [run_barrier(dev, p, bs, nsm, flags)]
         elif p.kind == "fence":

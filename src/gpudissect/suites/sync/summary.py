@@ -70,8 +70,37 @@ def _latency(rs: list[StoredResult], out: dict) -> None:
     out["latency"] = lat
     if lat:
         out["conclusions"].append("uncontended atomic latency (one warp, each lane its own word; a step includes the "
-                                  "dependent 64-bit address add): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items())
+                                  "dependent 64-bit address add; global: on the buffer's first line, its L2 "
+                                  "partition not chosen): " + ", ".join(f"{k} {v:.1f}" for k, v in lat.items())
                                   + " cycles")
+    placed: dict[str, dict] = {}
+    why: dict[str, str] = {}
+    for r in rs:
+        side = r["measure"].removeprefix("latency_l2_")
+        if side in ("near", "far"):
+            key = r["variant"].split(":", 1)[1]
+            if r["value"] is not None:
+                placed.setdefault(key, {})[side] = r["value"]
+            elif r["flags"]:
+                why[key] = r["flags"][-1]
+            fit = r["fit"] or {}
+            if fit.get("ld_split"):
+                placed.setdefault(key, {}).setdefault("_ld", fit["ld_split"])
+                placed[key]["_sms"] = fit.get("sms")
+    out["latency_l2"] = {k: {s: v for s, v in d.items() if not s.startswith("_")} for k, d in placed.items()}
+    parts = []
+    for k, d in placed.items():
+        if "near" in d and "far" in d:
+            ld = d["_ld"]
+            parts.append(f"{k} near {d['near']:.1f}, far {d['far']:.1f} (the same lines' ld.global.cg hits "
+                         f"{ld['low_median']:.0f} / {ld['high_median']:.0f}; SM {'/'.join(map(str, d['_sms'] or []))})")
+    if parts:
+        out["conclusions"].append("global atomic latency by the L2 partition of its line for the SM that runs it "
+                                  "(lines placed by a dependent ld.global.cg chain from the same block: its L2 hits "
+                                  "fall in a near and a far group): " + "; ".join(parts) + " cycles; the instruction "
+                                  "suite's atom latency is a chain on an unplaced line with its own glue")
+    for k, w in why.items():
+        out["conclusions"].append(f"global {k} latency near/far: {w}")
 
 
 def _barrier(rs: list[StoredResult], out: dict) -> None:
