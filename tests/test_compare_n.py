@@ -101,7 +101,7 @@ def test_three_way_rows_differences_and_highlighting(vmaps):
     assert l1.rels[1] == pytest.approx(MEM_SCALE - 1)
     assert l1.rels[2] == pytest.approx((33 - l1.values[0].value) / l1.values[0].value)
     assert l1.diffs == [False, True, False] and l1.differs and l1.partial
-    l2 = by["quantity/l2_latency"]
+    l2 = by["quantity/l2_latency_unplaced"]  # the A100 seed: an unplaced .cg chase, like the hot chain
     assert l2.diffs == [False, True, True] and not l2.partial  # H200 +20%, A100 200 vs 283 cycles
     add = by["instr/add.u32/latency"]  # A100: Table II's dependent CPI, 4 cycles
     assert add.rels[1] == 0 and add.diffs == [False, False, True] and "same method" in add.notes
@@ -135,7 +135,7 @@ def test_key_view(vmaps):
     for a, b in (("L1 latency", "DRAM bandwidth (read, burst)"), ("DRAM bandwidth (read, burst)", "L2 size"),
                  ("L2 size", "tensor peak f16 (dense, burst)"), ("tensor peak f16 (dense, burst)", "FFMA latency (fma.rn.f32)")):
         assert labels.index(a) < labels.index(b)
-    for label in ("L2 latency", "DRAM latency", "shared memory latency (ld)", "L1 bandwidth (read)", "L1 size",
+    for label in ("L2 latency (near)", "L2 latency (far)", "DRAM latency", "shared memory latency (ld)", "L1 bandwidth (read)", "L1 size",
                   "tensor peak bf16 (dense, burst)", "tensor peak tf32 (dense, burst)", "tensor peak fp8 (dense, burst)",
                   "tensor peak int8 (dense, burst)", "DFMA latency (fma.rn.f64)", "IMAD latency (mad.lo.u32)",
                   "MUFU.EX2 latency (ex2.approx.f32)"):
@@ -164,7 +164,7 @@ def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
     assert ("| quantity | A: H100 80GB HBM3 | B: H200 | C: A100 (reference) | unit | B vs A | C vs A | notes |\n"
             "|---|---:|---:|---:|---|---:|---:|---|") in m
     assert re.search(r"^\| `quantity/l1_latency` \| 32\.5 \| 39 \| 33 \| cycles \| \*\*\+20%\*\* \| \+2% \| ", m, re.M)
-    l2 = re.search(r"^\| `quantity/l2_latency` \| ([\d.]+) \| [\d.]+ \| 200 \| cycles \| \*\*\+20%\*\* \| \*\*(-\d+)%\*\* \|",
+    l2 = re.search(r"^\| `quantity/l2_latency_unplaced` \| ([\d.]+) \| [\d.]+ \| 200 \| cycles \| \*\*\+20%\*\* \| \*\*(-\d+)%\*\* \|",
                    m, re.M)
     assert l2 and int(l2.group(2)) == round((200 - float(l2.group(1))) / float(l2.group(1)) * 100)  # the A100's 200
     h = html.read_text()

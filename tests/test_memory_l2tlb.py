@@ -336,7 +336,10 @@ def test_suite_models_two_partitions_tlb_and_line_on_a_fake_device(tmp_path):
     assert pts and all(len(r["samples"]) == plan.sweep_launches for r in pts)
     assert all(not any(f.startswith("noisy") for f in r["flags"]) for r in pts)  # constant: never noisy
     l2 = s["l2"]
-    assert [lv["name"] for lv in l2["levels"]] == ["L2 near", "L2 far"]
+    # the planted staircase's last level (520) is above every hit of the planted map (250/290)
+    assert [lv["name"] for lv in l2["levels"]] == ["L2 near", am.BEYOND]
+    assert l2["placement"]["first"]["where"] == "near" and l2["placement"]["last"]["where"] == "above"
+    assert any("not a plain hit of either partition" in c for c in s["conclusions"])
     near, far = l2["levels"]
     assert near["latency_cycles"] == pytest.approx(260) and far["latency_cycles"] == pytest.approx(520)
     assert near["bracket"][0] <= 24 * MiB < near["bracket"][1] <= 1.3 * 24 * MiB
@@ -354,3 +357,22 @@ def test_suite_models_two_partitions_tlb_and_line_on_a_fake_device(tmp_path):
     assert s["cache_lines"]["L2"]["bytes"] == 128
     names = {p.name for p in figures(doc, tmp_path / "fig")}
     assert {"memory_l2_map.png", "memory_tlb.png", "memory_staircase.png"} <= names
+
+
+def test_staircase_levels_are_named_against_the_per_sm_map():
+    """A plateau below the map's near hit is an L1/L2 mixture; a first level between the near and
+    far hits is the hit averaged over both partitions (issue 33: an H200 'L2 near' of 197 cycles)."""
+    l2 = {"levels": [{"name": "L2 near", "latency_cycles": 282.0, "from_bytes": 1 << 20},
+                     {"name": "L2 level 2", "latency_cycles": 353.0, "from_bytes": 24 << 20},
+                     {"name": "L2 far", "latency_cycles": 513.0, "from_bytes": 32 << 20}],
+          "crosscheck": {"sweep/ca-random": {"levels": [("L2 near", 197.0, 1 << 18), ("L2 level 2", 273.0, 1 << 24)]}},
+          "dram_cycles": 661.0, "reported_bytes": 60 << 20}
+    am._name_by_placement(l2, near=267.0, far=298.0)
+    assert [lv["name"] for lv in l2["levels"]] == [am.BOTH, "L2 level 2", am.BEYOND]
+    assert l2["crosscheck"]["sweep/ca-random"]["levels"][0][0].startswith("L1/L2 mixture")
+    text = " ".join(am._placement_conclusions(l2))
+    assert "between the per-SM map's near (267) and far (298)" in text and "not established" in text
+    l2 = {"levels": [{"name": "L2 near", "latency_cycles": 268.0, "from_bytes": 1 << 20},
+                     {"name": "L2 far", "latency_cycles": 299.0, "from_bytes": 24 << 20}], "dram_cycles": 600.0}
+    am._name_by_placement(l2, near=267.0, far=298.0)  # plain near and far hits keep their names
+    assert [lv["name"] for lv in l2["levels"]] == ["L2 near", "L2 far"]

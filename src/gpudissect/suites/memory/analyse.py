@@ -526,7 +526,74 @@ def l2_model(stair: dict, reported: float | None, pmap: dict | None,
         out["probe"] = {k: pmap.get(k) for k in ("near_cycles", "far_cycles", "far_minus_near",
                                                  "address_dependent", "agreement")}
         out["probe"]["sms"] = [len(pmap.get("side_a") or []), len(pmap.get("side_b") or [])]
+        _name_by_placement(out, float(pmap["near_cycles"]), float(pmap["far_cycles"]))
     return out
+
+
+MIXTURE_TOL = 0.05  # a plateau this far below the per-SM map's near hit is no L2 level of its own
+BOTH = "L2 (both partitions)"  # a first L2 plateau between the map's near and far hits
+BEYOND = "L2 beyond the far hit"  # a last on-chip plateau above every hit of the map
+
+
+def _name_by_placement(l2: dict, near: float, far: float) -> None:
+    """Hold the staircase's levels against the per-SM map's placement-controlled hits (``near``,
+    ``far``): a plateau below the near hit is a mixture of L1 hits and L2 hits (the chase's lines
+    partly still in L1), not an L2 level, and is named so; ``l2["placement"]`` says, for the
+    first and the last L2 level, whether each lies between the two hits (lines of both
+    partitions: the hit averaged over them), or above both (not a plain hit of either)."""
+    mix = "L1/L2 mixture (below the L2 near hit)"
+    for lv in l2.get("levels") or []:
+        if lv["latency_cycles"] < (1 - MIXTURE_TOL) * near:
+            lv["name"] = mix
+    for x in (l2.get("crosscheck") or {}).values():
+        x["levels"] = [(mix if lat < (1 - MIXTURE_TOL) * near else n, lat, last) for n, lat, last in x["levels"]]
+    lv = [v for v in l2.get("levels") or [] if v["name"] != mix]
+    if not lv:
+        return
+
+    def where(lat: float) -> str:
+        if lat < (1 - MIXTURE_TOL) * near:
+            return "below"
+        if lat <= (1 + MIXTURE_TOL) * far:
+            return "between" if lat > (1 + MIXTURE_TOL) * near else "near"
+        return "above"
+    if where(lv[0]["latency_cycles"]) == "between":
+        lv[0]["name"] = BOTH
+    if len(lv) > 1 and where(lv[-1]["latency_cycles"]) == "above":
+        lv[-1]["name"] = BEYOND
+    l2["placement"] = {"near_cycles": near, "far_cycles": far,
+                       "first": {"name": lv[0]["name"], "cycles": lv[0]["latency_cycles"],
+                                 "where": where(lv[0]["latency_cycles"])},
+                       "last": {"name": lv[-1]["name"], "cycles": lv[-1]["latency_cycles"],
+                                "where": where(lv[-1]["latency_cycles"]), "from_bytes": lv[-1]["from_bytes"]}}
+
+
+def _placement_conclusions(l2: dict) -> list[str]:
+    """What the staircase's levels are, held against the per-SM map's near and far hits."""
+    pl = l2.get("placement")
+    if not pl:
+        return []
+    near, far = pl["near_cycles"], pl["far_cycles"]
+    c = []
+    f = pl["first"]
+    if f["where"] == "between":
+        c.append(f"The staircase's first L2 level ({f['name']}, {f['cycles']:.0f} cycles) lies between the per-SM "
+                 f"map's near ({near:.0f}) and far ({far:.0f}) hits: one SM's chase over many lines meets lines of "
+                 "both partitions, so this level is the L2 hit averaged over them, not the near partition alone; "
+                 "the placement-controlled figures are the map's.")
+    elif f["where"] == "near":
+        c.append(f"The staircase's first L2 level ({f['cycles']:.0f} cycles) is the per-SM map's near hit "
+                 f"({near:.0f}).")
+    last = pl["last"]
+    if last["where"] == "above" and last["name"] != f["name"]:
+        rep = l2.get("reported_bytes")
+        share = f" ({last['from_bytes'] / rep:.0%} of the driver's L2 size)" if rep else ""
+        c.append(f"The staircase's last L2 level ({last['name']}, {last['cycles']:.0f} cycles from "
+                 f"{human(last['from_bytes'])}{share}) is above every hit of the per-SM map (far {far:.0f}): "
+                 f"it is not a plain hit of either partition; its mechanism is not established by this suite "
+                 f"(evidence: +{last['cycles'] - far:.0f} cycles over a far hit, "
+                 f"{l2['dram_cycles'] - last['cycles']:.0f} below device memory).")
+    return c
 
 
 def sizes_from(stair: dict, l2: dict | None = None) -> dict:
@@ -932,6 +999,12 @@ def conclusions(lat, sizes, fills, lines, tlb, bw, banks, l2, pmap, noisy) -> li
                  f"between {human(lo)} and {human(hi)}.")
     c += _l2_conclusions(l2, pmap, tlb)
     c += _map_conclusions(pmap)
+    c += _placement_conclusions(l2)
+    if pmap and pmap.get("split") and got.get("ld.global.cg") is not None:
+        c.append(f"L2 hit latency, three figures: near {pmap['near_cycles']:.0f} and far {pmap['far_cycles']:.0f} "
+                 f"cycles (the per-SM map: each SM to the lines of its own / the other partition, placement "
+                 f"controlled; the key quantities), and {got['ld.global.cg']:.0f} for the hot 2 KiB .cg chain "
+                 "above, whose lines lie in both partitions (not placed).")
     c += _tlb_conclusions(tlb)
     for lvl, k in fills.items():
         if k.get("bytes"):

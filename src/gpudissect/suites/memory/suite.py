@@ -277,6 +277,15 @@ def bench_l2map(r: Launcher) -> tuple[list[Result], dict]:
                                            else None for j in range(g)] for sm in sms]
                                          for k in range(p.l2map_reps)]})
     out = [res]
+    for side in ("near", "far"):  # the map's placement-controlled L2 hits: each SM to its own / the other partition
+        v = part.get(f"{side}_cycles") if part.get("split") else None
+        out.append(r.k.result(name, variant="l2/ld.global.cg", measure=f"latency_l2_{side}",
+                              value=None if v is None else float(v), unit="cycles",
+                              statistic=f"median over the per-SM map's (SM, line) cells whose line is {side} for "
+                                        "that SM (each cell: the median over rounds of a one-line .cg chase)",
+                              params={"l2": side, "lines": g, "sms_seen": len(sms), "partition": part},
+                              flags=[] if v is not None else
+                              [f"unplaced: the per-SM map shows no near/far split ({part.get('why', 'no split')})"]))
     if r.l2_reported:
         out.append(Result("device/l2_size_reported", "l2_cache_size", float(r.l2_reported),
                           "bytes", "cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)",

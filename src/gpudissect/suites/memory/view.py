@@ -18,6 +18,7 @@ from gpudissect.report.present.markdown import (
     summary_of,
 )
 from gpudissect.report.present.tabular import Cell, ReportTable
+from gpudissect.suites.memory import analyse as am
 
 # level: (load path of its hit latency, key in "sizes", key in "line_sizes", bandwidth prefix)
 LEVELS = {
@@ -56,12 +57,13 @@ def _capacity(size: dict | None) -> Cell:
 def _notes(summary: dict, level: str) -> str:
     m = summary.get("l2map") or {}
     l2 = summary.get("l2") or {}
-    if level.startswith("L2") and level != "L2 far" and m.get("split"):
+    last = ("L2 far", am.BEYOND)  # the staircase's last on-chip level (analyse._name_by_placement)
+    if level.startswith("L2") and level not in last and m.get("split"):
         kind = "by address" if m.get("address_dependent") else "by SM only, not by address"
         return (f"per-SM map ({kind}): {len(m.get('side_a') or [])}/{len(m.get('side_b') or [])} SMs; "
                 f"near hits {fmt_num(m.get('near_cycles'), 3)}, far hits {fmt_num(m.get('far_cycles'), 3)} cycles"
                 + (f"; driver reports {fmt_bytes(l2['reported_bytes'])}" if l2.get("reported_bytes") else ""))
-    if level.startswith("L2") and l2.get("reported_bytes") and level in ("L2", "L2 far"):
+    if level.startswith("L2") and l2.get("reported_bytes") and level in ("L2", *last):
         return (f"capacity {l2.get('capacity_over_reported', 0):.0%} of the {fmt_bytes(l2['reported_bytes'])} "
                 "the driver reports")
     if level == "DRAM":
