@@ -219,6 +219,10 @@ def test_two_groups_splits_only_at_a_real_gap():
     assert g["bimodal"] and g["high"] == list(range(20, 32)) and 280 < g["threshold"] < 290
     assert not an.two_groups(list(280 + rng.normal(0, 3, 32)))["bimodal"]  # one group: no split
     assert not an.two_groups([270.0, 300.0, 301.0])["bimodal"]  # too few values to call two groups
+    # an H200's loads over 16 lines from one SM (H200 93214692, 2026-11-28): wide groups, a clear gap
+    ld = [272, 312, 283, 317, 322, 282, 327, 313, 315, 275, 304, 275, 283, 320, 317, 280]
+    g = an.two_groups(ld)
+    assert g["bimodal"] and g["high"] == [i for i, v in enumerate(ld) if v > 300]
 
 
 def test_a_failing_item_does_not_stop_the_suite(tmp_path):

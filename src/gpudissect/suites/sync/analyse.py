@@ -150,14 +150,16 @@ def _g(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
 
 
-SPLIT_SIGMAS = 4.0  # a gap this many times the groups' spread (MAD-based) separates two groups
+SPLIT_SIGMAS = 4.0  # two groups: their medians this many times the groups' spread (MAD-based) apart
+SPLIT_GAP_SIGMAS = 2.0  # ... and the gap between them at least this many times the spread
 SPLIT_FLOOR = 1.0  # cycles: the least spread assumed (a chain's slope is no finer than this)
 
 
 def two_groups(values: list[float]) -> dict:
     """Split latencies into a low and a high group at their widest gap (each group at least
-    two values): ``bimodal`` when the gap exceeds SPLIT_SIGMAS x the groups' spread (1.4826 x
-    the larger median absolute deviation, at least SPLIT_FLOOR). Returns the threshold, the
+    two values): ``bimodal`` when the groups' medians lie SPLIT_SIGMAS x the groups' spread
+    (1.4826 x the larger median absolute deviation, at least SPLIT_FLOOR) apart and the gap
+    itself exceeds SPLIT_GAP_SIGMAS x the spread. Returns the threshold, the
     indices of each group, their medians, the gap and the spread; not bimodal: every index low."""
     v = np.asarray(values, dtype=float)
     out = {"bimodal": False, "low": list(range(v.size)), "high": [], "gap": None, "spread": None,
@@ -173,7 +175,7 @@ def two_groups(values: list[float]) -> dict:
     spread = max(1.4826 * mad, SPLIT_FLOOR)
     gap = float(hi[0] - lo[-1])
     out.update(gap=gap, spread=spread)
-    if gap > SPLIT_SIGMAS * spread:
+    if gap > SPLIT_GAP_SIGMAS * spread and float(np.median(hi) - np.median(lo)) > SPLIT_SIGMAS * spread:
         out.update(bimodal=True, low=sorted(order[:cut].tolist()), high=sorted(order[cut:].tolist()),
                    threshold=float((lo[-1] + hi[0]) / 2), low_median=float(np.median(lo)),
                    high_median=float(np.median(hi)))

@@ -284,10 +284,19 @@ def run_latency(dev: Device, p: Probe, bs: list[Built], nsm: int, flags: list[st
             out.append(Result(p.name, f"latency_l2_{side_name}", None, "cycles", method, params={**params, "l2": side_name},
                               fit=where, flags=pflags + [why], cls=CLS))
         return out
-    agree = an.two_groups([atom[i]["value"] for i in ok])
-    if agree["bimodal"]:
-        high = {ok[j] for j in agree["high"]}
-        where["atom_agrees_lines"] = sum((i in high) == (side[i] == "far") for i in ok)
+    own = an.two_groups([atom[i]["value"] for i in ok])  # the atomic's own groups over the same lines
+    where["atom_split"] = {k: own[k] for k in ("bimodal", "gap", "spread", "threshold", "low_median", "high_median")}
+    if own["bimodal"]:
+        high = {ok[j] for j in own["high"]}
+        agree = sum((i in high) == (side[i] == "far") for i in ok)
+        where["atom_agrees_lines"] = agree
+        where["atom_slow_lines"] = len(high)
+        if agree < 0.8 * len(ok):
+            pflags.append(
+                f"placement: the atomic's latency does not follow the load's partition: its own groups over the "
+                f"lines are {own['low_median']:.0f} ({len(ok) - len(high)} lines) and {own['high_median']:.0f} "
+                f"cycles ({len(high)} lines), on the load's side for {agree} of {len(ok)} lines; an atomic is "
+                "served where its address is homed, which the load's near/far does not show")
     for side_name in ("near", "far"):
         idx = [i for i in ok if side[i] == side_name]
         vals = [atom[i]["value"] for i in idx]

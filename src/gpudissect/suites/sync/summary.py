@@ -87,13 +87,20 @@ def _latency(rs: list[StoredResult], out: dict) -> None:
             if fit.get("ld_split"):
                 placed.setdefault(key, {}).setdefault("_ld", fit["ld_split"])
                 placed[key]["_sms"] = fit.get("sms")
+                placed[key]["_own"] = (fit.get("atom_split"), fit.get("atom_agrees_lines"), fit.get("lines"))
     out["latency_l2"] = {k: {s: v for s, v in d.items() if not s.startswith("_")} for k, d in placed.items()}
     parts = []
     for k, d in placed.items():
         if "near" in d and "far" in d:
             ld = d["_ld"]
+            own, agree, n = d.get("_own") or (None, None, None)
+            extra = ""
+            if own and own.get("bimodal") and agree is not None and n and agree < 0.8 * n:
+                extra = (f"; the atomic's own groups {own['low_median']:.0f} / {own['high_median']:.0f} fall on the "
+                         f"load's side for only {agree} of {n} lines: it does not follow the load's partition")
             parts.append(f"{k} near {d['near']:.1f}, far {d['far']:.1f} (the same lines' ld.global.cg hits "
-                         f"{ld['low_median']:.0f} / {ld['high_median']:.0f}; SM {'/'.join(map(str, d['_sms'] or []))})")
+                         f"{ld['low_median']:.0f} / {ld['high_median']:.0f}; SM {'/'.join(map(str, d['_sms'] or []))}"
+                         f"{extra})")
     if parts:
         out["conclusions"].append("global atomic latency by the L2 partition of its line for the SM that runs it "
                                   "(lines placed by a dependent ld.global.cg chain from the same block: its L2 hits "
