@@ -276,3 +276,21 @@ def test_sweep_value_takes_the_most_warps_and_refuses_what_breaks_the_bound():
     assert any(f.startswith("unsaturated") for f in v["flags"]) and v["measured_at_most_warps"] == 134.6
     assert an.readers_per_target(np.array([0, 1, 2, 3]), np.array([0, 0, 0, 0])) == 3
     assert an.readers_per_target(np.array([0, 1]), np.array([0, 1])) == 1
+
+
+def test_the_gpc_statement_never_calls_sets_gpcs():
+    """Issue 33: 12 sets against a documented 8 GPCs. The statement says what the data prove: the sets
+    with the largest clusters, the left-over SMs and whether they act as one GPC (residency)."""
+    from gpudissect.suites.cluster import analyse as an
+
+    sizes, largest = [18, 18, 16, 16, 16, 16, 16, 8, 2, 2, 2, 2], [16] * 7 + [8, 2, 2, 2, 2]
+    held = {s: an.predicted_resident(sizes, s) for s in range(1, 17)}  # as measured on an H200
+    text = an.gpc_statement(sizes, largest, held)
+    assert "the sets are not GPCs" in text and "7 sets of [16, 18] SMs hosted clusters of 16" in text
+    assert "16 SMs in 5 sets" in text and "they do not act as one GPC for clusters of 16" in text
+    assert "not determined by these data (12 at most)" in text
+    # had the run held 8 clusters of 16, nothing would say the left-over SMs are not one GPC
+    merged = [*sizes[:7], 16]
+    as_one = {s: an.predicted_resident(merged, s) for s in range(1, 17)}
+    assert "do not act as one GPC" not in an.gpc_statement(sizes, largest, as_one)
+    assert an.gpc_statement([16, 16], [16, 16], {16: 2}).endswith("(the largest placed).")

@@ -214,3 +214,34 @@ def sweep_value(rates: list[float | None], limit: float | None) -> dict:
         flags.append(f"above-limit: {v:.4g} > {limit:g} (the shared-memory bound of the path): the method failed here")
         v = None
     return {"value": v, "flags": flags, "measured_at_most_warps": rates[-1] if rates else None, **sat}
+
+
+def gpc_statement(sizes: list[int], largest: list[int], resident: dict[int, int]) -> str:
+    """What the sets of SMs that shared a cluster say about the GPCs, from the data alone: the
+    sets that hosted the largest clusters, the SMs never joined beyond a smaller size, and
+    whether merging those (as one GPC) would have held more clusters at some size than the
+    measured residency (then they do not act as one GPC for clusters of that size). Sets are
+    never called GPCs: a GPC is one or more sets."""
+    if not sizes:
+        return ""
+    top = max(largest)
+    big = [i for i, b in enumerate(largest) if b == top]
+    small = [i for i, b in enumerate(largest) if b < top]
+    text = (f"sets against GPCs: a cluster never leaves its GPC, so each GPC is one or more of the {len(sizes)} sets "
+            f"(the sets are not GPCs); {len(big)} sets of {sorted({sizes[i] for i in big})} SMs hosted clusters of "
+            f"{top} (the largest placed)")
+    if not small:
+        return text + "."
+    left = [sizes[i] for i in small]
+    text += (f"; {sum(left)} SMs in {len(small)} sets ({left} SMs) were never joined beyond "
+             f"{sorted({largest[i] for i in small})} CTAs")
+    merged_more = [s for s, n in sorted(resident.items())
+                   if predicted_resident([*(sizes[i] for i in big), sum(left)], s) > n == predicted_resident(sizes, s)]
+    if merged_more:
+        s = merged_more[-1]
+        text += (f": as one GPC they would have held {predicted_resident([*(sizes[i] for i in big), sum(left)], s)} "
+                 f"clusters of {s} at once, the run held {resident[s]} (what the sets predict), so they do not act "
+                 f"as one GPC for clusters of {s}")
+    return (text + f"; the GPC count is not determined by these data ({len(sizes)} at most); a documented count "
+            f"below {len(sizes)} fits them only where the left-over SMs share GPCs that place no cluster larger "
+            f"than {max(largest[i] for i in small)} across them.")

@@ -69,6 +69,10 @@ def _map(rs: list[dict], out: dict) -> None:
                   "distinct_sms": all(d.get("distinct_sms") for d in per), "flags": r["flags"]}
     out["residency"] = res
     ok = {s: d for s, d in res.items() if "resident" in d}
+    if sizes:
+        out["gpc_statement"] = an.gpc_statement(sizes, topo["largest_cluster"],
+                                                {s: d["resident"] for s, d in ok.items()})
+        C.append(out["gpc_statement"])
     if ok:
         C.append("clusters resident at once, one CTA per SM (launch 0, fixed spin; measured / what the sets found would hold): "
                  + ", ".join(f"size {s}: {d['resident']} / {d['predicted_from_gpcs']} "
