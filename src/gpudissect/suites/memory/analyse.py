@@ -542,6 +542,7 @@ def _name_by_placement(l2: dict, near: float, far: float) -> None:
     first and the last L2 level, whether each lies between the two hits (lines of both
     partitions: the hit averaged over them), or above both (not a plain hit of either)."""
     mix = "L1/L2 mixture (below the L2 near hit)"
+    before = [lv["name"] for lv in l2.get("levels") or []]
     for lv in l2.get("levels") or []:
         if lv["latency_cycles"] < (1 - MIXTURE_TOL) * near:
             lv["name"] = mix
@@ -561,6 +562,9 @@ def _name_by_placement(l2: dict, near: float, far: float) -> None:
         lv[0]["name"] = BOTH
     if len(lv) > 1 and where(lv[-1]["latency_cycles"]) == "above":
         lv[-1]["name"] = BEYOND
+    renamed = dict(zip(before, [v["name"] for v in l2.get("levels") or []], strict=True))
+    for pen in l2.get("miss_penalties") or []:  # the penalties name the levels as the staircase does
+        pen["miss"], pen["to"] = renamed.get(pen["miss"], pen["miss"]), renamed.get(pen["to"], pen["to"])
     l2["placement"] = {"near_cycles": near, "far_cycles": far,
                        "first": {"name": lv[0]["name"], "cycles": lv[0]["latency_cycles"],
                                  "where": where(lv[0]["latency_cycles"])},
