@@ -222,6 +222,10 @@ def test_suite_end_to_end_on_a_fake_gpu(tmp_path):
     assert recs["tma:load:l2:1024"]["value"] == pytest.approx(400.0)
     bw = recs["bw:ld.v4:l2"]
     assert bw["fit"]["saturation"]["at"] == RATE_CAP and bw["fit"]["saturation"]["saturated"]
+    # the plain-load baseline sweeps ILP x CTAs; CTAs that cannot be resident at once are not run
+    cfgs = bw["samples"]["configs"]
+    assert {c["ilp"] for c in cfgs.values()} == set(su.LD_ILPS) and "refused" in cfgs["ilp8:ctas8"]
+    assert all(d["loads_in_flight"] == int(i) for i, d in bw["fit"]["sass"].items())
     assert not [f for r in recs.values() for f in r["flags"] if f.startswith(("sass", "error"))]
     summ = store.get_meta(f"summary:{out.run_id}")
     assert any("arrive 7.0" in c for c in summ["conclusions"])

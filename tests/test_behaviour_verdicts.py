@@ -370,3 +370,47 @@ def test_pipe_groups_are_sets_that_all_compete():
     assert an.overlaps(g) == ["a"]
     tri = compete | {frozenset(("b", "c"))}
     assert an.compete_groups(["a", "b", "c"], tri) == [["a", "b", "c"]]
+
+
+def test_a_pair_faster_than_its_add_prediction_shows_a_solo_below_its_pipe():
+    """A solo whose plateau is below its pipe's rate (planted: the DFMA solo kernel reaches 1.2 of
+    a pipe that runs 2.0, flat over parallelism) makes a pair run faster than the add prediction;
+    the solo is named (its partner, at the issue limit, is cleared), and every pair verdict
+    resting on it is withheld (a method bug, not a finding)."""
+    pipes = {"fma.rn.f32": ("fp32", 4.0), "fma.rn.f64": ("fp64", 2.0), "ex2.approx.ftz.f32": ("mufu", 0.5)}
+    solos, pairs = _synthetic(pipes, issue=4.0)
+    for ln in solos["fma.rn.f64"]["launches"]:
+        ln.update(rate=1.2, issue=1.2, hw=0.006)  # the kernel's plateau, below the planted pipe
+    pv = an.pipes_verdicts(solos, pairs, schedulers=4)
+    assert pv["short_solos"] == {"fma.rn.f64": "fma.rn.f32+fma.rn.f64 ran faster than its add prediction"}
+    for key in ("fma.rn.f32+fma.rn.f64", "fma.rn.f64+ex2.approx.ftz.f32"):
+        assert pv["pairs"][key]["verdict"] == an.UNDETERMINED and "below its pipe" in pv["pairs"][key]["why"]
+    assert pv["pairs"]["fma.rn.f32+ex2.approx.ftz.f32"]["verdict"] == "add"  # not resting on the short solo
+    clean = an.pipes_verdicts(*_synthetic(pipes, issue=4.0), schedulers=4)
+    assert clean["short_solos"] == {} and clean["pairs"]["fma.rn.f32+fma.rn.f64"]["verdict"] != an.UNDETERMINED
+
+
+def test_register_reads_of_a_solo_kernel(sass):
+    """gpr_reads counts the general registers an instance reads that the one before it did not
+    keep in the reuse cache (same slot)."""
+    region = sass("DFMA R36, R4.reuse, R36, R6.reuse", "DFMA R16, R4.reuse, R16, R6.reuse",
+                  "DFMA R8, R4, R8, R6", "DFMA R10, R4.reuse, R10, R6.reuse", "IADD3 R1, R1, 0x1, RZ")
+    g = an.gpr_reads(region, "DFMA")
+    assert g == {"instances": 4, "mean": 2.0, "max": 3, "share_at_max": 0.5}  # 3, 1, 1, 3
+    assert an.gpr_reads(region, "FFMA") == {"instances": 0}
+
+
+def test_register_reads_of_the_dfma_pipe_kernel_from_ptxas():
+    """The evidence on real SASS (ptxas, no GPU): the DFMA solo's instances read between one
+    register (the rest from the reuse cache) and all three; what share reads all three is ptxas's
+    choice and kept as evidence, not assumed."""
+    from gpudissect.arch.target import make_target
+    from gpudissect.catalog.model import load_catalog
+    from gpudissect.kernel.build import build_module
+    from gpudissect.kernel.ptx import ptx_header
+    from gpudissect.suites.behaviour.kernels import pipe_kernel
+
+    t = make_target("sm_90", "13.0")
+    k = pipe_kernel(ptx_header(t.ptx_isa, t.arch), "d", [load_catalog().get("fma.rn.f64")], 8, 32)
+    g = an.gpr_reads(build_module([k], t.arch)[k.name].region, "DFMA")
+    assert g["instances"] == 8 * 32 and 1 <= g["mean"] <= g["max"] <= 3

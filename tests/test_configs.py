@@ -73,8 +73,9 @@ def variant(name: str):
 
 
 def test_table_decides_measures_shared_operand_and_predicates(table):
-    assert config_specs(variant("fma.rn.f32")) == [ConfigSpec(RR, 1, 3), ConfigSpec(WW, 1, 3)]
-    assert config_specs(variant("mad.lo.u32")) == [ConfigSpec(RR, 3, 3), ConfigSpec(WW, 3, 3)]
+    # read_read: the shared register takes turns with the last other source of its type
+    assert config_specs(variant("fma.rn.f32")) == [ConfigSpec(RR, 1, 3, (1, 3)), ConfigSpec(WW, 1, 3)]
+    assert config_specs(variant("mad.lo.u32")) == [ConfigSpec(RR, 3, 3, (3, 2)), ConfigSpec(WW, 3, 3)]
     assert config_specs(variant("ex2.approx.ftz.f32")) == [ConfigSpec(WW, 1, 3)]
     assert config_specs(variant("add.f32")) == []
     with pytest.raises(ValueError, match="unknown measure control_read_read"):  # a control is no entry
@@ -223,7 +224,9 @@ def test_ptxas_converting_guarded_fp64_writes_is_refused(sm90):
 # --- the suite's measurement path on synthetic timings -------------------------------------
 
 
-def test_configurations_measured_from_synthetic_timings(table, sm90):
+def test_configurations_measured_from_synthetic_timings(table, sm90, monkeypatch):
+    # the register-bank comparison is tested on its own (test_read_read_bank_*): ptxas decides it
+    monkeypatch.setattr(configs, "bank_mismatch", lambda r, c: None)
     names = ["fma.rn.f32", "ex2.approx.ftz.f32", "fma.rn.f64"]
     cat = load_catalog()
     vs = [cat.get(n) for n in names]
@@ -239,7 +242,9 @@ def test_configurations_measured_from_synthetic_timings(table, sm90):
     # the fake clock counts whole cycles: a slope over the lengths is within its resolution
     assert rr.value == pytest.approx(1.0, abs=0.05) and ww.value == pytest.approx(2.5, abs=0.05)
     assert got["latency"].value == pytest.approx(4.0)
-    assert rr.params["shared_slots"] == {"FFMA": [1]} and rr.params["lengths"] == [5, 11, 16]
+    # the shared register takes turns in two operands (a or b, which ptxas may swap, and c)
+    assert set(rr.params["shared_slots"]["FFMA"]) == {1, 2} and rr.params["lengths"] == [5, 11, 16]
+    assert set(rr.params["bank_pattern"]) == {"5", "11", "16"}
     assert ww.params["lengths"] == [11, 21, 32] and ww.params["predicates"]
     # each against its control (the same lengths, no register shared), at one warp and over warps
     assert got["control_read_read"].params["lengths"] == rr.params["lengths"]
@@ -259,7 +264,7 @@ def test_configurations_measured_from_synthetic_timings(table, sm90):
     ex2 = {r.measure: r for r in measure_work(FakeDevice(model), works["ex2.approx.ftz.f32"], PLAN, sm90).results}
     assert RR not in ex2 and ex2[WW].value == pytest.approx(2.5, abs=0.05)
     f64 = {r.measure: r for r in measure_work(FakeDevice(model), works["fma.rn.f64"], PLAN, sm90).results}
-    assert f64[RR].value == pytest.approx(1.0, abs=0.05) and f64[RR].params["shared_slots"] == {"DFMA": [0]}
+    assert f64[RR].value == pytest.approx(1.0, abs=0.05) and f64[RR].params["shared_slots"] == {"DFMA": [0, 2]}
     # ptxas turns guarded 64-bit writes into selects: not timed, with the reason (nothing else timed)
     assert f64[WW].value is None and f64[WW].flags[0].startswith("not timed: ") and "FSEL" in f64[WW].flags[0]
 
@@ -306,7 +311,8 @@ def test_read_read_applies_only_beside_another_register_source(table):
         config_specs(variant("mad.lo.u32"), bad)
 
 
-def test_a_control_measured_again_is_compared_again(table, sm90):
+def test_a_control_measured_again_is_compared_again(table, sm90, monkeypatch):
+    monkeypatch.setattr(configs, "bank_mismatch", lambda r, c: None)  # ptxas's banks: tested apart
     v = load_catalog().get("fma.rn.f32")
     w = prepare_works([v], autoverify_many([v], sm90, jobs=1), sm90, PLAN, jobs=1)[0]
     slow = {"_rr_r": 1.0, "_rr_c": 2.0}
@@ -345,8 +351,10 @@ def test_the_shipped_comparisons_are_rederived_from_their_stored_numbers():
 
     over = {"warps": [1, 2, 4], "rate": [1.0, 1.0, 0.9], "rate_halfwidth": [0, 0, 0],
             "control_rate": [1.0, 1.0, 1.0], "control_halfwidth": [0, 0, 0], "verdict": "slower"}
-    rows = [row(1, RR, 1.0, [1.0, 1.0], {"one_warp": {"verdict": "x"}, "over_warps": over, "verdict": "slower"}),
-            row(2, "control_read_read", 1.0, [1.0, 1.0], {}),
+    banks = {"bank_pattern": {"16": {"FFMA:ABB": 16}}}
+    rows = [row(1, RR, 1.0, [1.0, 1.0], {"one_warp": {"verdict": "x"}, "over_warps": over, "verdict": "slower",
+                                         **banks}),
+            row(2, "control_read_read", 1.0, [1.0, 1.0], banks),
             {"id": 3, "variant": "v", "measure": "grid", "params": {"grid_distances": [1, 8],
              "region_sass": {"8": ["0.5*HFMA2"]}, "warp_latency_per_instance": 0.5}}]
     new = mod.configs(rows)
@@ -354,6 +362,56 @@ def test_the_shipped_comparisons_are_rederived_from_their_stored_numbers():
     assert new[1]["over_warps"]["verdict"] == "same" and new[1]["one_warp"]["verdict"] == "same"
     assert new[1]["verdict"] == "same" and "lengths" in new[1]
     assert mod.grids(rows)[3]["warp_latency_cycles"] == pytest.approx(1.0)  # per SASS issue
+    # a stored pair without the bank evidence (or with different patterns) decides nothing
+    rows[1]["params"].pop("bank_pattern")
+    assert mod.configs(rows)[1]["verdict"] is None
+
+
+# --- register banks and reuse: a read-read and its control must show the same pattern ------
+
+
+def test_bank_signature_groups_operands_by_index_parity_and_marks_reuse(sass):
+    a, b, c = sass("FFMA R51, R35, R36, R34", "FFMA R61, R33, R60, R30", "FFMA R51, R35, R37.reuse, R34")
+    assert configs.bank_signature(a) == "ABB" and configs.bank_signature(b) == "ABB"  # 100 and 011 alike
+    assert configs.bank_signature(c) == "AArB"
+    (d,) = sass("FFMA R5, R2, 0.5, RZ")
+    assert configs.bank_signature(d) == "A--"
+
+
+def _rr(measure, pattern, value=1.0):
+    return Result("fma.rn.f32", measure, value, "cycles", "s", params={"bank_pattern": pattern},
+                  samples={"slope_per_repeat": [value, value]})
+
+
+def test_read_read_bank_mismatch_fails_the_comparison():
+    same = {"16": {"FFMA:ABB": 16}}
+    ok = configs.against_control(_rr(RR, same), _rr("control_read_read", same, 1.5))
+    assert not any(f.startswith("sass:") for f in ok.flags) and ok.params["one_warp"]["verdict"] == "faster"
+    other = {"16": {"FFMA:AArB": 16}}  # the read-read rides the reuse cache, the control does not
+    bad = configs.against_control(_rr(RR, other), _rr("control_read_read", same, 1.5))
+    assert any(f.startswith("sass: register banks") for f in bad.flags)
+    assert bad.params["verdict"] is None and bad.params["one_warp"]["verdict"] is None
+    unknown = configs.against_control(_rr(RR, None), _rr("control_read_read", same, 1.5))
+    assert unknown.params["verdict"] is None
+
+
+def test_read_read_bank_pattern_from_ptxas_is_compared_per_length(sm90):
+    """Real ptxas: both families carry a pattern per region length; whether they agree is what
+    the comparison then decides (bank_mismatch), not assumed here."""
+    v = variant("fma.rn.f32")
+    spec = next(s for s in config_specs(v) if s.measure == RR)
+    infos = {}
+    for ctl in (False, True):
+        ks = [generate_config(v, strategy("reg"), sm90, "read_read", length=n, name=f"k{int(ctl)}n{n}",
+                              distance=n if ctl else 1, slots=spec.turns) for n in (8, 16)]
+        built = build_module(ks, sm90.arch)
+        samples = [Sample(k.units, k.length, built[k.name].region) for k in ks]
+        fam = check_family(samples, check_depth=False)
+        why, infos[ctl] = check_config("control_read_read" if ctl else RR, samples, OWN,
+                                       core_sass(fam.per_unit, None, {}))
+        assert why is None and set(infos[ctl]["bank_pattern"]) == {"8", "16"}
+        assert all(sum(p.values()) == int(n) for n, p in infos[ctl]["bank_pattern"].items())
+    assert not any("r" in k for p in infos[True]["bank_pattern"].values() for k in p)  # no reuse in the control
 
 
 # --- instances of several SASS instructions: checked by data flow -------------------------

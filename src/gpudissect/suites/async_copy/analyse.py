@@ -61,6 +61,23 @@ def stream_rate(rows: np.ndarray, reps: int, nbytes: int) -> list[float]:
     return out
 
 
+def all_at_once(rows: np.ndarray, reps: int, smid_col: int | None = None) -> bool:
+    """Whether on every SM all warps of a launch ran each kept repetition's region at once (the
+    latest start before the earliest end, %clock64 of that SM): False when a second wave (CTAs
+    that could not be resident together) or a warp held back split them. ``smid_col``: the
+    column of %smid (default: after the 4 words of every repetition); rows never written are
+    ignored."""
+    c0, c1, _g0, g1 = rep_columns(rows, reps)
+    sm = rows[:, 4 * reps if smid_col is None else smid_col].astype(np.int64)
+    ok = g1[:, 0] > 0
+    for r in range(1, reps):
+        for s in np.unique(sm[ok]):
+            w = ok & (sm == s)
+            if c0[w, r].max() >= c1[w, r].min():
+                return False
+    return True
+
+
 def saturation(rates: dict[int, float]) -> dict:
     """The best rate over a sweep of CTAs per SM, and whether it had stopped rising: saturated
     when the best is not at the sweep's end, or the last step raised it by less than RISE."""

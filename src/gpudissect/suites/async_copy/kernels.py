@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpudissect.bench.stream_read import MAXNREG, load_trip
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.timing import timed
 
@@ -89,10 +90,12 @@ _DECL = """\
 """
 
 
-def _entry(name: str, setup: list[str], pre: list[str], body: list[str], post: list[str]) -> str:
+def _entry(name: str, setup: list[str], pre: list[str], body: list[str], post: list[str],
+           directives: tuple[str, ...] = ()) -> str:
     """The kernel text: declarations, ``setup`` (once), then REPS repetitions of ``pre`` (not
-    timed), the timed ``body``, the timestamps stored (lane 0) and ``post`` (not timed)."""
-    lines = [f".visible .entry {name}{_PARAMS}", "{",
+    timed), the timed ``body``, the timestamps stored (lane 0) and ``post`` (not timed);
+    ``directives``: performance directives of the entry (e.g. ``.maxnreg``)."""
+    lines = [f".visible .entry {name}{_PARAMS}", *directives, "{",
              _DECL.format(bar_bytes=BAR_BYTES, row_bytes=ROW * 8).rstrip("\n"), *setup,
              "  mov.u32 %rep, 0;", "$Lrep:", *pre,
              "  mov.u64 %g0, %globaltimer;", *timed(body, "%t0", "%t1"), "  mov.u64 %g1, %globaltimer;",
@@ -420,21 +423,27 @@ def _chunk_addr(ilp: int, size: int, mask: int) -> list[str]:
     return [f"  mul.wide.u32 %x, %j, {ilp * 32 * size};", f"  and.b64 %x, %x, {mask};", "  add.u64 %x, %x, %y;"]
 
 
+LD_MAX_ILP = 8  # the most loads per trip ld_stream has registers for
+
+
 def ld_stream(spec: Spec) -> str:
     """All threads: ``ilp`` independent ``ld.global.cg.v4.u32`` per trip (each one 512
-    contiguous bytes per warp, the warp's chunk ``ilp * 512`` bytes: :func:`_warp_chunks`),
-    XOR-folded into a sink written (never, in practice) after the region."""
+    contiguous bytes per warp, the warp's chunk ``ilp * 512`` bytes: :func:`_warp_chunks`), all
+    issued before the first use (``bench/stream_read.py``: the trip, and ``.maxnreg 255``
+    without which ptxas interleaves the folds and keeps fewer loads in flight), XOR-folded into
+    a sink written (never, in practice) after the region. The loop is not unrolled: the loads
+    in flight are the ILP the sweep names."""
     mask, ilp = spec.params["mask"], spec.params.get("ilp", ILP)
+    if not 1 <= ilp <= LD_MAX_ILP:
+        raise ValueError(f"ld_stream: ilp {ilp} outside 1..{LD_MAX_ILP}")
     regs = [f"%v{i}" for i in range(16)] + [f"%u{i}" for i in range(16)]
-    body = ["  mov.u32 %i, 0;", "  mov.u32 %m, 0;", "$Lloop:", *_chunk_addr(ilp, 16, mask)]
-    for q in range(ilp):
-        r = regs[4 * q: 4 * q + 4]
-        body.append(f"  ld.global.cg.v4.u32 {{{', '.join(r)}}}, [%x+{q * 512}];")
-    for q in range(ilp):
-        body += [f"  xor.b32 %m, %m, {x};" for x in regs[4 * q: 4 * q + 4]]
+    quads = [regs[4 * q: 4 * q + 4] for q in range(ilp)]
+    body = ["  mov.u32 %i, 0;", "  mov.u32 %m, 0;", "$Lloop:", '  .pragma "nounroll";', *_chunk_addr(ilp, 16, mask),
+            *load_trip("ld.global.cg.v4.u32", ilp, quads, "%x", 512, "%m")]
     body += ["  add.u32 %j, %j, %n;", "  add.u32 %i, %i, 1;", "  setp.lt.u32 %more, %i, %a;", "  @%more bra $Lloop;"]
     post = ["  setp.eq.u32 %p, %m, 0x7fffffff;", "  @%p st.global.u32 [%dst], %m;"]
-    return _entry(spec.name, ["  .reg .b32 %u<16>;", *_warp_chunks(ilp, 16)], ["  mov.u32 %j, %c;"], body, post)
+    return _entry(spec.name, ["  .reg .b32 %u<16>;", *_warp_chunks(ilp, 16)], ["  mov.u32 %j, %c;"], body, post,
+                  directives=(MAXNREG,))
 
 
 def cpasync_stream(spec: Spec) -> str:

@@ -16,8 +16,9 @@ Items (patterns are globs on the names, or a group: ``mbarrier``, ``fence``, ``c
 * ``tensor:<config>``: cp.async.bulk.tensor 1D-5D, element types, swizzle modes (L2 hits);
 * ``bw:<kernel>:<where>:<tile>``: bandwidth at saturation (CTAs per SM swept until the rate
   stops rising): TMA bulk and 2D tensor loads against tile size, L2 promotion, swizzle, bulk
-  stores and reductions, beside a vectorised ld.global.v4 stream and a cp.async stream run in
-  the same run;
+  stores and reductions, beside a cp.async stream and the plain-load baseline ``bw:ld.v4:<where>``
+  run in the same run: ld.global.cg.v4 over ILP x CTAs per SM, its best proven saturated
+  (bench/stream_read.py), so that TMA is set against the best a plain load reaches;
 * ``wgmma:swizzle=<mode>``, ``wgmma:layout=<mode>``, ``wgmma:pipeline:stages=<s>`` (group
   ``wgmma``, wgmma_feed.py): wgmma throughput with swizzled descriptors, TMA-written tiles
   checked against numpy, and a TMA -> mbarrier -> wgmma pipeline.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpudissect.arch.occupancy import occupancy_rules
+from gpudissect.arch.occupancy import occupancy_rules, predict_blocks
 from gpudissect.arch.target import ptx_needs
 from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import (
@@ -45,6 +46,7 @@ from gpudissect.bench.contract import (
     select_named,
 )
 from gpudissect.bench.stats import noise_flag
+from gpudissect.bench.stream_read import grid_saturation, loads_in_flight
 from gpudissect.device.args import Buf
 from gpudissect.device.tensormap import TensorMap
 from gpudissect.kernel.build import Built, build_module, take
@@ -77,8 +79,8 @@ TMA_LAT_TILES = (16, 256, 1024, 4096, 16384)
 STORE_TILES = (256, 4096)
 BW_TILES = (256, 512, 1 * KiB, 2 * KiB, 4 * KiB, 8 * KiB, 16 * KiB, 32 * KiB)
 TMA_CTAS = (1, 2, 4, 8, 16, 32)  # CTAs per SM swept (as far as shared memory allows)
-LD_CTAS = (1, 2, 4, 8)
-LD_ILP = 8  # 128-bit loads in flight per thread of the plain-load stream
+LD_CTAS = (1, 2, 4, 8)  # CTAs of STREAM_THREADS per SM of the plain-load stream: 8 to 64 warps per SM
+LD_ILPS = (1, 2, 4, 8)  # 128-bit loads in flight per thread of the plain-load stream, swept with LD_CTAS
 CPA_CTAS = (1, 2, 3)
 MAX_CTAS_PER_SM = 32
 CHAIN_SMEM = BAR_BYTES + 16 * KiB
@@ -232,8 +234,7 @@ def all_probes() -> list[Probe]:
                               {"mode": "bulk", "tile": t, "mask": fp - 1, "stages": stages_for(t)},
                               32, BAR_BYTES + stages_for(t) * t, TMA_CTAS,
                               {"where": where, "tile": t, "bytes": per_rep, "a": per_rep // t}))
-        ps.append(_stream(f"bw:ld.v4:{where}", "ld_stream", {"mask": fp - 1, "ilp": LD_ILP}, STREAM_THREADS,
-                          BAR_BYTES, LD_CTAS, {"where": where, "bytes": per_rep, "width": 16, "ilp": LD_ILP}))
+        ps.append(ld_sweep(where, fp, per_rep))
         ps.append(_stream(f"bw:cp.async.cg16:{where}", "cpasync_stream", {"variant": "cg16", "mask": fp - 1},
                           STREAM_THREADS, BAR_BYTES + STAGES * STREAM_THREADS * ILP * 16, CPA_CTAS,
                           {"where": where, "bytes": per_rep, "width": 16}))
@@ -259,6 +260,16 @@ def all_probes() -> list[Probe]:
                               32, BAR_BYTES + t, TMA_CTAS,
                               {"where": "dram", "tile": t, "bytes": per_rep, "a": per_rep // t}))
     return ps
+
+
+def ld_sweep(where: str, footprint: int, per_rep: int) -> Probe:
+    """The plain-load baseline: the ld.global.cg.v4 stream at every ILP of LD_ILPS (one kernel
+    each) x CTAs per SM of LD_CTAS, its best configuration proven saturated over both
+    (bench/stream_read.grid_saturation), in the same run as the TMA streams."""
+    specs = [Spec(f"ac_bw_ld_v4_{where}_x{i}", "ld_stream", {"mask": footprint - 1, "ilp": i}, 1, STREAM_THREADS,
+                  BAR_BYTES) for i in LD_ILPS]
+    return Probe(f"bw:ld.v4:{where}", "bw", specs, True,
+                 {"where": where, "bytes": per_rep, "width": 16, "ilps": list(LD_ILPS), "ctas": LD_CTAS})
 
 
 def wgmma_probes() -> list[Probe]:
@@ -328,11 +339,12 @@ def _mhz(ctx: Context) -> float | None:
     return ctx.state["mhz"]
 
 
-def _stream_trips(p: Probe, grid: int) -> tuple[int, int]:
-    """(the kernel's ``a``, bytes it moves per repetition) for ``grid`` CTAs."""
+def _stream_trips(p: Probe, grid: int, ilp: int | None = None) -> tuple[int, int]:
+    """(the kernel's ``a``, bytes it moves per repetition) for ``grid`` CTAs (``ilp``: accesses
+    per thread per trip of the kernel, where the probe sweeps it)."""
     if "a" in p.params:
         return p.params["a"], p.params["bytes"]
-    per_trip = grid * STREAM_THREADS * p.params.get("ilp", ILP) * p.params["width"]
+    per_trip = grid * STREAM_THREADS * (ilp or p.params.get("ilp", ILP)) * p.params["width"]
     trips = max(1, p.params["bytes"] // per_trip)
     return trips, trips * per_trip
 
@@ -375,6 +387,84 @@ def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
                           "smem": spec.smem, "stages": spec.params.get("stages", STAGES), "sms": nsm},
                   fit={"saturation": sat, "bytes_per_clk_per_sm": bpc, "sm_mhz_kernel": mhz,
                        "sass": checks.sass_counts(b, spec)},
+                  samples={"configs": configs}, flags=flags, cls="async")
+
+
+def _ld_config(ctx: Context, p: Probe, b: Built, spec: Spec, c: int) -> dict:
+    """One configuration of the plain-load sweep: ``c`` CTAs per SM of ``spec``'s kernel."""
+    grid = c * ctx.sm_count
+    a, nbytes = _stream_trips(p, grid, spec.params["ilp"])
+    per, together = [], []
+    for _ in range(LAUNCHES):
+        rows = _run(ctx, b, spec, grid, a, None)
+        per.append(an.stream_rate(rows, REPS, nbytes))
+        together.append(an.all_at_once(rows, REPS))
+    meds = [float(np.nanmedian(x)) for x in per]
+    out = {"ilp": spec.params["ilp"], "ctas": c, "warps_per_sm": c * spec.threads // 32, "gbps": float(np.median(meds)),
+           "launches": meds, "reps": per, "grid": grid, "bytes": nbytes, "all_at_once": all(together)}
+    nf = noise_flag(meds)
+    if nf:
+        out["flag"] = nf
+    if not out["all_at_once"]:
+        out["flag"] = ("not-concurrent: on some SM a warp's timed region ended before another's began (a second "
+                       "wave): kept out of the best")
+    return out
+
+
+def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
+    """The plain-load baseline over ILP x CTAs per SM: configurations whose CTAs cannot all be
+    resident at once (registers, shared memory: the occupancy rules) are not run; a launch that
+    fails is kept as that configuration's error; the value is the best configuration's rate,
+    saturated only when the rate had stopped rising (grid_saturation); each kernel's SASS must
+    hold all of its loads in flight at once (bench/stream_read.loads_in_flight)."""
+    rules = occupancy_rules(ctx.target)
+    configs: dict[str, dict] = {}
+    rates: dict[tuple[int, int], float | None] = {}
+    flags: list[str] = []
+    sass: dict[str, dict] = {}
+    for b, spec in zip(built, p.specs, strict=True):
+        ilp = spec.params["ilp"]
+        flags += checks.check(b, spec)
+        fly = loads_in_flight(b.region, "LDG")
+        sass[str(ilp)] = {"loads_in_flight": fly, "registers": b.regs, **checks.sass_counts(b, spec)}
+        if fly != ilp:
+            flags.append(f"sass: {b.name}: {fly} loads in flight before the first use where the trip has {ilp}")
+        fits = predict_blocks(spec.threads, b.regs, spec.smem, rules)["blocks"]
+        for c in p.params["ctas"]:
+            key = f"ilp{ilp}:ctas{c}"
+            if c > fits:
+                configs[key] = {"ilp": ilp, "ctas": c, "gbps": None,
+                                "refused": f"{c} CTAs per SM do not fit at once ({b.regs} registers per thread): {fits}"}
+                continue
+            try:
+                d = _ld_config(ctx, p, b, spec, c)
+            except Exception as e:  # a failed launch: recorded, the sweep goes on
+                configs[key] = {"ilp": ilp, "ctas": c, "gbps": None, "error": f"{type(e).__name__}: {e}"[:300]}
+                continue
+            configs[key] = d
+            if d["all_at_once"] and not str(d.get("flag", "")).startswith("noisy"):
+                rates[(ilp, d["warps_per_sm"])] = d["gbps"]
+    sat = grid_saturation(rates, names=("ILP", "warps/SM"))
+    best = None
+    if sat["at"] is not None:
+        ilp, warps = sat["at"]
+        best = configs[f"ilp{ilp}:ctas{warps * 32 // STREAM_THREADS}"]
+        sat = {**sat, "at": best["ctas"], "ilp": ilp, "warps_per_sm": warps}
+    if best is None:
+        flags.append("error: no configuration gave a usable rate")
+    elif not sat["saturated"]:
+        flags.append(f"unsaturated: {sat['why']}")
+    mhz = _mhz(ctx)
+    bpc = sat["best"] * 1e9 / (ctx.sm_count * mhz * 1e6) if sat["best"] and mhz else None
+    spec = p.specs[0]
+    return Result(p.name, "bandwidth", sat["best"], "GB/s",
+                  f"all bytes over the globaltimer span of the grid (first start to last end), median over {REPS - 1} "
+                  f"kept repetitions and {LAUNCHES} launches; the best over ILP {list(p.params['ilps'])} x CTAs per SM "
+                  f"{list(p.params['ctas'])} ({STREAM_THREADS // 32} warps each), configurations with every CTA "
+                  "resident at once",
+                  params={**{k: v for k, v in spec.params.items() if k not in ("mask", "ilp")}, **p.params,
+                          "threads": spec.threads, "sms": ctx.sm_count},
+                  fit={"saturation": sat, "bytes_per_clk_per_sm": bpc, "sm_mhz_kernel": mhz, "sass": sass},
                   samples={"configs": configs}, flags=flags, cls="async")
 
 
@@ -424,7 +514,10 @@ class AsyncSuite(SuiteBase):
             from gpudissect.suites.async_copy.wgmma_feed import measure
 
             return Outcome(measure(ctx, p, _mhz(ctx)), texts)
-        r = measure_stream(ctx, p, built[0]) if p.stream else measure_chain(ctx, p, built)
+        if p.stream:
+            r = measure_ld_sweep(ctx, p, built) if len(p.specs) > 1 else measure_stream(ctx, p, built[0])
+        else:
+            r = measure_chain(ctx, p, built)
         r.ptx_hash, r.sass_hash = built[-1].ptx_hash, built[-1].sass_hash
         return Outcome([r], texts)
 

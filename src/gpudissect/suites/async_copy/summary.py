@@ -33,6 +33,9 @@ def bandwidth_table(recs: dict[str, dict]) -> dict[str, dict]:
         out[name] = {"gbps": r.get("value"), "ctas_per_sm": sat.get("at"), "saturated": sat.get("saturated"),
                      "bytes_per_clk_per_sm": fit.get("bytes_per_clk_per_sm"), "tile": p.get("tile"),
                      "where": p.get("where"), "flags": r.get("flags") or []}
+        if "ilp" in sat:  # the plain-load sweep: its best configuration and the saturation evidence
+            out[name].update(ilp=sat["ilp"], warps_per_sm=sat.get("warps_per_sm"),
+                             evidence=sat.get("evidence") or sat.get("why"))
     return out
 
 
@@ -63,8 +66,10 @@ def fall_off(recs: dict[str, dict], prefix: str) -> dict[str, dict]:
     """Per stream, the best rate of its sweep and the rate at its largest CTAs per SM."""
     out = {}
     for name, r in recs.items():
+        if not name.startswith(prefix):
+            continue
         cfg = {int(k): v.get("gbps") for k, v in _configs(r).items() if v.get("gbps") is not None}
-        if name.startswith(prefix) and len(cfg) > 1:
+        if len(cfg) > 1:
             best = max(cfg, key=lambda k: cfg[k])
             last = max(cfg)
             p = r.get("params") or {}
@@ -72,6 +77,29 @@ def fall_off(recs: dict[str, dict], prefix: str) -> dict[str, dict]:
             out[name] = {"best": cfg[best], "best_at": best, "last": cfg[last], "last_at": last,
                          "inflight_per_sm_at_best": fly}
     return out
+
+
+def baseline_text(base: dict) -> str:
+    """The plain-load baseline's best configuration and its saturation evidence, in words."""
+    if not base or base.get("gbps") is None:
+        return "ld.global.cg.v4: - (not measured)"
+    cfg = (f" at ILP {base['ilp']} x {base.get('warps_per_sm')} warps/SM" if "ilp" in base
+           else f" at {base.get('ctas_per_sm')} CTAs/SM")
+    sat = "saturated" if base.get("saturated") else "NOT saturated"
+    ev = f": {base['evidence']}" if base.get("evidence") else ""
+    return f"ld.global.cg.v4 best {_num(base['gbps'])} GB/s{cfg} ({sat}{ev})"
+
+
+def compare_best(tma: dict, base: dict) -> tuple[float | None, str]:
+    """TMA's best rate over the plain load's best, only where both are proven saturated (best
+    against best); else None and why."""
+    if not base or base.get("gbps") is None or tma.get("gbps") is None:
+        return None, "a rate is missing"
+    if not base.get("saturated"):
+        return None, "the plain-load baseline is not proven saturated"
+    if not tma.get("saturated"):
+        return None, "TMA's best is not proven saturated"
+    return an.fraction(tma["gbps"], base["gbps"]), ""
 
 
 def summarize(records: list[dict]) -> dict:
@@ -114,7 +142,8 @@ def summarize(records: list[dict]) -> dict:
     if tens:
         c.append("cp.async.bulk.tensor, L2 hit, issue to completion (cycles): "
                  + ", ".join(f"{k} {_num(v)}" for k, v in tens.items()))
-    ld = (bw.get("bw:ld.v4:dram") or {}).get("gbps")
+    base = bw.get("bw:ld.v4:dram") or {}
+    ld = base.get("gbps")
     cpa = (bw.get("bw:cp.async.cg16:dram") or {}).get("gbps")
     for kind in ("tma.bulk", "tma.tensor2d"):
         pts = _tiles(bw, f"bw:{kind}:dram:")
@@ -122,13 +151,14 @@ def summarize(records: list[dict]) -> dict:
             continue
         best_t = max(pts, key=lambda t: pts[t])
         d = bw[f"bw:{kind}:dram:{best_t}"]
-        share = an.fraction(pts[best_t], ld)
-        reach = an.first_reaching(pts, ld) if ld else None
+        share, why = compare_best(d, base)
+        reach = an.first_reaching(pts, ld) if ld and share is not None else None
         c.append(f"{kind} DRAM read: best {_num(pts[best_t])} GB/s at {best_t} B tiles, {d['ctas_per_sm']} CTAs/SM "
-                 f"({'saturated' if d['saturated'] else 'NOT saturated'}); the ld.global.v4 stream of the same run "
-                 f"{_num(ld)} GB/s, cp.async.cg16 {_num(cpa)} GB/s: TMA reaches "
-                 f"{'-' if share is None else f'{share:.0%}'} of the plain load"
-                 + (f"; tiles from {reach} B reach 90% of it" if reach else "; no tile reaches 90% of it"))
+                 f"({'saturated' if d['saturated'] else 'NOT saturated'}); the plain-load baseline of the same run, "
+                 f"{baseline_text(base)}; cp.async.cg16 {_num(cpa)} GB/s: TMA reaches "
+                 + (f"{share:.0%} of the plain load's best" if share is not None else f"- ({why})")
+                 + ("" if share is None else (f"; tiles from {reach} B reach 90% of it" if reach
+                                              else "; no tile reaches 90% of it")))
     little = little_law(recs)
     if little:
         c.append("tma.bulk DRAM read at 1 CTA/SM (one issuing thread, a ring of {} tiles): ".format(

@@ -390,7 +390,7 @@ READ_READ, WRITE_WRITE = "read_read", "write_write"
 
 def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: str, *, length: int = 8,
                     reps: int = 2, name: str = "bench", measure: str = "", shared: int = 1,
-                    preds: int = 4, distance: int = 1) -> Kernel:
+                    preds: int = 4, distance: int = 1, slots: tuple[int, ...] = ()) -> Kernel:
     """A region of ``length`` instances of the variant's one PTX instruction, no instance reading
     another's result (one warp; the slope over lengths is the configuration's cost per instance).
 
@@ -435,25 +435,40 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
             raise GenerationError(f"{variant.name}: read_read needs two source operands (one shared)")
         if not 1 <= shared <= len(srcs) or srcs[shared - 1].reg_class == "p":
             raise GenerationError(f"{variant.name}: source operand {shared} cannot be the shared register")
-        own = [o for j, o in enumerate(srcs) if j != shared - 1 and o.reg_class != "p"]
+        turns = tuple(slots) or (shared,)  # instance i reads the shared register in operand turns[i % k]
+        if any(not 1 <= t <= len(srcs) or srcs[t - 1].reg_class != srcs[shared - 1].reg_class
+               or srcs[t - 1].ptype != srcs[shared - 1].ptype for t in turns):
+            raise GenerationError(f"{variant.name}: operands {turns} cannot take turns holding the shared register "
+                                  "(register sources of one type)")
+        own = [o for j, o in enumerate(srcs) if (j + 1 not in turns or len(turns) > 1) and o.reg_class != "p"]
         fixed = {o.name: value(o, 0) for j, o in enumerate(srcs) if j == shared - 1 or o.reg_class == "p"}
         sh = srcs[shared - 1].name  # instance i reads the shared register number i mod distance
-        rotating = [{sh: fixed[sh]}] + [{sh: value(srcs[shared - 1], k)} for k in range(1, distance)]
+        shared_regs = [fixed[sh]]
+        if len(turns) > 1:
+            fixed.pop(sh)
+        rotating = []
+        per = []
+        for i in range(length):
+            if i % distance == len(shared_regs):
+                shared_regs.append(value(srcs[shared - 1], i % distance))
+            turn = srcs[turns[i % len(turns)] - 1].name
+            rotating.append({turn: shared_regs[i % distance]})
+            per.append({o.name: value(o, i + 1) for o in own if o.name != turn})
     else:
         regd = [o for o in srcs if o.reg_class != "p"]
         if not regd:
             raise GenerationError(f"{variant.name}: write_write needs a register source to vary per instance")
         own = regd[:1]
         fixed = {o.name: value(o, 0) for o in srcs if o is not own[0]}
-        rotating = [{} for _ in range(distance)]
-    per = [{o.name: value(o, i + 1) for o in own} for i in range(length)]
+        rotating = [{} for _ in range(length)]
+        per = [{o.name: value(o, i + 1) for o in own} for i in range(length)]
     guards = [load("p", 1, vary=True) for _ in range(preds)] if mode == WRITE_WRITE else []
     dcls = dest.reg_class
     dests = ([load(dcls, 0) for _ in range(distance)] if mode == WRITE_WRITE
              else [regs.new(dcls) for _ in range(length)])
     body: list[str] = []
     for i in range(length):
-        m = {**fixed, **rotating[i % distance], **per[i],
+        m = {**fixed, **rotating[i], **per[i],
              dest.name: dests[i % distance] if mode == WRITE_WRITE else dests[i]}
         pre = f"  @{guards[i % preds]} " if guards else "  "
         body.append(pre + fill(variant.ptx, m))
@@ -463,8 +478,8 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
     # and ptxas moves the halves together again inside the region). The destinations are stored
     # after the loop, not folded after each repetition: ptxas sinks instances whose results a fold
     # reads right after the region below its closing clock read
-    carried = [fixed[o.name] for o in srcs if o.name in fixed and o.reg_class != "p"] + [
-        r for m in rotating[1:] for r in m.values()]
+    carried = [fixed[o.name] for o in srcs if o.name in fixed and o.reg_class != "p"]
+    carried += [r for r in dict.fromkeys(r for m in rotating for r in m.values()) if r not in carried]
     after = []
     for r in carried or [r for m in per for r in m.values()]:
         cls = next(c for c in ("rd", "h", "r") if r.startswith(REG_PREFIX[c]) and r[len(REG_PREFIX[c]):].isdigit())
@@ -473,6 +488,6 @@ def generate_config(variant: Variant, strategy: Strategy, target: Target, mode: 
         after.append(f"  xor.b{LD_TYPE[cls][1:]} {r}, {r}, {zero[cls]};")
     meta = {"strategy": strategy.name, "glue": None, "companion": None, "uses_smem": False,
             "uses_gmem": False, "config": mode, "distance": distance,
-            **({"shared": shared} if mode == READ_READ else {"preds": preds})}
+            **({"shared": shared, "slots": list(slots) or [shared]} if mode == READ_READ else {"preds": preds})}
     return _assemble(variant, strategy, target, name, measure, 1, length, reps, regs, lines, inputs, body,
                      after, dests, meta)

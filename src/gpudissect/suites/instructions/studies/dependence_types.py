@@ -63,6 +63,24 @@ class ConfigSpec:
     measure: str
     shared: int = 1  # read_read: the source operand (1-based) all instances read
     preds: int = 4  # write_write: the run-time predicates the instances cycle through
+    turns: tuple[int, ...] = ()  # read_read: the operands that hold the shared register in turn
+
+
+def turns_for(v: Variant, shared: int, table: list[int] | None = None) -> tuple[int, ...]:
+    """The source operands (1-based) that hold the shared register in turn, instance i in
+    ``turns[i % k]`` (``table``: strategies.toml ``turns``): by default the shared operand and
+    the last other register source of the same type. Consecutive instances then read the
+    register in different operand slots, where the operand reuse cache (which serves a slot of
+    the next instruction) cannot stand in for the read, and the control takes the same turns,
+    so that test and control can carry the same reuse flags (none): compared in the SASS
+    (:func:`bank_pattern`). One operand where no other has the type."""
+    if table:
+        return tuple(int(t) for t in table)
+    srcs = v.sources
+    me = srcs[shared - 1]
+    other = [j + 1 for j, o in enumerate(srcs) if j != shared - 1 and o.reg_class == me.reg_class
+             and o.ptype == me.ptype]
+    return (shared, other[-1]) if other else (shared,)
 
 
 def _table(doc: str | None) -> dict:
@@ -102,6 +120,8 @@ def config_specs(v: Variant, doc: str | None = None) -> list[ConfigSpec]:
             if m in out:
                 continue
             if applies(v, m, spec.shared):
+                if m == "latency_read_read":
+                    spec = replace(spec, turns=turns_for(v, spec.shared, entry.get("turns")))
                 out[m] = spec
             elif "shared" in entry and m == "latency_read_read" and applies(v, m):
                 raise ValueError(f"[dependence_types]: {v.name}: source operand {spec.shared} cannot be "
@@ -116,7 +136,10 @@ def config_lengths(v: Variant, spec: ConfigSpec, units: tuple[int, ...], min_len
     under read_read its own destination, live across the region; more would spill). The
     budget is the control's (each instance also its own shared value, or destination), so that
     a configuration and its control time the same lengths."""
-    budget = int(_table(doc).get("register_budget", 128))
+    t = _table(doc)
+    budget = int(t.get("register_budget", 128))
+    if MODES[spec.measure] == READ_READ:  # where ptxas keeps test and control in one bank pattern
+        budget = int(t.get("read_read_register_budget", budget))
     srcs = [o for o in v.sources if o.reg_class != "p"]
     dest = WORDS.get(v.dest.reg_class if v.dest else "r", 1)
     if MODES[spec.measure] == READ_READ:
@@ -147,7 +170,7 @@ def config_kernels(v: Variant, target: Target, units: tuple[int, ...], min_lengt
             try:
                 ks = [generate_config(v, get_strategy(STRATEGY), target, mode, length=n, reps=reps,
                                       measure=measure, shared=spec.shared, preds=spec.preds,
-                                      distance=n if control else 1,
+                                      distance=n if control else 1, slots=spec.turns,
                                       name=f"v{idx}_{tag}_{'c' if control else 'r'}1_n{n}")
                       for n in lengths]
                 out.append((measure, ks, None))
@@ -598,7 +621,64 @@ def check_config(measure: str, samples: list[Sample], own: dict[str, Fraction],
         why, info = check_control(s, own, MODES[measure])
     else:
         why, info = (check_read_read if MODES[measure] == READ_READ else check_write_write)(s, own)
+    if why is None and MODES[measure] == READ_READ and not _multi(own):
+        pats = {str(x.units): bank_pattern(x.region, own) for x in s}
+        info = {**info, "bank_pattern": {k: p["bank_pattern"] for k, p in pats.items()},
+                "bank_parities": {k: p["bank_parities"] for k, p in pats.items()}}
     return why, ({**info, "moves_per_instance": moves_per_instance(s, own)} if why is None else info)
+
+
+# --- register banks and operand reuse: a read-read and its control must show the same ------
+
+def bank_signature(ins: SassInstr) -> str:
+    """The register-bank pattern of one instruction's source operands, slot by slot: ``-`` an
+    operand that is no general register (immediate, constant, RZ, uniform register), else a
+    letter for the parity of its register index (the first register of a wide operand), ``A``
+    the parity met first, ``B`` the other, and ``r`` after it when the operand carries ``.reuse``.
+    Stated model, no more: with two banks chosen by register index parity (Jia et al., Volta and
+    Turing; not documented for later architectures) two operands collide when their parities
+    are equal, whatever the parity is, so ``100`` and ``011`` are one pattern (``ABB``)."""
+    out, seen = [], {}
+    for tok in ins.operands[ins.n_dests():]:
+        regs = [r for r in REG_RE.findall(tok.split("[")[0]) if r.startswith("R") and r != "RZ"]
+        if not regs:
+            out.append("-")
+            continue
+        par = int(regs[0][1:]) % 2
+        if par not in seen:
+            seen[par] = "AB"[len(seen)]
+        label = seen[par]
+        out.append(label + ("r" if ".reuse" in tok else ""))
+    return "".join(out)
+
+
+def bank_pattern(region: list[SassInstr], own: dict[str, Fraction]) -> dict:
+    """How many instances of the variant's instruction in ``region`` show each bank signature
+    (:func:`bank_signature`), and their absolute parities (evidence). A read-read family keeps
+    one per region length (``check_config``)."""
+    inst = _instances(region, own)
+    sig = Counter(f"{i.full}:{bank_signature(i)}" for i in inst)
+    par = Counter("".join(("r" if ".reuse" in t else "") + (str(int(rs[0][1:]) % 2) if rs and rs[0] != "RZ" else "-")
+                          for t in i.operands[i.n_dests():]
+                          for rs in [[r for r in REG_RE.findall(t.split("[")[0]) if r.startswith("R")]])
+                  for i in inst)
+    return {"bank_pattern": dict(sorted(sig.items())), "bank_parities": dict(sorted(par.items()))}
+
+
+def bank_mismatch(r: Result, c: Result | None) -> str | None:
+    """Why a read-read result and its control are not the same instructions as far as register
+    banks and operand reuse go (None when their SASS shows the same pattern): both patterns
+    must be known and equal, else the comparison would time bank conflicts or reuse, not the
+    read-read dependence."""
+    if MODES.get(r.measure) != READ_READ or c is None:
+        return None
+    a, b = (r.params or {}).get("bank_pattern"), (c.params or {}).get("bank_pattern")
+    if a is None or b is None:
+        return "the register bank / reuse pattern of the configuration or its control is unknown (not checked)"
+    if a != b:
+        return (f"register banks / operand reuse differ from the control's: {a} against {b} "
+                "(signature per source slot: bank of the register's index parity, r = .reuse)")
+    return None
 
 
 def moves_per_instance(samples: list[Sample], own: dict[str, Fraction]) -> float:
@@ -734,6 +814,9 @@ def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: 
     count; None where undetermined)."""
     if r.value is None:
         return r
+    bank = bank_mismatch(r, c)
+    if bank:
+        r = replace(r, flags=[*r.flags, f"sass: {bank}"])
     one = one_warp(r, c)
     params = {**r.params, "one_warp": one}
     if cfg is not None and ctrl is not None:
