@@ -351,9 +351,8 @@ def pair_verdict(ra: float, rb: float, rab: float, fa: float, issue: float,
     dx = u / gap
     out["position"] = round(x, 3)
     if x - dx > 1 + BEYOND:
-        out["note"] = ("faster than the add prediction: a solo's plateau is not its pipe's limit "
+        out["note"] = ("faster than the add prediction: a solo's saturated rate is not its pipe's limit "
                        "(the pair runs its instructions faster than the solo does)")
-        out["beyond_add"] = True
     elif x + dx < -BEYOND:
         out["note"] = "slower than the compete prediction: the two interfere more than one shared pipe would"
     if x - dx >= ADD:
@@ -440,14 +439,6 @@ def pipes_verdicts(solos: dict[str, dict], pairs: dict[tuple[str, str], dict],
             per.append(pair_verdict(sa["rate"], sb["rate"], p["rate"], d["share_a"], limits[i],
                                     sa.get("hw") or 0.0, sb.get("hw") or 0.0, p.get("hw") or 0.0))
         verdicts[f"{a}+{b}"] = agree(per)
-    at_limit = {v for v, d in solos.items() if lim["agreed"] and all(
-        (ln.get("rate") or 0.0) >= (1 - LIMIT_TOL) * lim["value"] for ln in d["launches"])}
-    short = short_solos(verdicts, at_limit)
-    for key, d in verdicts.items():  # a verdict resting on a solo below its pipe's rate is a method bug
-        bad = sorted(v for v in key.split("+", 1) if v in short)
-        if bad and d["agreed"]:
-            verdicts[key] = {**d, "verdict": UNDETERMINED, "agreed": False,
-                             "why": f"solo below its pipe's rate: {'; '.join(f'{v} ({short[v]})' for v in bad)}"}
     names = sorted(solos)
     groups = compete_groups(names, {frozenset(k.split("+", 1)) for k, v in verdicts.items()
                                     if v["verdict"] == "compete"})
@@ -456,53 +447,7 @@ def pipes_verdicts(solos: dict[str, dict], pairs: dict[tuple[str, str], dict],
                     and v["per_launch"][0].get("add") is not None
                     and v["per_launch"][0]["add"] >= (1 - LIMIT_TOL) * lim["value"])
     return {"pairs": verdicts, "groups": groups, "overlapping": overlaps(groups), "undetermined_pairs": open_,
-            "issue_limit": {**lim, "capped_pairs": capped}, "short_solos": short}
-
-
-def short_solos(verdicts: dict[str, dict], at_limit: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
-    """The solos whose plateau is shown to lie below their pipe's rate: a pair with it ran its
-    instructions faster than the add prediction (both solos at their plateaus, the pair above
-    what their own times allow) in every launch, beyond the spread. A solo at the issue limit
-    (``at_limit``) cannot run faster alone, so it is cleared; of the rest, the pair cannot tell
-    which part is short, so each is named (variant -> the pair that shows it)."""
-    out: dict[str, str] = {}
-    for key, d in verdicts.items():
-        per = d.get("per_launch") or []
-        if per and all(x.get("beyond_add") for x in per):
-            for v in key.split("+", 1):
-                if v not in at_limit:
-                    out.setdefault(v, f"{key} ran faster than its add prediction")
-    return out
-
-
-def gpr_reads(region: list, op: str) -> dict:
-    """Evidence on a solo kernel's operands: per instance of ``op`` in ``region``, the general
-    registers its sources name that the instance before it did not mark ``.reuse`` in the same
-    slot (reads from the register file, as far as the reuse flags tell); their mean, largest,
-    and the share of instances that read them all. A plateau flat over parallelism with
-    instances that read more registers than others is a kernel limit to look at, not proven
-    the pipe's."""
-    prev: dict[int, str] = {}
-    reads: list[int] = []
-    for ins in region:
-        if ins.opcode != op:
-            continue
-        srcs = ins.operands[ins.n_dests():]
-        n, nxt = 0, {}
-        for j, t in enumerate(srcs):
-            r = t.split(".")[0].lstrip("-|!")
-            if not (r.startswith("R") and r[1:].isdigit()):
-                continue
-            n += prev.get(j) != r
-            if ".reuse" in t:
-                nxt[j] = r
-        prev = nxt
-        reads.append(n)
-    if not reads:
-        return {"instances": 0}
-    top = max(reads)
-    return {"instances": len(reads), "mean": round(float(np.mean(reads)), 4), "max": top,
-            "share_at_max": round(reads.count(top) / len(reads), 4)}
+            "issue_limit": {**lim, "capped_pairs": capped}}
 
 
 def finite(x: float | None) -> float | None:

@@ -413,13 +413,12 @@ def run_pipe_solo(dev: Device, p: Probe, built: dict[str, Built], nsm: int, smem
     big = by_k[k][-1]
     spi = _count(big, {op}) / (big.kernel.chains * big.kernel.length)
     return Result(p.name, "pipes", float(np.median(vals)) if vals else None, "warp-instr/clk/SM",
-                  f"{op} per clock per SM at {k} chains x {w} warps (a plateau when {2 * w} warps raise it by less "
-                  f"than {stats.RISE - 1:.0%}: this kernel's, not proven its pipe's): the slope between two region lengths, median over (SM, repetition), "
+                  f"{op} per clock per SM at {k} chains x {w} warps (saturated: {2 * w} warps raise it by less "
+                  f"than {stats.RISE - 1:.0%}): the slope between two region lengths, median over (SM, repetition), "
                   f"median of {LAUNCHES} launches",
                   params={"parts": [v], "configs": [list(c) for c in PIPE_CONFIGS], "pair_config": list(PAIR_CONFIG),
                           "units": list(SOLO_UNITS), "launches": LAUNCHES, "repetitions_kept": REPS - 1},
-                  fit={"sass_op": op, "sass_per_instance": round(spi, 4), "launches": per_launch,
-                       "register_reads": an.gpr_reads(big.region, op)},
+                  fit={"sass_op": op, "sass_per_instance": round(spi, 4), "launches": per_launch},
                   flags=flags, cls="behaviour")
 
 

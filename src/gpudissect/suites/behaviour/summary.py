@@ -226,14 +226,6 @@ def _scheduler(rs: list[StoredResult], out: dict) -> int | None:
     return schedulers
 
 
-def _reads(s: dict) -> str:
-    """A solo's register-read evidence (analyse.gpr_reads), where it was kept."""
-    g = s.get("register_reads") or {}
-    if not g.get("instances"):
-        return ""
-    return f", register reads/instance {g['mean']} (max {g['max']} in {g['share_at_max']:.0%})"
-
-
 def _pipes(rs: list[StoredResult], out: dict, schedulers: int | None) -> None:
     pipes = [r for r in rs if r["measure"] == "pipes" and r["fit"] and not any(f.startswith(BAD) for f in r["flags"])]
     solos = {r["params"]["parts"][0]: r for r in pipes if len(r["params"]["parts"]) == 1}
@@ -250,12 +242,9 @@ def _pipes(rs: list[StoredResult], out: dict, schedulers: int | None) -> None:
         solo_view[v] = {"sass_op": r["fit"]["sass_op"], "rate": r["value"],
                         "rate_per_launch": [d["rate"] for d in ls], "saturated_per_launch": [d["saturated"] for d in ls],
                         "rise_per_launch": [d["rise"] for d in ls],
-                        "configs": {c: [d["configs"][c]["rate"] for d in ls] for c in ls[0]["configs"]},
-                        "register_reads": r["fit"].get("register_reads"),
-                        "below_pipe": pv["short_solos"].get(v)}
+                        "configs": {c: [d["configs"][c]["rate"] for d in ls] for c in ls[0]["configs"]}}
     lim = pv["issue_limit"]
     out["pipes"] = {"solo": solo_view, "pairs": pv["pairs"], "groups": pv["groups"], "overlapping": pv["overlapping"],
-                    "short_solos": pv["short_solos"],
                     "undetermined_pairs": pv["undetermined_pairs"], "issue_limit": lim}
     out["verdicts"]["issue limit"] = {k: lim.get(k) for k in ("verdict", "agreed", "why", "per_launch",
                                                                 "per_scheduler", "capped_pairs")}
@@ -263,12 +252,10 @@ def _pipes(rs: list[StoredResult], out: dict, schedulers: int | None) -> None:
                                       "undetermined_pairs": pv["undetermined_pairs"],
                                       "overlapping": pv["overlapping"]}
     C = out["conclusions"]
-    C.append("pipes, solo rates (warp-instr/clk/SM at the pairs' configuration, per launch; a plateau = twice "
-             "the warps raise it by < 2%: the kernel's limit, its pipe's only where no pair shows more): "
-             + "; ".join(f"{v} ({s['sass_op']}): {s['rate_per_launch']}, rise {s['rise_per_launch']}"
-                         f"{'' if all(s['saturated_per_launch']) else ' STILL RISING'}{_reads(s)}"
-                         + (f" BELOW ITS PIPE'S RATE ({s['below_pipe']}: its pair verdicts withheld)"
-                            if s["below_pipe"] else "") for v, s in solo_view.items()))
+    C.append("pipes, solo rates (warp-instr/clk/SM at the pairs' configuration, per launch; saturated = twice "
+             "the warps raise it by < 2%): " + "; ".join(
+                 f"{v} ({s['sass_op']}): {s['rate_per_launch']}, rise {s['rise_per_launch']}"
+                 f"{'' if all(s['saturated_per_launch']) else ' NOT SATURATED'}" for v, s in solo_view.items()))
     per_l = [d.get("value") for d in lim["per_launch"]]
     who = [d.get("reached_by") for d in lim["per_launch"]]
     sched = f" = {lim['per_scheduler']} per scheduler ({schedulers} schedulers, measured)" \
