@@ -156,7 +156,10 @@ def summarize(records: list[dict]) -> dict:
         c.append(f"{kind} DRAM read: best {_num(pts[best_t])} GB/s at {best_t} B tiles, {d['ctas_per_sm']} CTAs/SM "
                  f"({'saturated' if d['saturated'] else 'NOT saturated'}); the plain-load baseline of the same run, "
                  f"{baseline_text(base)}; cp.async.cg16 {_num(cpa)} GB/s: TMA reaches "
-                 + (f"{share:.0%} of the plain load's best" if share is not None else f"- ({why})")
+                 + (f"{share:.0%} of the plain load's best" if share is not None and share <= 1.0 else
+                    f"{share:.0%} of this run's plain-load best: above it, so this sweep's plain loads, not TMA, "
+                    "are what falls short of the DRAM (a plain read can reach the DRAM's rate: the memory suite's "
+                    "DRAM read sweep is the plain-load reference)" if share is not None else f"- ({why})")
                  + ("" if share is None else (f"; tiles from {reach} B reach 90% of it" if reach
                                               else "; no tile reaches 90% of it")))
     little = little_law(recs)

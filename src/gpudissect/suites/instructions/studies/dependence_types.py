@@ -819,7 +819,9 @@ def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: 
         r = replace(r, flags=[*r.flags, f"sass: {bank}"])
     one = one_warp(r, c)
     params = {**r.params, "one_warp": one}
-    if cfg is not None and ctrl is not None:
+    if bank:  # the two kernels differ in more than the shared register: nothing to compare
+        params["over_warps"] = {"verdict": None, "why": "the register-bank / reuse patterns differ from the control's"}
+    elif cfg is not None and ctrl is not None:
         params["over_warps"] = over_warps(cfg, ctrl, units)
     if notes:
         params["notes"] = notes
