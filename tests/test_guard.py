@@ -68,7 +68,9 @@ def measured(dev, tmp_path, sweep) -> dict:
 
 
 def flags(res: dict) -> set[str]:
-    return {f for r in res.values() for f in r["flags"]}
+    """The flags of the results, less the read-read study's own SASS verdict on register banks
+    (a property of ptxas's output, not of the clock or the repeats these tests plant)."""
+    return {f for r in res.values() for f in r["flags"] if not f.startswith("sass: register banks")}
 
 
 def test_a_steady_clock_and_quiet_repeats_are_measured_once(tmp_path, sweep):
