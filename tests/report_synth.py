@@ -73,6 +73,7 @@ def memory_doc() -> dict:
             "summary": {"conclusions": ["L1 hit latency 30 cycles, L2 200 cycles (synthetic staircase)"],
                         "latency": {"ld.global.ca": 30.0, "ld.global.cg": 200.0, "ld.shared": 25.0,
                                     "ld.global.cv": None},
+                        "l2map": {"split": True, "near_cycles": 200.0, "far_cycles": 230.0},
                         "sizes": {"L1": {"bytes": 262144, "bracket": [262144, 393216], "levels_cycles": [30.0, 200.0]},
                                   "L2": {"bytes": 52428800, "bracket": [52428800, 67108864],
                                          "levels_cycles": [200.0, 500.0]}},

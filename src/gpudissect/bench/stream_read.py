@@ -7,7 +7,7 @@ configurations (independent loads per thread x warps per SM).
   loaded value (the use: an XOR fold into a sink). ptxas keeps that order only when it may use
   the registers: without ``.maxnreg 255`` (:data:`MAXNREG`) on the entry it reuses registers
   and interleaves the folds, so that fewer loads are in flight than the kernel asks for (seen
-  on ptxas 13.0 for sm_90: 8 ``ld.global.cg.v4`` per trip became 3 in flight, then one more
+  with ptxas 13.0: 8 ``ld.global.cg.v4`` per trip became 3 in flight, then one more
   per fold). :func:`loads_in_flight` counts, in the SASS, the loads issued before the first
   instruction that reads a loaded register: the kernel's real parallelism, checked on every
   kernel.
