@@ -124,3 +124,21 @@ def test_a_sparse_record_is_never_a_dense_peak():
     f = lookup(rs, "tensor_bf16_peak")
     assert (f.value, f.unit, f.record["variant"]) == (1000.0, "TFLOP/s", "wgmma.f32.bf16")
     assert "highest of 1 dense" in f.source
+
+
+def test_the_l2_latency_falls_back_to_its_placed_records():
+    """A memory document without the per-SM map's summary still gives L2 near/far from the
+    partition records (measure latency_l2_near / _far), and never from the unplaced chain."""
+    from gpudissect.report.read.results import ResultSet
+
+    def rec(measure, value):
+        return {"variant": "l2/ld.global.cg", "measure": measure, "value": value, "unit": "cycles", "flags": []}
+
+    doc = {"suite": "memory", "summary": {"latency": {"ld.global.cg": 271.0}}, "provenance": {},
+           "records": [rec("latency_l2_near", 266.0), rec("latency_l2_far", 298.0)]}
+    rs = ResultSet(label="t", source="t", docs={"memory": doc})
+    assert lookup(rs, "l2_latency").value == 266.0
+    assert lookup(rs, "l2_latency_far").value == 298.0
+    assert lookup(rs, "l2_latency_unplaced").value == 271.0
+    doc["records"] = []
+    assert lookup(rs, "l2_latency") is None  # not filled in from the unplaced chain

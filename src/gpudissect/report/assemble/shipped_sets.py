@@ -7,7 +7,6 @@ drifts."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import time
@@ -65,8 +64,7 @@ def _platform(prov: dict) -> str:
 def _log(path: Path) -> str:
     if not path.exists():
         return ""
-    raw = path.read_bytes()
-    return (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors="replace")
+    return decompress(path.read_bytes(), path).decode(errors="replace")
 
 
 def _validation_gpu(folder: Path) -> str:

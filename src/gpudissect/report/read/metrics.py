@@ -132,8 +132,8 @@ def record_unit(r: dict, src: dict) -> str:
 def record_is(r: dict, kind: str) -> bool:
     """Whether a record's own labels (measure, variant name, params) say it is of ``kind``."""
     measure = r.get("measure") or ""
-    if kind == "latency":
-        return measure == "latency"
+    if kind == "latency":  # a chain's latency, or one by L2 partition (latency_l2_near / _far)
+        return measure == "latency" or measure.startswith("latency_l2_")
     if kind == "throughput":
         return measure.startswith("throughput")
     if kind in ("dense", "sparse"):
