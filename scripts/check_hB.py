@@ -36,7 +36,9 @@ def async_part(d: Path) -> None:
         if r["variant"] == "bw:ld.v4:dram":
             cfg = (r.get("samples") or {}).get("configs") or {}
             for k, c in sorted(cfg.items()):
-                what = c.get("refused") or c.get("error") or f"{c['gbps']:.0f} GB/s all_at_once={c.get('all_at_once')}"
+                what = c.get("refused") or c.get("error") or (
+                    f"window {c['gbps']:.0f} GB/s start_lag={c.get('start_lag')} per-rep medians "
+                    f"{[round(x) for x in (c.get('reps') or [[]])[0]]} all_at_once={c.get('all_at_once')}")
                 print(f"  {k:14s} {what} {c.get('flag', '')}")
             print("  saturation:", json.dumps((r.get("fit") or {}).get("saturation")))
             print("  sass:", json.dumps((r.get("fit") or {}).get("sass")))
@@ -44,8 +46,9 @@ def async_part(d: Path) -> None:
     for r in recs:
         if r["variant"].startswith(("bw:tma.bulk:dram:", "bw:cp.async")):
             sat = (r.get("fit") or {}).get("saturation") or {}
+            best = ((r.get("samples") or {}).get("configs") or {}).get(str(sat.get("at"))) or {}
             print(f"  {r['variant']:24s} {r['value']} GB/s at {sat.get('at')} CTAs/SM saturated={sat.get('saturated')} "
-                  f"flags={r.get('flags')}")
+                  f"start_lag={best.get('start_lag')} flags={r.get('flags')}")
     for c in summ.get("conclusions") or []:
         if "DRAM read" in c:
             print("  CONCLUSION:", c)

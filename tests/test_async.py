@@ -176,6 +176,59 @@ def test_stream_rate_is_bytes_over_the_grid_span():
     assert an.stream_rate(rows, REPS, 509 * 1000)[0] == pytest.approx(1000.0)
 
 
+def _drift_rows(warps: int, fast: float, slow: float, nbytes_per_warp: float) -> np.ndarray:
+    """Warps streaming back to back without a grid-wide sync: half move their bytes at ``fast``
+    bytes/ns, half at ``slow``; every repetition starts where the warp's last ended."""
+    rows = np.zeros((warps, ROW), dtype=np.uint64)
+    for w in range(warps):
+        t, d = 1000.0, nbytes_per_warp / (fast if w % 2 else slow)
+        for r in range(REPS):
+            rows[w, 4 * r: 4 * r + 4] = [0, 1, int(t), int(t + d)]
+            t += d
+    return rows
+
+
+def test_stream_window_is_one_region_over_the_kept_repetitions():
+    """Per-repetition spans grow with the lag that fast warps build up (the DRAM never idles);
+    the window over the kept repetitions holds that lag once, and says how large it is."""
+    warps, per_warp = 8, 10**6
+    rows = _drift_rows(warps, 1.25, 1.0, per_warp)
+    nbytes = warps * per_warp
+    per_rep = an.stream_rate(rows, REPS, nbytes)
+    assert per_rep[0] > per_rep[1] > per_rep[2]  # the lag grows repetition after repetition
+    w = an.stream_window(rows, REPS, nbytes)
+    # the window: the slow warps' end of the last repetition, the fast warps' start of the first kept
+    span = REPS * per_warp / 1.0 - per_warp / 1.25
+    assert w["gbps"] == pytest.approx((REPS - 1) * nbytes / span, rel=1e-6)
+    assert w["gbps"] > max(per_rep[1:])
+    assert w["start_lag"] == pytest.approx((per_warp / 1.0 - per_warp / 1.25) / span, abs=1e-3)
+    even = _drift_rows(warps, 1.0, 1.0, per_warp)  # no drift: the window is every repetition's rate
+    assert an.stream_window(even, REPS, nbytes)["gbps"] == pytest.approx(an.stream_rate(even, REPS, nbytes)[0])
+    assert an.stream_window(even, REPS, nbytes)["start_lag"] == 0
+    assert an.stream_window(np.zeros_like(even), REPS, nbytes)["gbps"] is None  # nothing written
+
+
+def test_streams_store_no_timestamp_between_repetitions():
+    """A stream kernel keeps each repetition's timestamps in registers and stores them after the
+    last one: between a repetition's end and the next start no store of the harness runs (the
+    kept repetitions are timed as one window); the chains store after each repetition."""
+    header = module_header(ptx_header(TARGET.ptx_isa, TARGET.arch))
+    seen = set()
+    for p in su.all_probes():
+        text = make_kernel(p.specs[0], header).entry
+        loop = text.split("$Lrep:")[1].split("@%p bra $Lrep;")[0]
+        after = text.split("@%p bra $Lrep;")[1]
+        between = loop.split("mov.u64 %g1, %globaltimer;")[1]
+        stamps = [ln for ln in between.splitlines() if "st.global" in ln and "%lead" in ln]
+        if p.stream:
+            seen.add(p.specs[0].kind)
+            assert not stamps, p.name
+            assert sum("st.global.v2.u64" in ln for ln in after.splitlines()) == 2 * REPS, p.name
+        else:
+            assert len(stamps) == 2, p.name
+    assert seen == {"tma_stream", "tma_store_stream", "ld_stream", "cpasync_stream"}
+
+
 def test_saturation_and_reach():
     assert an.saturation({1: 10, 2: 20, 4: 30, 8: 30.5}) == {"best": 30.5, "at": 8, "saturated": True,
                                                             "rise": 1.0167}

@@ -2,9 +2,14 @@
 
 * chains: the cycles of each kept repetition of the lead warp; per launch the median over
   repetitions at each of two lengths, the cost per instance is the slope between them;
-* streams: per repetition, all bytes over the globaltimer span from the first warp's start to
-  the last warp's end (start skew counts against the rate); the configurations of a sweep
-  (CTAs per SM) give the best rate and whether it had stopped rising.
+* streams: the kept repetitions timed as one grid-wide window (:func:`stream_window`): all
+  their bytes over the globaltimer span from the first warp's start of the first kept
+  repetition to the last warp's end of the last; the per-repetition rates
+  (:func:`stream_rate`) are evidence only: the repetitions are not synchronised across the
+  grid, so a warp that runs ahead starts repetition r while a slower one still moves r - 1's
+  bytes, and each repetition's span grows by that lag (it grows with r) although the DRAM
+  never idles; the configurations of a sweep give the best rate and whether it had stopped
+  rising.
 """
 
 from __future__ import annotations
@@ -59,6 +64,25 @@ def stream_rate(rows: np.ndarray, reps: int, nbytes: int) -> list[float]:
         span = float(g1[ok, r].max() - g0[ok, r].min()) if ok.any() else 0.0
         out.append(nbytes / span if span > 0 else float("nan"))
     return out
+
+
+def stream_window(rows: np.ndarray, reps: int, nbytes: int) -> dict:
+    """The kept repetitions (1..reps-1) as one region: ``(reps - 1) * nbytes`` over the span from
+    the first warp's start of repetition 1 to the last warp's end of the last (GB/s), and the
+    window's lag at its start (the latest start of repetition 1 after the earliest, as a share
+    of the span: bytes of repetition 0 that slower warps still moved inside the window, not
+    counted, so the rate is a lower bound by at most about that share). Rows never written are
+    ignored; ``gbps`` None where no span."""
+    _c0, _c1, g0, g1 = rep_columns(rows, reps)
+    ok = g1[:, 0] > 0
+    if not ok.any() or reps < 2:
+        return {"gbps": None, "span_ns": None, "start_lag": None}
+    first, last = g0[ok, 1], g1[ok, reps - 1]
+    span = float(last.max() - first.min())
+    if span <= 0:
+        return {"gbps": None, "span_ns": span, "start_lag": None}
+    return {"gbps": (reps - 1) * nbytes / span, "span_ns": span,
+            "start_lag": round(float(first.max() - first.min()) / span, 4)}
 
 
 def all_at_once(rows: np.ndarray, reps: int, smid_col: int | None = None) -> bool:

@@ -91,18 +91,31 @@ _DECL = """\
 
 
 def _entry(name: str, setup: list[str], pre: list[str], body: list[str], post: list[str],
-           directives: tuple[str, ...] = ()) -> str:
+           directives: tuple[str, ...] = (), defer: bool = False) -> str:
     """The kernel text: declarations, ``setup`` (once), then REPS repetitions of ``pre`` (not
     timed), the timed ``body``, the timestamps stored (lane 0) and ``post`` (not timed);
-    ``directives``: performance directives of the entry (e.g. ``.maxnreg``)."""
+    ``directives``: performance directives of the entry (e.g. ``.maxnreg``). ``defer`` (the
+    streams): each repetition's timestamps are kept in registers (predicated moves) and stored
+    after the last one, so that no store of the harness falls between the repetitions, whose
+    union is timed as one grid-wide window (analyse.stream_window)."""
+    if defer:
+        keep = [f"  .reg .b64 %ts<{4 * REPS}>;", "  .reg .pred %dq;"]
+        stamp = []
+        for k in range(REPS):
+            stamp += [f"  setp.eq.u32 %dq, %rep, {k};",
+                      *(f"  @%dq mov.b64 %ts{4 * k + i}, {r};" for i, r in enumerate(("%t0", "%t1", "%g0", "%g1")))]
+        flush = [f"  @%lead st.global.v2.u64 [%row+{32 * k + 16 * h}], {{%ts{4 * k + 2 * h}, %ts{4 * k + 2 * h + 1}}};"
+                 for k in range(REPS) for h in range(2)]
+    else:
+        keep, flush = [], []
+        stamp = ["  mul.wide.u32 %x, %rep, 32;", "  add.u64 %x, %row, %x;",
+                 "  @%lead st.global.v2.u64 [%x], {%t0, %t1};", "  @%lead st.global.v2.u64 [%x+16], {%g0, %g1};"]
     lines = [f".visible .entry {name}{_PARAMS}", *directives, "{",
-             _DECL.format(bar_bytes=BAR_BYTES, row_bytes=ROW * 8).rstrip("\n"), *setup,
+             _DECL.format(bar_bytes=BAR_BYTES, row_bytes=ROW * 8).rstrip("\n"), *keep, *setup,
              "  mov.u32 %rep, 0;", "$Lrep:", *pre,
              "  mov.u64 %g0, %globaltimer;", *timed(body, "%t0", "%t1"), "  mov.u64 %g1, %globaltimer;",
-             "  mul.wide.u32 %x, %rep, 32;", "  add.u64 %x, %row, %x;",
-             "  @%lead st.global.v2.u64 [%x], {%t0, %t1};", "  @%lead st.global.v2.u64 [%x+16], {%g0, %g1};",
-             *post,
-             "  add.u32 %rep, %rep, 1;", f"  setp.lt.u32 %p, %rep, {REPS};", "  @%p bra $Lrep;",
+             *stamp, *post,
+             "  add.u32 %rep, %rep, 1;", f"  setp.lt.u32 %p, %rep, {REPS};", "  @%p bra $Lrep;", *flush,
              "  mov.u32 %sm, %smid;", "  cvt.u64.u32 %v, %sm;",
              f"  @%lead st.global.u64 [%row+{8 * 4 * REPS}], %v;", "$Lend:", "  ret;", "}"]
     return "\n".join(lines) + "\n"
@@ -388,7 +401,7 @@ def tma_stream(spec: Spec) -> str:
     issue = [*addr, f"  mbarrier.arrive.expect_tx.shared::cta.b64 %st, [%sa], {t};", cp]
     pre = _init(spec.params.get("stages", STAGES), 1)
     grid = ["  mov.u32 %c, %ctaid.x;", "  mov.u32 %n, %nctaid.x;"]
-    return _entry(spec.name, _only_thread0() + setup + grid, pre, _ring_issue(spec, issue, t), [])
+    return _entry(spec.name, _only_thread0() + setup + grid, pre, _ring_issue(spec, issue, t), [], defer=True)
 
 
 def tma_store_stream(spec: Spec) -> str:
@@ -405,7 +418,7 @@ def tma_store_stream(spec: Spec) -> str:
         "  cp.async.bulk.wait_group 0;",
     ]
     grid = ["  mov.u32 %c, %ctaid.x;", "  mov.u32 %n, %nctaid.x;"]
-    return _entry(spec.name, _only_thread0() + grid, ["  fence.proxy.async.shared::cta;"], body, [])
+    return _entry(spec.name, _only_thread0() + grid, ["  fence.proxy.async.shared::cta;"], body, [], defer=True)
 
 
 def _warp_chunks(ilp: int, size: int) -> list[str]:
@@ -443,7 +456,7 @@ def ld_stream(spec: Spec) -> str:
     body += ["  add.u32 %j, %j, %n;", "  add.u32 %i, %i, 1;", "  setp.lt.u32 %more, %i, %a;", "  @%more bra $Lloop;"]
     post = ["  setp.eq.u32 %p, %m, 0x7fffffff;", "  @%p st.global.u32 [%dst], %m;"]
     return _entry(spec.name, ["  .reg .b32 %u<16>;", *_warp_chunks(ilp, 16)], ["  mov.u32 %j, %c;"], body, post,
-                  directives=(MAXNREG,))
+                  directives=(MAXNREG,), defer=True)
 
 
 def cpasync_stream(spec: Spec) -> str:
@@ -462,7 +475,7 @@ def cpasync_stream(spec: Spec) -> str:
     body += ["  cp.async.commit_group;", f"  cp.async.wait_group {STAGES - 1};",
              "  add.u32 %j, %j, %n;", "  add.u32 %i, %i, 1;",
              "  setp.lt.u32 %more, %i, %a;", "  @%more bra $Lloop;", "  cp.async.wait_group 0;"]
-    return _entry(spec.name, setup, ["  mov.u32 %j, %c;"], body, [])
+    return _entry(spec.name, setup, ["  mov.u32 %j, %c;"], body, [], defer=True)
 
 
 GENERATORS = {"op": op_chain, "phase": phase_chain, "handshake": handshake, "cpasync": cpasync_chain,

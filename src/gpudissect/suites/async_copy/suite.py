@@ -23,8 +23,10 @@ Items (patterns are globs on the names, or a group: ``mbarrier``, ``fence``, ``c
   ``wgmma``, wgmma_feed.py): wgmma throughput with swizzled descriptors, TMA-written tiles
   checked against numpy, and a TMA -> mbarrier -> wgmma pipeline.
 
-Chains time ``LENGTHS`` instances (slope), LAUNCHES launches each; streams time REPS
-repetitions of the whole grid's walk (globaltimer), LAUNCHES launches per configuration.
+Chains time ``LENGTHS`` instances (slope), LAUNCHES launches each; streams run REPS
+repetitions of the whole grid's walk and time the kept ones as one window (globaltimer; the
+same method for the TMA, cp.async and plain-load streams, so that they compare best to best),
+LAUNCHES launches per configuration.
 """
 
 from __future__ import annotations
@@ -349,6 +351,16 @@ def _stream_trips(p: Probe, grid: int, ilp: int | None = None) -> tuple[int, int
     return trips, trips * per_trip
 
 
+def _window_rates(wins: list[dict]) -> list[float]:
+    """The launches' window rates (analyse.stream_window), those with a span."""
+    return [float(w["gbps"]) for w in wins if w["gbps"] is not None and np.isfinite(w["gbps"])]
+
+
+WINDOW = (f"all bytes of the {REPS - 1} kept repetitions over one globaltimer window (the first warp's start of "
+          "the first kept repetition to the last warp's end of the last; timestamps stored after the last), "
+          f"median of {LAUNCHES} launches")
+
+
 def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
     spec = p.specs[0]
     tmap = None
@@ -360,12 +372,15 @@ def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
     for c in p.params["ctas"]:
         grid = c * nsm
         a, nbytes = _stream_trips(p, grid)
-        per = []
+        per, wins = [], []
         for _ in range(LAUNCHES):
-            per.append(an.stream_rate(_run(ctx, b, spec, grid, a, tmap), REPS, nbytes))
-        meds = [float(np.nanmedian(x)) for x in per]
-        rates[c] = float(np.median(meds))
-        configs[str(c)] = {"gbps": rates[c], "launches": meds, "reps": per, "grid": grid, "bytes": nbytes}
+            rows = _run(ctx, b, spec, grid, a, tmap)
+            per.append(an.stream_rate(rows, REPS, nbytes))
+            wins.append(an.stream_window(rows, REPS, nbytes))
+        meds = _window_rates(wins)
+        rates[c] = float(np.median(meds)) if meds else None
+        configs[str(c)] = {"gbps": rates[c], "launches": meds, "reps": per, "grid": grid, "bytes": nbytes,
+                           "start_lag": [w["start_lag"] for w in wins]}
     sat = an.saturation(rates)
     flags = checks.check(b, spec)
     if sat["best"] is None:
@@ -381,8 +396,7 @@ def measure_stream(ctx: Context, p: Probe, b: Built) -> Result:
     mhz = _mhz(ctx)
     bpc = sat["best"] * 1e9 / (nsm * mhz * 1e6) if sat["best"] and mhz else None
     return Result(p.name, "bandwidth", sat["best"], "GB/s",
-                  f"all bytes over the globaltimer span of the grid (first start to last end), median over {REPS - 1} "
-                  f"kept repetitions and {LAUNCHES} launches; the best over CTAs per SM {list(p.params['ctas'])}",
+                  f"{WINDOW}; the best over CTAs per SM {list(p.params['ctas'])}",
                   params={**{k: v for k, v in spec.params.items() if k != "mask"}, **p.params, "threads": spec.threads,
                           "smem": spec.smem, "stages": spec.params.get("stages", STAGES), "sms": nsm},
                   fit={"saturation": sat, "bytes_per_clk_per_sm": bpc, "sm_mhz_kernel": mhz,
@@ -394,14 +408,16 @@ def _ld_config(ctx: Context, p: Probe, b: Built, spec: Spec, c: int) -> dict:
     """One configuration of the plain-load sweep: ``c`` CTAs per SM of ``spec``'s kernel."""
     grid = c * ctx.sm_count
     a, nbytes = _stream_trips(p, grid, spec.params["ilp"])
-    per, together = [], []
+    per, wins, together = [], [], []
     for _ in range(LAUNCHES):
         rows = _run(ctx, b, spec, grid, a, None)
         per.append(an.stream_rate(rows, REPS, nbytes))
+        wins.append(an.stream_window(rows, REPS, nbytes))
         together.append(an.all_at_once(rows, REPS))
-    meds = [float(np.nanmedian(x)) for x in per]
-    out = {"ilp": spec.params["ilp"], "ctas": c, "warps_per_sm": c * spec.threads // 32, "gbps": float(np.median(meds)),
-           "launches": meds, "reps": per, "grid": grid, "bytes": nbytes, "all_at_once": all(together)}
+    meds = _window_rates(wins)
+    out = {"ilp": spec.params["ilp"], "ctas": c, "warps_per_sm": c * spec.threads // 32,
+           "gbps": float(np.median(meds)) if meds else None, "launches": meds, "reps": per, "grid": grid,
+           "bytes": nbytes, "start_lag": [w["start_lag"] for w in wins], "all_at_once": all(together)}
     nf = noise_flag(meds)
     if nf:
         out["flag"] = nf
@@ -458,8 +474,7 @@ def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
     bpc = sat["best"] * 1e9 / (ctx.sm_count * mhz * 1e6) if sat["best"] and mhz else None
     spec = p.specs[0]
     return Result(p.name, "bandwidth", sat["best"], "GB/s",
-                  f"all bytes over the globaltimer span of the grid (first start to last end), median over {REPS - 1} "
-                  f"kept repetitions and {LAUNCHES} launches; the best over ILP {list(p.params['ilps'])} x CTAs per SM "
+                  f"{WINDOW}; the best over ILP {list(p.params['ilps'])} x CTAs per SM "
                   f"{list(p.params['ctas'])} ({STREAM_THREADS // 32} warps each), configurations with every CTA "
                   "resident at once",
                   params={**{k: v for k, v in spec.params.items() if k not in ("mask", "ilp")}, **p.params,
