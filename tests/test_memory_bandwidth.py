@@ -67,7 +67,14 @@ def test_sharp_peak_is_flagged_and_a_rise_of_less_than_2pct_is_a_plateau():
     def spike(b, i, w):
         return 1000.0 if (b, i, w) == tuple(peak.values()) else 0.5 * min(1000, _inflight(b, i, w) / 32)
     s = bw.saturation(_points(spike))
-    assert s["best"] == peak and s["flag"].startswith("not-saturated: a sharp peak")
+    # more in flight than the best gives less: the rate stopped rising there (saturated, not
+    # 'not-saturated'), but the figure rests on one configuration: flagged single-peak
+    assert s["best"] == peak and s["flag"].startswith("single-peak:") and "at most 50.0%" in s["flag"]
+    assert s["evidence"].startswith("saturated: every larger configuration")
+    # the H200's L2 read (issue 33): larger configurations 2.4% below the best are no 'not-saturated'
+    s = bw.saturation(_points(lambda b, i, w: 1000.0 if (b, i, w) == tuple(peak.values())
+                              else 976.0 if _inflight(b, i, w) > _inflight(*peak.values()) else 500.0))
+    assert s["flag"].startswith("single-peak:") and not s["flag"].startswith("not-saturated")
     # the same peak, but a larger configuration within 2%: saturated
     s = bw.saturation(_points(lambda b, i, w: spike(b, i, w) if (b, i, w) != (128, 8, 16) else 985.0))
     assert s["flag"] is None and "128-bit x ILP 8 x 16 warps/SM" in s["evidence"]

@@ -121,5 +121,6 @@ def quantity_rows(rs: ResultSet, names: list[tuple[str, str]]) -> list[str]:
         if f is None:
             lines.append(f"| {label} | {NOT_MEASURED} | | |")
         else:
-            lines.append(f"| {label} | {fmt_num(f.value)} | {f.unit} | {f.source} |")
+            flags = f" [flags: {', '.join(f.flags)}]" if f.flags else ""
+            lines.append(f"| {label} | {fmt_num(f.value)} | {f.unit} | {f.source}{flags} |")
     return lines + [""]

@@ -239,6 +239,22 @@ def power_text(s) -> str:
             f"clock {s.get('sm_mhz_min', 0):.0f}-{s.get('sm_mhz_median', 0):.0f} MHz, throttle reasons: {reasons}")
 
 
+def _summary_flags(doc: dict, path: list) -> tuple[str, ...]:
+    """The flags (their kind, before ':') that the summary's dicts along ``path`` carry (a
+    bandwidth figure's 'not-saturated' reaches every view that reads it)."""
+    out: list[str] = []
+    d = doc.get("summary") or {}
+    for k in path[:-1]:
+        d = d.get(k) if isinstance(d, dict) else None
+        if not isinstance(d, dict):
+            break
+        fl = d.get("flags")
+        for f in [fl] if isinstance(fl, str) else (fl or []):
+            if isinstance(f, str) and (kind := f.split(":")[0]) not in out:
+                out.append(kind)
+    return tuple(out)
+
+
 def lookup(rs: ResultSet, name: str) -> Found | None:
     spec = metric_specs().get(name)
     if spec is None:
@@ -260,7 +276,8 @@ def lookup(rs: ResultSet, name: str) -> Found | None:
                 near = _dig(doc.get("summary") or {}, src["summary"][:-1])
                 clock = clock_text(near) if (spec.get("timing") and isinstance(near, dict)) else None
                 where = _timed(f"{src['suite']} summary {_where(src['summary'])}", spec.get("timing"), clock)
-                return Found(name, v, spec["unit"], where, spec["what"], timing=spec.get("timing"), clock=clock)
+                return Found(name, v, spec["unit"], where, spec["what"], flags=_summary_flags(doc, src["summary"]),
+                             timing=spec.get("timing"), clock=clock)
         elif "record" in src:
             found = _from_records(name, spec, src, doc)
             if found is not None:

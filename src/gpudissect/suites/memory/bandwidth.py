@@ -238,8 +238,10 @@ def saturation(points: list[dict]) -> dict:
     PEAK_TOL of it, the rate against warps per SM (best over width and ILP at each) and against
     ILP (at the best width and warps), and the evidence. Saturated when a larger configuration
     (no dimension smaller, one larger) reaches within PEAK_TOL of the best (the rate stopped
-    rising as warps/ILP/width grew), or a smaller one does (it had stopped before the best);
-    otherwise ``flag`` says not-saturated and why."""
+    rising as warps/ILP/width grew), or a smaller one does (it had stopped before the best), or
+    every larger one is slower (it stopped rising at the best: ``flag`` says single-peak, the
+    figure resting on one configuration); not-saturated only where no larger configuration was
+    measured and no smaller one is within PEAK_TOL (the rate still rises at the largest)."""
     clean = [p for p in points if _clean(p)]
     if not clean:
         why = sorted({f.split(":")[0] for p in points for f in p.get("flags") or []})
@@ -269,10 +271,14 @@ def saturation(points: list[dict]) -> dict:
         out["evidence"] = (f"saturated: the rate stopped rising before the best: {_label(lo)} "
                            f"reaches {lo['value'] / bv:.1%} of {_label(best)}")
     elif larger:
+        # more bytes in flight than the best were measured and all give less: the rate stopped
+        # rising (saturated); the figure rests on one configuration, the maximum over the sweep
         top = max(larger, key=lambda p: p["value"])
-        out["flag"] = (f"not-saturated: a sharp peak at {_label(best)}; larger configurations "
-                       f"fall to at most {top['value'] / bv:.1%} of it and no smaller one is within "
-                       f"{PEAK_TOL:.0%}")
+        out["evidence"] = (f"saturated: every larger configuration (more in flight than the best "
+                           f"{_label(best)}) is slower, at most {top['value'] / bv:.1%} of it ({_label(top)})")
+        out["flag"] = (f"single-peak: no other configuration within {PEAK_TOL:.0%} of {_label(best)} "
+                       f"(larger ones reach at most {top['value'] / bv:.1%}, smaller ones less): the figure "
+                       "is the maximum of one configuration")
     else:
         lo = sorted(smaller, key=lambda p: -p["value"])[:1]
         out["flag"] = ("not-saturated: the rate still rises at the largest configuration "
