@@ -274,7 +274,8 @@ def pipe_name(tag: str, chains: int, length: int) -> str:
 def pipe_kernel(header: str, tag: str, parts: list[Variant], chains: int, length: int) -> Kernel:
     """``chains`` chains of each variant of ``parts``, ``length`` steps, interleaved (the
     catalog's PTX template of each variant, its operand values; each chain starts from its
-    own value plus the lane id, so that no two chains or lanes agree)."""
+    own value plus the lane id, so that no two chains or lanes agree; the other sources are
+    values in the kernel's constant array)."""
     lines: list[str] = []
     inputs: list[int] = []
     decl: dict[str, int] = {c: 0 for c in REG_PREFIX}
@@ -293,6 +294,21 @@ def pipe_kernel(header: str, tag: str, parts: list[Variant], chains: int, length
             lines.append(f"  add.u{LD_TYPE[cls][1:]} {r}, {r}, {LANE[cls]};")
         return r
 
+    consts: list[int] = []  # the values every instance reads besides its chain, in constant memory
+
+    def const(cls: str, bits: int) -> str:
+        """A value every lane and instance shares, read from the kernel's own initialised
+        constant array: ptxas gives it to the instructions as a uniform register or a
+        constant-bank operand, so it takes no vector-register bank read. Loaded into vector
+        registers instead, the instances ptxas marks to yield (which lose the reuse cache) read
+        three vector registers, and a solo's rate can fall below its pipe's for register-bank
+        reasons (the DFMA solo did, against the instruction suite's rate)."""
+        r = new(cls)
+        lines.append(f"  ld.const.{LD_TYPE[cls]} {r}, [{cname}+{8 * len(consts)}];")
+        consts.append(bits)
+        return r
+
+    cname = f"fixed_{tag}_k{chains}_n{length}"
     per_part: list[tuple[Variant, list[str], dict[str, str]]] = []
     for p, v in enumerate(parts):
         why = pipe_usable(v)
@@ -300,7 +316,7 @@ def pipe_kernel(header: str, tag: str, parts: list[Variant], chains: int, length
             raise ValueError(f"{v.name}: {why}")
         c = v.chain_operand
         assert c is not None
-        fixed = {op.name: load(op.reg_class, bits_for(op.ptype, operand_spec(op, v)))
+        fixed = {op.name: const(op.reg_class, bits_for(op.ptype, operand_spec(op, v)))
                  for op in v.sources if op is not c}
         regs = [load(c.reg_class, bits_for(c.ptype, chain_init_spec(c, j + 7 * p * chains, v)), vary=True)
                 for j in range(chains)]
@@ -319,6 +335,7 @@ def pipe_kernel(header: str, tag: str, parts: list[Variant], chains: int, length
         store.append(f"  st.global.{LD_TYPE[cls]} [%outp+{8 * i}], {r};")
     name = pipe_name(tag, chains, length)
     e = "\n".join([
+        *([f".const .align 8 .b64 {cname}[{len(consts)}] = {{{', '.join(str(b) for b in consts)}}};"] if consts else []),
         f".visible .entry {name}(.param .u64 p_in, .param .u64 p_out, .param .u64 p_times)",
         f".maxnreg {MAXNREG}",
         "{",
