@@ -256,3 +256,15 @@ def test_a_sustained_run_reads_its_clock_from_its_own_stamps():
     assert s["flags"] and s["flags"][0].startswith("clock-disagrees") and "1800 MHz" in s["flags"][0]
     s, dev = _sustained(1800.0, False)  # no stamped kernel: the implied clock only, said so
     assert dev.launched == ["plain"] and "error" in s["sm_mhz_in_kernel"] and s["flags"] == []
+
+
+def test_a_summary_entrys_flags_reach_the_key_quantity_and_its_row():
+    """A bandwidth figure the memory summary flags (single-peak, not-saturated) carries the flag's
+    kind into every view that reads it: the key quantity and its table row."""
+    rs = _set(new=True)
+    rs.docs["memory"]["summary"]["bandwidth"]["L2/read"]["flags"] = ["single-peak: one configuration"]
+    f = lookup(rs, "l2_bandwidth")
+    assert f.flags == ("single-peak",)
+    assert lookup(rs, "dram_bandwidth").flags == ()
+    row = next(r for r in quantity_rows(rs, [("l2_bandwidth", "L2")]) if r.startswith("| L2 |"))
+    assert row.endswith("[flags: single-peak] |"), row
