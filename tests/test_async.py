@@ -365,3 +365,12 @@ def test_little_law_and_fall_off_on_synthetic_sweeps():
     assert d["turnaround_ns"] == pytest.approx(100 * 4 * 256 / 200.0)
     f = fall_off(recs, "bw:tma.bulk:dram:")["bw:tma.bulk:dram:256"]
     assert (f["best_at"], f["last_at"], f["last"]) == (4, 8, 400.0)
+
+
+def test_the_plain_load_sweep_runs_the_most_ctas_that_fit_where_a_listed_count_does_not():
+    from gpudissect.suites.async_copy.suite import _ctas_to_run
+
+    assert _ctas_to_run((1, 2, 4, 8), 3) == [1, 2, 3, 4, 8]  # 4 and 8 refused, 3 run
+    assert _ctas_to_run((1, 2, 4, 8), 8) == [1, 2, 4, 8]
+    assert _ctas_to_run((1, 2, 4, 8), 4) == [1, 2, 4, 8]
+    assert _ctas_to_run((1, 2), 0) == [1, 2]  # nothing fits: every count refused, none added

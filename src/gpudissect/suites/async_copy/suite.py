@@ -427,9 +427,20 @@ def _ld_config(ctx: Context, p: Probe, b: Built, spec: Spec, c: int) -> dict:
     return out
 
 
+def _ctas_to_run(ctas: list[int] | tuple[int, ...], fits: int) -> list[int]:
+    """The CTAs per SM of a kernel's sweep: ``ctas``, and where some do not fit at once, also the
+    most that do (the largest configuration a kernel can hold, so that saturation is judged at
+    the edge of what fits, not below it)."""
+    out = set(ctas)
+    if fits >= 1 and any(c > fits for c in ctas):
+        out.add(fits)
+    return sorted(out)
+
+
 def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
     """The plain-load baseline over ILP x CTAs per SM: configurations whose CTAs cannot all be
-    resident at once (registers, shared memory: the occupancy rules) are not run; a launch that
+    resident at once (registers, shared memory: the occupancy rules) are not run, the most that
+    fit are run in their place (:func:`_ctas_to_run`); a launch that
     fails is kept as that configuration's error; the value is the best configuration's rate,
     saturated only when the rate had stopped rising (grid_saturation); each kernel's SASS must
     hold all of its loads in flight at once (bench/stream_read.loads_in_flight)."""
@@ -446,7 +457,7 @@ def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
         if fly != ilp:
             flags.append(f"sass: {b.name}: {fly} loads in flight before the first use where the trip has {ilp}")
         fits = predict_blocks(spec.threads, b.regs, spec.smem, rules)["blocks"]
-        for c in p.params["ctas"]:
+        for c in _ctas_to_run(p.params["ctas"], fits):
             key = f"ilp{ilp}:ctas{c}"
             if c > fits:
                 configs[key] = {"ilp": ilp, "ctas": c, "gbps": None,
