@@ -2,7 +2,7 @@
 latency per SASS issue from its stored records with the current analysis (no new measurement):
 unpack ``<dir>/instructions.db.xz``; for every ``latency_read_read`` / ``latency_write_write``
 result, its comparison with its control (studies/dependence_types.against_control) from the
-stored slopes and the stored rates at each warp count; for every ``grid`` result, its warp
+stored slopes and the stored rates at each warp count (and its register-bank flag); for every ``grid`` result, its warp
 latency per SASS issue from its own timed region's SASS per instance; store them, export
 ``instructions.json.xz`` (replacing an older set's ``.json.gz``) and pack
 the store again. ``python scripts/rederive_configs.py data/h200``."""
@@ -25,6 +25,7 @@ from gpudissect.suites.instructions.studies.dependence_types import (
 from gpudissect.suites.instructions.studies.grid import column_spi
 
 DERIVED = ("one_warp", "over_warps", "verdict")  # what against_control writes
+BANK_FLAGS = ("sass: register banks", "sass: the register bank")  # the flags against_control adds
 FIELDS = ("variant", "measure", "value", "unit", "statistic", "params", "fit", "samples", "flags", "sass",
           "strategy", "ptx_hash", "sass_hash", "cls")
 
@@ -54,10 +55,12 @@ def configs(rows: list[dict]) -> dict[int, dict]:
         over = p.get("over_warps")
         base = {k: v for k, v in p.items() if k not in DERIVED and k != "notes"}
         units = (max(base.get("lengths") or [0]), max(((c or {}).get("params") or {}).get("lengths") or [0]))
-        res = against_control(as_result({**r, "params": base}), as_result(c) if c else None,
-                              rates(over, "rate") if over else None, rates(over, "control_rate") if over else None,
+        flags = [f for f in r.get("flags") or [] if not f.startswith(BANK_FLAGS)]  # against_control's own
+        res = against_control(as_result({**r, "params": base, "flags": flags}), as_result(c) if c else None,
+                              rates(over, "rate") if over and "warps" in over else None,
+                              rates(over, "control_rate") if over and "warps" in over else None,
                               p.get("notes"), units)
-        out[r["id"]] = res.params
+        out[r["id"]] = (res.params, res.flags)
     return out
 
 
@@ -84,10 +87,13 @@ def main(folder: str) -> int:
             print(f"error: {d / 'instructions.db.xz'} holds no instructions run", file=sys.stderr)
             return 2
         rows = [dict(r) for r in store.results(run_id)]
-        new = {**configs(rows), **grids(rows)}
+        cfg = configs(rows)
+        new = {**{k: p for k, (p, _f) in cfg.items()}, **grids(rows)}
         with store.tx():
             for rid, params in new.items():
                 store.db.execute("UPDATE results SET params=? WHERE id=?", (json.dumps(params, sort_keys=True), rid))
+            for rid, (_p, flags) in cfg.items():
+                store.db.execute("UPDATE results SET flags=? WHERE id=?", (json.dumps(flags), rid))
         store.close()
         print(f"{len(new)} results re-derived")
         subprocess.run([sys.executable, "-m", "gpudissect", "export", str(d / "instructions.json.xz"),

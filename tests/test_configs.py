@@ -357,14 +357,16 @@ def test_the_shipped_comparisons_are_rederived_from_their_stored_numbers():
             row(2, "control_read_read", 1.0, [1.0, 1.0], banks),
             {"id": 3, "variant": "v", "measure": "grid", "params": {"grid_distances": [1, 8],
              "region_sass": {"8": ["0.5*HFMA2"]}, "warp_latency_per_instance": 0.5}}]
-    new = mod.configs(rows)
+    rows[0]["flags"] = ["sass: register banks / operand reuse differ (an older analysis)"]
+    new = {k: p for k, (p, _f) in mod.configs(rows).items()}
+    assert mod.configs(rows)[1][1] == []  # the patterns agree now: the stored bank flag is dropped
     # one warp count apart decides nothing now; the one-warp slopes agree: the same
     assert new[1]["over_warps"]["verdict"] == "same" and new[1]["one_warp"]["verdict"] == "same"
     assert new[1]["verdict"] == "same" and "lengths" in new[1]
     assert mod.grids(rows)[3]["warp_latency_cycles"] == pytest.approx(1.0)  # per SASS issue
     # a stored pair without the bank evidence (or with different patterns) decides nothing
     rows[1]["params"].pop("bank_pattern")
-    assert mod.configs(rows)[1]["verdict"] is None
+    assert mod.configs(rows)[1][0]["verdict"] is None
 
 
 # --- register banks and reuse: a read-read and its control must show the same pattern ------
@@ -393,6 +395,40 @@ def test_read_read_bank_mismatch_fails_the_comparison():
     assert bad.params["verdict"] is None and bad.params["one_warp"]["verdict"] is None
     unknown = configs.against_control(_rr(RR, None), _rr("control_read_read", same, 1.5))
     assert unknown.params["verdict"] is None
+
+
+def _rr_lengths(measure, pattern, ys):
+    """A one-warp result timed at lengths 5, 11, 16 (two repeats each, the medians ``ys``)."""
+    raw = {str(n): [y - 0.5, y + 0.5] for n, y in zip((5, 11, 16), ys, strict=True)}
+    return Result("fma.rn.f32", measure, (ys[2] - ys[0]) / 11, "cycles", "s",
+                  params={"bank_pattern": pattern, "lengths": [5, 11, 16]},
+                  samples={"cycles_per_repeat": raw, "slope_per_repeat": [1.0, 1.0]})
+
+
+def test_read_read_is_compared_over_the_lengths_whose_bank_patterns_agree():
+    """The H200's fma.rn.f32: ptxas placed the 5-instance read-read's registers otherwise than its
+    control's, the 11 and 16 alike: the comparison is made over 11 and 16 alone, from each
+    result's own cycles, not refused and not over all three lengths."""
+    test = {"5": {"FFMA:AAB": 1, "FFMA:ABB": 4}, "11": {"FFMA:ABB": 11}, "16": {"FFMA:ABB": 16}}
+    ctrl = {"5": {"FFMA:ABB": 5}, "11": {"FFMA:ABB": 11}, "16": {"FFMA:ABB": 16}}
+    r = configs.against_control(_rr_lengths(RR, test, [7, 21, 31]), _rr_lengths("control_read_read", ctrl, [6, 16, 23]))
+    one = r.params["one_warp"]
+    assert one["lengths"] == [11, 16] and not any(f.startswith("sass:") for f in r.flags)
+    assert one["excess_cycles"] == pytest.approx((31 - 21) / 5 - (23 - 16) / 5)
+    assert one["verdict"] == "slower" and one["control_cycles"] == pytest.approx(1.4)
+    # the longest length agrees: the rates over warps may be compared (none given here)
+    assert "over_warps" not in r.params
+    # agreeing at one length only: no comparison, flagged as before
+    test1 = {**test, "11": {"FFMA:AAB": 11}}
+    r1 = configs.against_control(_rr_lengths(RR, test1, [7, 21, 31]),
+                                 _rr_lengths("control_read_read", ctrl, [6, 16, 23]))
+    assert any(f.startswith("sass: register banks") for f in r1.flags) and r1.params["verdict"] is None
+    # the longest length differs: the over-warps comparison (longest kernels) is refused
+    test2 = {**test, "16": {"FFMA:AAB": 16}, "5": {"FFMA:ABB": 5}}
+    r2 = configs.against_control(_rr_lengths(RR, test2, [7, 21, 31]),
+                                 _rr_lengths("control_read_read", ctrl, [6, 16, 23]), {1: (1.0, 0.01, 5)},
+                                 {1: (1.0, 0.01, 5)})
+    assert r2.params["one_warp"]["lengths"] == [5, 11] and r2.params["over_warps"]["verdict"] is None
 
 
 def test_read_read_bank_pattern_from_ptxas_is_compared_per_length(sm90):

@@ -26,8 +26,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
+import numpy as np
+
 from gpudissect.arch.target import Target
-from gpudissect.bench.stats import components
+from gpudissect.bench.stats import components, fit_line, slopes_per_repeat
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.control import attach, kernel_controls
@@ -681,6 +683,30 @@ def bank_mismatch(r: Result, c: Result | None) -> str | None:
     return None
 
 
+def agreeing_lengths(r: Result, c: Result) -> list[int]:
+    """The region lengths at which a read-read result and its control show the same register-bank
+    / reuse pattern (:func:`bank_pattern`, per length), where both were timed: ptxas places the
+    registers of the shortest regions differently more often than of the long ones, and the two
+    are the same instructions, bank for bank, at these lengths only."""
+    a, b = (r.params or {}).get("bank_pattern") or {}, (c.params or {}).get("bank_pattern") or {}
+    rl, cl = set((r.params or {}).get("lengths") or []), set((c.params or {}).get("lengths") or [])
+    return sorted(int(k) for k in a if k in b and a[k] == b[k] and int(k) in rl & cl)
+
+
+def over_lengths(r: Result, keep: list[int]) -> Result:
+    """``r`` (a one-warp slope result) fitted again over the lengths ``keep`` only, from its own
+    stored cycles (median per length; the slope of each repeat for the interval); ``r``
+    unchanged where its samples lack a length."""
+    raw = (r.samples or {}).get("cycles_per_repeat") or {}
+    if not all(str(n) in raw and raw[str(n)] for n in keep):
+        return r
+    cols = [list(map(float, raw[str(n)])) for n in keep]
+    fit = fit_line(keep, [float(np.median(x)) for x in cols])
+    per = slopes_per_repeat(keep, [list(x) for x in zip(*cols, strict=False)])
+    return replace(r, value=fit.slope, fit=fit.to_json(), params={**(r.params or {}), "lengths": keep},
+                   samples={"cycles_per_repeat": {str(n): raw[str(n)] for n in keep}, "slope_per_repeat": per})
+
+
 def moves_per_instance(samples: list[Sample], own: dict[str, Fraction]) -> float:
     """The register moves (not of the variant's own SASS) a region holds per PTX instance: their
     growth from the shortest region to the longest. A configuration and its control are the same
@@ -815,11 +841,21 @@ def against_control(r: Result, c: Result | None, cfg: dict | None = None, ctrl: 
     if r.value is None:
         return r
     bank = bank_mismatch(r, c)
-    if bank:
-        r = replace(r, flags=[*r.flags, f"sass: {bank}"])
-    one = one_warp(r, c)
+    keep = agreeing_lengths(r, c) if bank and c is not None else []
+    rk, ck = (over_lengths(r, keep), over_lengths(c, keep)) if len(keep) >= 2 and c is not None else (r, c)
+    longest_agrees = False
+    if rk is not r and ck is not c:  # compared where they are the same instructions, bank for bank
+        assert c is not None
+        longest = max((r.params or {}).get("lengths") or [0])
+        longest_agrees = longest in keep and longest == max((c.params or {}).get("lengths") or [0])
+        one = {**one_warp(rk, ck), "lengths": keep,
+               "why_lengths": f"the lengths whose register-bank / reuse pattern agrees with the control's ({bank})"}
+    else:
+        if bank:
+            r = replace(r, flags=[*r.flags, f"sass: {bank}"])
+        one = one_warp(r, c)
     params = {**r.params, "one_warp": one}
-    if bank:  # the two kernels differ in more than the shared register: nothing to compare
+    if bank and not longest_agrees:  # the rated kernels (the longest) differ in more than the shared register
         params["over_warps"] = {"verdict": None, "why": "the register-bank / reuse patterns differ from the control's"}
     elif cfg is not None and ctrl is not None:
         params["over_warps"] = over_warps(cfg, ctrl, units)
