@@ -452,3 +452,32 @@ def pipes_verdicts(solos: dict[str, dict], pairs: dict[tuple[str, str], dict],
 
 def finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else x
+
+
+# ----------------------------------------------------------------- instruction fetch
+ICACHE_RISE = 0.15  # a region's warm cycles per instruction this much above the level's: a new level
+
+
+def icache_levels(code_bytes: list[int], cpi: list[float], rise: float = ICACHE_RISE) -> list[dict]:
+    """The levels of the instruction-fetch staircase: regions of growing code size (``code_bytes``,
+    ascending) and their warm cycles per instruction (``cpi``, a loop over the region that has
+    run once). A level is a run of sizes whose cost stays within ``rise`` of the level's lowest;
+    each level: its cost (median over its sizes), the largest region on it (``to_bytes``, a lower
+    bound of what that fetch level holds) and the smallest region beyond it (``next_bytes``, an
+    upper bound; None for the last level measured). Sizes without a value are skipped."""
+    pts = [(b, c) for b, c in zip(code_bytes, cpi, strict=True) if c is not None and np.isfinite(c)]
+    levels: list[dict] = []
+    cur: list[tuple[int, float]] = []
+    for b, c in pts:
+        if cur and c > min(x for _b, x in cur) * (1 + rise):
+            levels.append(_level(cur, b))
+            cur = []
+        cur.append((b, c))
+    if cur:
+        levels.append(_level(cur, None))
+    return levels
+
+
+def _level(pts: list[tuple[int, float]], nxt: int | None) -> dict:
+    return {"cpi": round(float(np.median([c for _b, c in pts])), 4), "from_bytes": pts[0][0],
+            "to_bytes": pts[-1][0], "next_bytes": nxt, "sizes": len(pts)}

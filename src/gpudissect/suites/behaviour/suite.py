@@ -18,6 +18,10 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
 * ``pipes:<a>[+<b>]``: catalog variants alone (swept over chains and warps until the rate
   stops rising) and in pairs: combined rates that add vs compete give the pipe groups, the
   highest rate the issue limit;
+* ``icache:<W>w``: instruction fetch: loops over straight-line regions of growing size (independent
+  FFMAs, 4 KiB to 1 MiB of code), W warps per SM; the warm cycles per instruction against the
+  code size give the instruction-cache levels (where the cost rises: a capacity between two
+  sizes), the first (cold) pass the cost of code fetched from beyond them;
 * ``efficacy:<variant>``: compiler efficacy: the verified PTX kernel of a variant's chains and a
   CUDA C++ kernel of the same work built by nvcc, timed by the same harness at a few (warps,
   chains) points: nvcc's rate over the verified one (``efficacy.py``).
@@ -108,7 +112,14 @@ FAIR_LAUNCHES = 10
 FAIR_SPIN = 400_000
 # the kernels of a probe kind compile as one module; the resid kernels have no timed region
 MODULE = {"dispatch": "resid", "occupancy": "resid", "fairness": "resid", "scheduler": "sched", "pipes": "pipes",
-          "efficacy": "efficacy"}
+          "efficacy": "efficacy", "icache": "icache"}
+# instruction fetch: regions of 2^8 .. 2^16 independent FFMAs (16 B of code each: 4 KiB to 1 MiB),
+# ICACHE_CHAINS chains (enough to issue one per cycle), at ICACHE_WARPS warps per SM
+ICACHE_SIZES = tuple(1 << k for k in range(8, 17))
+ICACHE_QUICK = tuple(1 << k for k in range(8, 17, 2))
+ICACHE_CHAINS = 8
+ICACHE_WARPS = (1, 4)
+SASS_BYTES = 16  # one sm_70+ instruction
 
 
 @dataclass
@@ -181,6 +192,10 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
         ps.append(pipe_probe([v]))
     for a, b in combinations(vs, 2):
         ps.append(pipe_probe([a, b]))
+    sizes = ICACHE_QUICK if quick else ICACHE_SIZES
+    for w in ICACHE_WARPS:
+        ps.append(Probe(f"icache:{w}w", "icache", {"warps": w, "chains": ICACHE_CHAINS, "sizes": list(sizes)},
+                        [order_name(ICACHE_CHAINS, n // ICACHE_CHAINS) for n in sizes]))
     ps += [Probe(n, "efficacy", q, ks) for n, q, ks in ef.probe_specs()]
     return ps
 
@@ -210,6 +225,8 @@ def probe_kernels(p: Probe, header: str, cat) -> list[Kernel]:
         return ef.ptx_kernels(cat.get(p.params["variant"]), header)
     if p.kind == "scheduler":
         return [order_kernel(header, p.params["chains"], p.params["length"])]
+    if p.kind == "icache":
+        return [order_kernel(header, ICACHE_CHAINS, n // ICACHE_CHAINS) for n in p.params["sizes"]]
     parts = [cat.get(v) for v in p.params["parts"]]
     if len(parts) == 1:
         return [pipe_kernel(header, _tag(p.params["parts"]), parts, k, n)
@@ -499,6 +516,48 @@ def run_sched_order(dev: Device, p: Probe, b: Built, nsm: int, smem: int, groups
                   flags=flags + ([] if v["agreed"] else [f"undetermined: {v.get('why')}"]), cls="behaviour")
 
 
+def run_icache(dev: Device, p: Probe, bs: list[Built], nsm: int, smem: int, flags: list[str]) -> Result:
+    """Instruction fetch (``icache:<W>w``): per region size, one block of W warps per SM runs the
+    region REPS times; per SM and repetition the cycles from the earliest warp's start to the
+    latest warp's end over the FFMAs each warp issues. Warm: the repetitions after the first
+    (the loop has run once), cold: the first; medians over the SMs whose block ran alone, per
+    launch, then the median of the launches. The levels (analyse.icache_levels) from the warm
+    costs."""
+    W = p.params["warps"]
+    sizes, code, warm, cold, per_launch = [], [], [], [], []
+    for b in bs:
+        n = _count(b, {"FFMA"})
+        ws, cs = [], []
+        for _ in range(LAUNCHES):
+            out = timed_launch(dev, b, nsm, W, [Buf("wid", nbytes=nsm * W * 8, read=True, zero=True)], smem)
+            rows = out["times"].reshape(nsm, W, ROW)
+            smid = rows[:, 0, -1]
+            ok = np.array([np.sum(smid == s) == 1 for s in smid])
+            span = np.stack([rows[ok, :, 2 * r + 1].max(1) - rows[ok, :, 2 * r].min(1) for r in range(REPS)], 1)
+            ws.append(float(np.median(span[:, 1:])) / n)
+            cs.append(float(np.median(span[:, 0])) / n)
+        sizes.append(n)
+        code.append(len(b.region) * SASS_BYTES)
+        warm.append(float(np.median(ws)))
+        cold.append(float(np.median(cs)))
+        per_launch.append({"warm": [round(x, 4) for x in ws], "cold": [round(x, 4) for x in cs]})
+    levels = an.icache_levels(code, warm)
+    first = levels[0] if levels else None
+    spread = max((max(d["warm"]) / min(d["warm"]) - 1 for d in per_launch if min(d["warm"]) > 0), default=0.0)
+    if spread > an.LIMIT_TOL * 5:
+        flags = [*flags, f"noisy: the launches' warm cycles per instruction differ by up to {spread:.1%}"]
+    return Result(p.name, "icache", float(first["to_bytes"]) / 1024 if first and first["next_bytes"] else None,
+                  "KiB", "largest region (code bytes of its timed region) whose warm cycles per FFMA stay within "
+                  f"{an.ICACHE_RISE:.0%} of the smallest regions' (a lower bound of the first fetch level's capacity; "
+                  "the next size measured is the upper bound)",
+                  params={**p.params, "launches": LAUNCHES, "repetitions_kept": REPS - 1},
+                  fit={"ffma_per_warp": sizes, "code_bytes": code, "warm_cpi": [round(x, 4) for x in warm],
+                       "cold_cpi": [round(x, 4) for x in cold], "levels": levels, "per_launch": per_launch},
+                  flags=flags + ([] if first and first["next_bytes"] else
+                                 ["undetermined: the warm cost did not rise over the sizes measured"]),
+                  cls="behaviour")
+
+
 # ----------------------------------------------------------------- the suite
 def pair_groups(ctx: Context) -> dict | None:
     """The agreed scheduler groups of this run's scheduler:pairs probe (it runs first)."""
@@ -571,6 +630,8 @@ class BehaviourSuite(SuiteBase):
         """``sass:`` flags: a kernel whose timed region holds anything but the work under test."""
         if p.kind == "pipes":
             allowed = {ctx.state["main_ops"][v] for v in p.params["parts"]}
+        elif p.kind == "icache":  # ptxas's two moves of a timing value to a uniform register
+            allowed = {"FFMA", "R2UR"}
         else:
             allowed = {"FFMA"}
         out = []
@@ -597,6 +658,8 @@ class BehaviourSuite(SuiteBase):
             r = run_fairness(ctx.dev, p, bs[0], ctx.sm_count, ctx.state["rules"])
         elif p.name == "scheduler:pairs":
             r = run_sched_pairs(ctx.dev, p, bs[0], smem, self._flags(ctx, p, bs))
+        elif p.kind == "icache":
+            r = run_icache(ctx.dev, p, bs, ctx.sm_count, smem, self._flags(ctx, p, bs))
         elif p.kind == "scheduler":
             r = run_sched_order(ctx.dev, p, bs[0], ctx.sm_count, smem, pair_groups(ctx), self._flags(ctx, p, bs))
         elif len(p.params["parts"]) == 1:

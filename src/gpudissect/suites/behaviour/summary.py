@@ -277,6 +277,32 @@ def _pipes(rs: list[StoredResult], out: dict, schedulers: int | None) -> None:
                  for k, v in pv["pairs"].items()))
 
 
+def _kib(b: int | None) -> str:
+    return "-" if b is None else f"{b / 1024:g} KiB"
+
+
+def _icache(rs: list[StoredResult], out: dict) -> None:
+    """Instruction fetch: per warp count, the levels of warm cycles per FFMA against the code size
+    and the cold first pass."""
+    for r in rs:
+        if not r["variant"].startswith("icache:") or not r["fit"]:
+            continue
+        f = r["fit"]
+        levels = f.get("levels") or []
+        out.setdefault("icache", {})[r["variant"]] = {"levels": levels, "code_bytes": f.get("code_bytes"),
+                                                     "warm_cpi": f.get("warm_cpi"), "cold_cpi": f.get("cold_cpi")}
+        steps = "; ".join(f"{lv['cpi']:g} cycles per FFMA from {_kib(lv['from_bytes'])} to {_kib(lv['to_bytes'])}"
+                          + (f" (the next size, {_kib(lv['next_bytes'])}, is slower)" if lv["next_bytes"] else "")
+                          for lv in levels)
+        cold = f.get("cold_cpi") or []
+        code = f.get("code_bytes") or []
+        C = out["conclusions"]
+        C.append(f"instruction fetch, {r['params'].get('warps')} warp(s) per SM, loops over straight-line FFMA "
+                 f"regions of {_kib(code[0] if code else None)} to {_kib(code[-1] if code else None)}: {steps or 'no level'}"
+                 f"; the first (cold) pass {cold[0] if cold else '-'} cycles per FFMA at the smallest region, "
+                 f"{cold[-1] if cold else '-'} at the largest" + (f" [flags: {', '.join(r['flags'])}]" if r["flags"] else ""))
+
+
 def summarize(store: Store, run_id: int) -> dict:
     """The suite's verdicts and conclusions, with the numbers behind them, from the run's
     stored results (the dispatch analysis runs again on the stored traces)."""
@@ -287,4 +313,5 @@ def summarize(store: Store, run_id: int) -> dict:
     _fairness(rs, out)
     schedulers = _scheduler(rs, out)
     _pipes(rs, out, schedulers)
+    _icache(rs, out)
     return out
