@@ -38,13 +38,22 @@ def test_saturated_when_it_stopped_before_the_best():
     assert s["saturated"] and "stopped rising before the best" in s["evidence"]
 
 
-def test_not_saturated_when_still_rising_or_a_lone_peak():
+def test_not_saturated_when_still_rising_and_a_lone_peak_is_a_single_peak():
     rising = grid_saturation({(1, 8): 1000, (2, 8): 2000, (2, 16): 3000}, names=("ILP", "warps/SM"))
     assert not rising["saturated"] and "still rises" in rising["why"]
+    # every larger configuration slower: the rate stopped rising at the best, which rests on one point
     peak = grid_saturation({(1, 8): 1000, (2, 16): 3000, (4, 32): 2000})
-    assert not peak["saturated"] and "lone peak" in peak["why"]
+    assert peak["saturated"] and peak["single_peak"] and "every larger configuration is slower" in peak["evidence"]
     none = grid_saturation({(1, 8): None, (2, 8): float("nan")})
     assert none["best"] is None and not none["saturated"]
+
+
+def test_another_configuration_at_the_peak_shows_the_rate_had_stopped_rising():
+    # the H200's plain-load sweep: ILP 4 x 24 warps (96 loads in flight per lane slot) reaches the
+    # best of ILP 8 x 16 warps (128): fewer in flight, the same rate
+    r = {(4, 8): 3352, (4, 16): 4224, (4, 24): 4444, (8, 8): 4161, (8, 16): 4444, (8, 24): 4229}
+    s = grid_saturation(r, names=("ILP", "warps/SM"))
+    assert s["saturated"] and "reaches 100.0% of it" in s["evidence"] and not s.get("single_peak")
 
 
 def test_incomparable_configurations_prove_nothing():

@@ -13,12 +13,13 @@ configurations (independent loads per thread x warps per SM).
   kernel.
 * **saturation over a grid.** A plain load's rate depends on bytes in flight per SM (loads per
   thread x warps); the best configuration is the chip's rate only when the rate had stopped
-  rising: :func:`grid_saturation` (a configuration with no dimension smaller and one larger
-  reaches within ``tol`` of the best, or one with no dimension larger and one smaller does).
+  rising: :func:`grid_saturation` (a configuration with more in flight, or one with less,
+  reaches within ``tol`` of the best; or every one with more in flight is slower: a single peak).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from gpudissect.kernel.sass import SassInstr
@@ -59,10 +60,14 @@ def loads_in_flight(region: Sequence[SassInstr], prefix: str = "LDG") -> int:
 def grid_saturation(rates: dict[tuple[int, ...], float | None], tol: float = PEAK_TOL,
                     names: Sequence[str] = ()) -> dict:
     """The best of a sweep over configurations (tuples of parallelism, e.g. (loads per thread,
-    warps per SM)) and whether its rate had stopped rising. Saturated when a larger
-    configuration (no dimension smaller, one larger) reaches within ``tol`` of the best (more
-    parallelism brought nothing more), or a smaller one does (it had stopped rising before the
-    best); otherwise not, with the reason. ``names``: the dimensions' names in the evidence."""
+    warps per SM), whose product is what is in flight) and whether its rate had stopped rising.
+    Saturated when a larger configuration (no dimension smaller and one larger, or any of a
+    larger product) reaches within ``tol`` of the best (more parallelism brought nothing more),
+    or a smaller one does (it had stopped rising before the best), or every larger one measured
+    is slower (it stopped rising at the best: ``single_peak``, the figure
+    resting on one configuration); not saturated where no larger configuration was measured and
+    none with less in flight is within ``tol`` (the rate still rises at the largest), with the
+    reason. ``names``: the dimensions' names in the evidence."""
     ok = {k: float(v) for k, v in rates.items() if v is not None and v == v and v > 0}
     if not ok:
         return {"best": None, "at": None, "saturated": False, "why": "no configuration gave a rate"}
@@ -73,22 +78,25 @@ def grid_saturation(rates: dict[tuple[int, ...], float | None], tol: float = PEA
     def dominates(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
         return a != b and all(x >= y for x, y in zip(a, b, strict=True))
 
-    larger = [k for k in ok if dominates(k, at)]
-    smaller = [k for k in ok if dominates(at, k)]
+    larger = [k for k in ok if dominates(k, at) or math.prod(k) > math.prod(at)]
+    smaller = [k for k in ok if dominates(at, k) or math.prod(k) < math.prod(at)]
     up = [k for k in larger if ok[k] >= (1 - tol) * best]
     down = [k for k in smaller if ok[k] >= (1 - tol) * best]
-    out = {"best": best, "at": list(at), "saturated": bool(up or down), "configurations": len(rates),
+    out = {"best": best, "at": list(at), "saturated": bool(up or down or larger), "configurations": len(rates),
            "rated": len(ok)}
     if up:
-        k = max(up, key=lambda k: sum(k))
+        k = max(up, key=lambda k: math.prod(k))
         out["evidence"] = f"{label(k)} (more in flight than the best, {label(at)}) reaches {ok[k] / best:.1%} of it"
     elif down:
-        k = min(down, key=lambda k: sum(k))
-        out["evidence"] = f"the rate had stopped rising before the best: {label(k)} reaches {ok[k] / best:.1%} of it"
+        k = min(down, key=lambda k: math.prod(k))
+        out["evidence"] = (f"the rate had stopped rising before the best: {label(k)} (less in flight) reaches "
+                           f"{ok[k] / best:.1%} of it")
     elif larger:
         k = max(larger, key=lambda k: ok[k])
-        out["why"] = (f"a lone peak at {label(at)}: larger configurations fall to {ok[k] / best:.1%} of it and no "
-                      f"smaller one is within {tol:.0%}")
+        out["single_peak"] = True
+        out["evidence"] = (f"every larger configuration is slower than the best, {label(at)} (at most {ok[k] / best:.1%}"
+                           f" of it, {label(k)}): the rate stopped rising there; no other configuration is within "
+                           f"{tol:.0%}, so the figure rests on one configuration")
     else:
         out["why"] = f"the rate still rises at the largest configuration measured ({label(at)})"
     return out

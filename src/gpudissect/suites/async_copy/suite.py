@@ -481,6 +481,8 @@ def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
         flags.append("error: no configuration gave a usable rate")
     elif not sat["saturated"]:
         flags.append(f"unsaturated: {sat['why']}")
+    elif sat.get("single_peak"):
+        flags.append(f"single-peak: {sat['evidence']}")
     mhz = _mhz(ctx)
     bpc = sat["best"] * 1e9 / (ctx.sm_count * mhz * 1e6) if sat["best"] and mhz else None
     spec = p.specs[0]
