@@ -22,7 +22,7 @@ from gpudissect.suites.instructions.studies import value_classes as V
 from gpudissect.suites.instructions.suite import STUDIES, Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
-PLAN = Plan(latency_units=(32, 64), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,), distances=(2,),
+PLAN = Plan(tp_min_length=0, latency_units=(32, 64), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,), distances=(2,),
             distance_units=(32, 64), reps=3, launches=1, grid_warps=(1,), grid_distances=(1,))
 
 

@@ -49,7 +49,7 @@ shared = 3
 variants = ["ex2.approx.ftz.f32"]
 measures = ["latency_write_write"]
 """
-PLAN = Plan(latency_units=(16, 32, 48), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
+PLAN = Plan(tp_min_length=0, latency_units=(16, 32, 48), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
             distances=(2,), distance_units=(32, 64), reps=3, launches=1)
 
 

@@ -124,7 +124,7 @@ def test_cell_rate_is_work_over_the_median_span():
 
 # --- end to end on synthetic clocks --------------------------------------------------------
 
-PLAN = Plan(latency_units=(32, 64), tp_chains=(1, 2), tp_units=(64, 128), tp_warps=(4,),
+PLAN = Plan(tp_min_length=0, latency_units=(32, 64), tp_chains=(1, 2), tp_units=(64, 128), tp_warps=(4,),
             distances=(2,), distance_units=(32, 64), reps=3, launches=1,
             grid_warps=(1, 2, 3, 4, 5, 8, 9), grid_distances=(1, 2, 3))
 

@@ -51,7 +51,7 @@ F32 = re.compile(r"v0_[ltd]\d+_n")  # add.f32's (the run's first variant) chain 
 # three kept repeats per launch (the first of four is dropped), two launches per point, so
 # that repeats can disagree; chain lengths: latency 8, 16, 32; throughput 4, 8 (4 chains);
 # distance 8, 16 (2 chains)
-PLAN = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
+PLAN = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
             distances=(2,), distance_units=(16, 32), reps=4, launches=2)
 
 

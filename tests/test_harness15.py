@@ -198,7 +198,7 @@ class RateByConfig(FakeDevice):
 
 
 def test_the_sweep_goes_by_parallelism_and_ends_at_the_physical_limit(tmp_path, sweep):
-    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2, 4, 8), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(1, 2, 4, 8), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
                 distances=(2,), distance_units=(16, 32), reps=3, launches=2)
     # add.f32 is FADD on the fp32 pipe (4 warp-instr/clk/SM): 4 chains x 4 warps reach it
     dev = RateByConfig(lambda k, w: min(4.0, k * w / 4))
@@ -213,7 +213,7 @@ def test_the_sweep_goes_by_parallelism_and_ends_at_the_physical_limit(tmp_path, 
 
 
 def test_a_chain_count_stops_when_more_warps_no_longer_raise_the_rate(tmp_path, sweep):
-    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16, 32),
                 distances=(2,), distance_units=(16, 32), reps=3, launches=2)
     dev = RateByConfig(lambda k, w: min(1.0 * k, w / 8))  # far below the fp32 limit
     store = Store(tmp_path / "r.db")
@@ -248,7 +248,7 @@ def test_lengths_for_examples():
 
 
 def test_variants_without_a_chain_measure_issue_interval(catalog):
-    plan = Plan(latency_units=(32, 64, 96, 128), tp_chains=(1, 2, 4, 8), tp_units=(64, 128),
+    plan = Plan(tp_min_length=0, latency_units=(32, 64, 96, 128), tp_chains=(1, 2, 4, 8), tp_units=(64, 128),
                 distances=(2, 4, 8), distance_units=(32, 64), sass_budget=384)
     add = catalog.get("add.f32")
     rec = MapRecord("add.f32", "sm_90", True, ["FADD"], "reg", sass_counts={"FADD": "1"})
@@ -468,7 +468,7 @@ class TooFastOnce(FakeDevice):
         return super().run(cubin, kernel, *a, **k)
 
 
-PLAN = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
+PLAN = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(16,),
             distances=(2,), distance_units=(16, 32), reps=3, launches=2)
 # the chain families first (latency, distance), then the throughput sweep
 # variant 0's latency, distance and throughput kernels (its configurations' kernels run beside them)
@@ -571,7 +571,7 @@ class RefusesBigBlocks(FakeDevice):
 
 
 def test_a_refused_warp_count_keeps_the_smaller_ones(tmp_path, sweep):
-    plan = Plan(latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(4, 8, 16),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(4,), tp_units=(16, 32), tp_warps=(4, 8, 16),
                 distances=(2,), distance_units=(16, 32), reps=3, launches=2)
     store = Store(tmp_path / "r.db")
     run_id = sweep(RefusesBigBlocks(most=256), store, ["add.f32"], suite=InstructionsSuite(full=plan),
@@ -614,7 +614,7 @@ class WorkerFailed(RuntimeError):
 
 
 def test_a_worker_failure_in_the_sweep_is_recorded_and_flags_the_peak(tmp_path, sweep):
-    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(16, 32), tp_warps=(4, 8, 16),
                 distances=(2,), distance_units=(16, 32), reps=3, launches=2)
     store = Store(tmp_path / "r.db")
     run_id = sweep(CrashesAt((1, 16)), store, ["add.f32"], suite=InstructionsSuite(full=plan), quick=False).run_id
@@ -630,7 +630,7 @@ def test_paired_lanes_are_timed_per_instance_against_their_own_limit(tmp_path, s
     """min.f16: 2 chains share the two lanes of each HMNMX2 (a paired family). Its records
     carry that SASS and say so; its limit is per PTX instance (8 for HMNMX2's 4 per clock), so a
     rate above the one-chain family's limit of 4 is no failure."""
-    plan = Plan(latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(128, 256), tp_warps=(4, 8),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16, 32), tp_chains=(1, 2), tp_units=(128, 256), tp_warps=(4, 8),
                 distances=(2,), distance_units=(16, 32), reps=4, launches=2)
     dev = RateByConfig(lambda k, w: 6.0 if k == 2 else 2.0)
     store = Store(tmp_path / "r.db")
@@ -645,3 +645,19 @@ def test_paired_lanes_are_timed_per_instance_against_their_own_limit(tmp_path, s
                        for r in one)
     peak = next(r for r in rows if r["measure"] == "throughput_peak")
     assert peak["value"] == pytest.approx(6.0, rel=0.01) and peak["sass"] == ["0.5*HMNMX2"]
+
+
+def test_rate_regions_hold_at_least_the_minimum_per_chain_within_the_code_cap():
+    """A rate's regions (throughput, the grid) are raised to ``tp_min_length`` instances per chain
+    (the H200's mad.lo.s16 at 8 chains x 16 / 32 and sub.u16 at 4 x 21 / 42 were slopes above their
+    pipe's limit), in proportion, while the longest region stays within ``region_cap`` SASS."""
+    from gpudissect.suites.instructions.core import FULL_PLAN, lengths_for
+
+    p = FULL_PLAN
+    assert lengths_for(p.tp_units, 8, 1.0, p) == (16, 32)  # the plain rule: the budget's split
+    assert lengths_for(p.tp_units, 8, 1.0, p, p.tp_min_length) == (32, 64)
+    assert lengths_for(p.tp_units, 4, 3.0, p, p.tp_min_length) == (32, 64)  # 768 SASS: within the cap
+    assert lengths_for(p.tp_units, 1, 1.0, p, p.tp_min_length) == (128, 256)  # long enough already
+    heavy = lengths_for(p.tp_units, 8, 20.0, p, p.tp_min_length)
+    assert heavy == lengths_for(p.tp_units, 8, 20.0, p)  # raising it would leave the first fetch level
+    assert max(lengths_for(p.tp_units, 8, 3.0, p, p.tp_min_length)) * 8 * 3 <= p.region_cap

@@ -29,7 +29,7 @@ from gpudissect.suites.instructions.studies.operand_latency import (
 from gpudissect.suites.instructions.suite import Plan, prepare_works
 from gpudissect.suites.instructions.verify import autoverify_many
 
-PLAN = Plan(latency_units=(32, 64, 96), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
+PLAN = Plan(tp_min_length=0, latency_units=(32, 64, 96), tp_chains=(1,), tp_units=(64, 128), tp_warps=(4,),
             distances=(2,), distance_units=(32, 64), reps=3, launches=1)
 
 TABLE = """

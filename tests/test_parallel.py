@@ -27,7 +27,7 @@ def test_compile_work_in_processes_returns_built_and_checked_families():
     target = make_target("sm_90")
     vs = load_catalog().select(["add.f32", "mul.hi.u32", "fma.rn.f32"])
     recs = autoverify_many(vs, target, jobs=2)
-    plan = Plan(latency_units=(8, 16), tp_chains=(2,), tp_units=(16, 32), tp_warps=(4,), distances=(2,),
+    plan = Plan(tp_min_length=0, latency_units=(8, 16), tp_chains=(2,), tp_units=(16, 32), tp_warps=(4,), distances=(2,),
                 distance_units=(16, 32), reps=3)
     works = [VariantWork(v, r, timing_families(v, r, target, plan, i))
              for i, (v, r) in enumerate(zip(vs, recs, strict=True))]

@@ -70,6 +70,12 @@ class Plan:
     launches: int = 2  # whole launches per point: with the repetitions, the repeats of a spread
     sass_budget: int = 512  # 8 KiB of code per timed region
     min_length: int = 4
+    # a rate's regions (throughput, the grid): at least this many instances per chain, where
+    # the region then holds at most region_cap SASS (16 KiB of code, within the first
+    # instruction-fetch level: the behaviour suite's icache probes). Shorter regions carried a
+    # start cost that put slopes above their pipe's limit (reliability/diag-tp-lengths-*)
+    tp_min_length: int = 32
+    region_cap: int = 1024
     # the warps x distance grid (studies/grid.py): warps per SM (one block) x independent chains
     # per thread; none unless a plan names them (FULL_PLAN and QUICK_PLAN do)
     grid_warps: tuple[int, ...] = ()
@@ -256,13 +262,22 @@ def select_variants(patterns: list[str] | None, catalog_paths=None) -> list[Vari
         raise SuiteInputError(str(e)) from None
 
 
-def lengths_for(units: tuple[int, ...], chains: int, sass_per_instance: float, plan: Plan) -> tuple[int, ...]:
+def lengths_for(units: tuple[int, ...], chains: int, sass_per_instance: float, plan: Plan,
+                per_chain: int | None = None) -> tuple[int, ...]:
     """Chain lengths for region sizes ``units`` (instances per thread) of ``chains`` chains,
-    scaled down for instructions of many SASS (at most ``plan.sass_budget`` SASS per region)."""
-    scale = min(1.0, plan.sass_budget / (max(units) * max(sass_per_instance, 1.0)))
+    scaled down for instructions of many SASS (at most ``plan.sass_budget`` SASS per region).
+    ``per_chain``: the shortest length a rate's region may have (below it the start of the
+    region is a visible part of the slope); the lengths are raised to it, in proportion, as far
+    as the longest region stays within ``plan.region_cap`` SASS."""
+    spi = max(sass_per_instance, 1.0)
+    scale = min(1.0, plan.sass_budget / (max(units) * spi))
     out = sorted({max(plan.min_length, int(u * scale) // chains) for u in units})
     if len(out) < 2:
         out = [out[0], 2 * out[0]]
+    if per_chain and out[0] < per_chain:
+        up = [-(-n * per_chain // out[0]) for n in out]
+        if up[-1] * chains * spi <= plan.region_cap:
+            out = up
     return tuple(out)
 
 
@@ -286,9 +301,10 @@ def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
     fams = []
 
     def fam(measure: str, chains: int, units: tuple[int, ...]) -> Family:
+        per_chain = plan.tp_min_length if measure == "throughput" else None
         ks = [generate(v, strat, target, chains=chains, length=n, reps=plan.reps, measure=measure,
                        name=f"v{idx}_{measure[0]}{chains}_n{n}")
-              for n in lengths_for(units, chains, spi, plan)]
+              for n in lengths_for(units, chains, spi, plan, per_chain)]
         return Family(measure, chains, ks)
 
     fams.append(fam("latency" if v.chain_operand is not None else "issue_interval", 1,

@@ -62,8 +62,9 @@ def grid_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: i
     for d in plan.grid_distances:
         if d in plan.tp_chains:
             continue
+        lens = lengths_for(plan.grid_units, d, spi, plan, plan.tp_min_length)
         ks = [generate(v, strat, target, chains=d, length=n, reps=plan.reps, measure=GRID,
-                       name=f"v{idx}_w{d}_n{n}") for n in lengths_for(plan.grid_units, d, spi, plan)]
+                       name=f"v{idx}_w{d}_n{n}") for n in lens]
         out.append(Family(GRID, d, ks, study=STUDY))
     return out
 
