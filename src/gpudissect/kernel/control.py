@@ -134,12 +134,37 @@ def decode_word(lo: int, hi: int) -> Control:
     )
 
 
+def encode_control(c: Control) -> int:
+    """The 23 control bits of ``c`` (bits 105..127 of the instruction, as :func:`decode_word`
+    reads them): its exact inverse."""
+    for name, v, hi in (("stall", c.stall, 15), ("wait_mask", c.wait_mask, 0x3F), ("reuse", c.reuse, 0xF)):
+        if not 0 <= v <= hi:
+            raise ValueError(f"control field {name}={v} out of range 0..{hi}")
+    for name, b in (("write_barrier", c.write_barrier), ("read_barrier", c.read_barrier)):
+        if b is not None and not 0 <= b < N_BARRIERS:
+            raise ValueError(f"control field {name}={b} out of range 0..{N_BARRIERS - 1} (or none)")
+    wb = NO_BARRIER if c.write_barrier is None else c.write_barrier
+    rb = NO_BARRIER if c.read_barrier is None else c.read_barrier
+    return c.stall | c.yield_bit << 4 | wb << 5 | rb << 8 | c.wait_mask << 11 | c.reuse << 17
+
+
+def with_control(hi: int, c: Control) -> int:
+    """The high u64 of an instruction with its control bits replaced by ``c`` (all else kept)."""
+    shift = CONTROL_SHIFT - 64
+    return (hi & ~(((1 << 23) - 1) << shift)) | encode_control(c) << shift
+
+
 # ---------------------------------------------------------------------------------------------
 # a minimal ELF64 little-endian reader
 
 
 def _text_sections(cubin: bytes) -> dict[str, bytes]:
     """{kernel name: bytes of its ``.text.<kernel>`` section}."""
+    return {name: cubin[off : off + size] for name, (off, size) in text_extents(cubin).items()}
+
+
+def text_extents(cubin: bytes) -> dict[str, tuple[int, int]]:
+    """{kernel name: (file offset, size) of its ``.text.<kernel>`` section}."""
     if len(cubin) < 64 or cubin[:4] != b"\x7fELF":
         raise ValueError("not an ELF file")
     if cubin[4] != 2 or cubin[5] != 1:
@@ -164,7 +189,7 @@ def _text_sections(cubin: bytes) -> dict[str, bytes]:
     _, _, str_off, str_size, _ = headers[shstrndx]
     strtab = cubin[str_off : str_off + str_size]
 
-    out: dict[str, bytes] = {}
+    out: dict[str, tuple[int, int]] = {}
     for name_off, typ, off, size, _ in headers:
         end = strtab.find(b"\0", name_off)
         name = strtab[name_off : end if end >= 0 else None].decode("utf-8", "replace")
@@ -174,7 +199,7 @@ def _text_sections(cubin: bytes) -> dict[str, bytes]:
             raise ValueError(f"section {name} runs past the end of the file")
         if size % 16:
             raise ValueError(f"section {name} is {size} bytes, not whole 16-byte instructions")
-        out[name[len(".text.") :]] = cubin[off : off + size]
+        out[name[len(".text.") :]] = (off, size)
     return out
 
 
