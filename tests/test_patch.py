@@ -9,7 +9,14 @@ import struct
 import pytest
 from test_control import _compile, _kernel_pairs, fma_chain_ptx, ld_chain_ptx, reuse_ptx
 
-from gpudissect.kernel.control import Control, decode_word, encode_control, kernel_words, text_extents, with_control
+from gpudissect.kernel.control import (
+    Control,
+    decode_word,
+    encode_control,
+    kernel_words,
+    text_extents,
+    with_control,
+)
 from gpudissect.kernel.patch import patch, read_word, registers
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.kernel.toolchain import disassemble
