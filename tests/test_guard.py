@@ -12,7 +12,7 @@ import pytest
 from gpudissect.bench.runner import RETRIES
 from gpudissect.device.fakes import ScriptedDevice
 from gpudissect.store.db import Store
-from gpudissect.suites.instructions.suite import InstructionsSuite, Plan
+from gpudissect.suites.instructions.suite import STUDIES, InstructionsSuite, Plan
 
 
 class Alternating(ScriptedDevice):
@@ -62,7 +62,10 @@ RUNS = 3 + 2 + 2
 
 def measured(dev, tmp_path, sweep) -> dict:
     store = Store(tmp_path / "r.db")
-    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=PLAN), quick=False).run_id
+    # the stall sweep below ptxas compares the chain's values, which these stand-in GPUs do not
+    # compute (tests/test_stall_patch.py): the guard is the core's and the other studies'
+    studies = tuple(s for s in STUDIES if s.name != "stall_patch")
+    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=PLAN, studies=studies), quick=False).run_id
     return {(r["measure"], r["params"].get("warps"), r["params"].get("distance")): r
             for r in store.results(run_id) if r["variant"] == "add.f32"}
 

@@ -117,6 +117,25 @@ def check_opt(recs: list[dict]) -> list[str]:
     return out
 
 
+def check_hw_latency(recs: list[dict]) -> list[str]:
+    """Every true latency (``latency_hw``, studies/stall_patch.py) rests on its sweep: the stall it
+    names and every larger one swept computed the unpatched kernel's values, and ptxas's own
+    stall was among them."""
+    out = []
+    for r in recs:
+        if r.get("measure") != "latency_hw" or r.get("value") is None:
+            continue
+        p = r.get("params") or {}
+        sweep = p.get("sweep") or []
+        above = [d for d in sweep if d.get("stall", 0) >= r["value"]]
+        if not above or not all(d.get("correct") is True for d in above):
+            out.append(f"[hw-latency] {_where(r)}: {r['value']:g} cycles without every stall from it up "
+                       "verified correct in its sweep")
+        elif p.get("ptxas_stall") is not None and max(d["stall"] for d in above) < p["ptxas_stall"]:
+            out.append(f"[hw-latency] {_where(r)}: the sweep did not start at ptxas's stall {p['ptxas_stall']}")
+    return out
+
+
 def _dig(d, path):
     for k in path:
         if not isinstance(d, dict):
@@ -264,6 +283,7 @@ def audit_set(rs: ResultSet, default_arch: str | None = None) -> list[str]:
     lines += check_provenance(rs)
     lines += check_one_gpu(rs)
     lines += check_flags(recs)
+    lines += check_hw_latency(recs)
     return [ln for ln in lines if ln]
 
 

@@ -42,6 +42,7 @@ from gpudissect.suites.instructions.studies import (
     grid,
     operand_latency,
     sass_steps,
+    stall_patch,
     value_classes,
 )
 from gpudissect.suites.instructions.template import companion_references
@@ -49,7 +50,7 @@ from gpudissect.suites.instructions.verify import MapRecord, autoverify_many
 
 # the studies, in the order their families follow the core's and their results are derived
 STUDIES: tuple[VariantStudy, ...] = (operand_latency.STUDY, configurations.STUDY, grid.STUDY,
-                                     sass_steps.STUDY, value_classes.STUDY)
+                                     sass_steps.STUDY, value_classes.STUDY, stall_patch.STUDY)
 
 
 def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx: int) -> list[Family]:

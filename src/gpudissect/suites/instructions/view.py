@@ -423,8 +423,31 @@ def _ptxas_lines(ctx: TimingContext) -> list[str]:
         L.append("")
     else:
         L += [f"{NOT_MEASURED} (no single-SASS latency with ptxas's stall count in the results).", ""]
+    return L + _hw_lines(ctx.rs.records("instructions"))
 
-    return L
+
+def _hw_lines(records: list[dict]) -> list[str]:
+    """Below ptxas (studies/stall_patch.py): ptxas's stall, the -O3 slope and the true latency
+    (the smallest patched stall at which the chain still computes right) side by side."""
+    hw = sorted((r for r in records if r.get("measure") == "latency_hw"), key=lambda r: r["variant"])
+    if not hw:
+        return []
+    L = ["### Below ptxas: the pipeline's latency with the stall patched", "",
+         "Each single-SASS chain run again with ptxas's stall count lowered in the cubin's control bits, "
+         "one cycle at a time, its output checked against the unpatched kernel's (two lengths, two input "
+         "sets): the true latency is the smallest stall at which it, and every larger stall, still computes "
+         "the same values. The sweep: stall:cycles per instance, `x` where the values were wrong, `!` where "
+         "the launch failed.", "",
+         "| PTX | SASS | ptxas stall | -O3 slope | true latency | sweep | flags |", "|---|---|---:|---:|---:|---|---|"]
+    for r in hw:
+        p = r.get("params") or {}
+        sweep = " ".join(f"{d['stall']}:{fmt_num(d.get('cycles_per_instance'), 3)}"
+                         + ("" if d.get("correct") else "x" if d.get("correct") is False else "!")
+                         for d in p.get("sweep") or [])
+        L.append(f"| `{r['variant']}` | {p.get('opcode', '-')} | {fmt_num(p.get('ptxas_stall'), 3)} | "
+                 f"{fmt_num(p.get('latency_o3'), 3)} | {fmt_num(r.get('value'), 3)} | {sweep or '-'} | "
+                 f"{', '.join(f.split(':')[0] for f in r.get('flags') or [])} |")
+    return L + [""]
 
 
 def _configuration_lines(ctx: TimingContext) -> list[str]:

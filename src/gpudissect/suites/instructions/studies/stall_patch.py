@@ -1,0 +1,208 @@
+"""Below ptxas (issue 35): a fixed-latency SASS instruction's true latency, from its dependent
+chain with ptxas's stall counts patched down (``kernel/patch.py``), a study of the instruction
+suite (:data:`STUDY`).
+
+The hardware does not check a fixed-latency result's dependence: ptxas makes the consumer wait
+by the stall count in the producer's control bits. So a chain timed as ptxas scheduled it
+measures ptxas's stall. Here the core's latency family (one chain, one warp) is run again with
+every chain instruction's stall lowered to ``s``, for ``s`` from ptxas's stall down to 1; at each
+``s`` the sink values of all 32 lanes are compared with the unpatched kernel's, at the family's
+two longest lengths and for two sets of input values. The smallest ``s`` at which it and every
+larger stall still compute the unpatched values is the pipeline's latency (``latency_hw``);
+below it the consumer read the register before the producer wrote it. Each stall's cycles per
+instance (the slope over the two lengths) show what the schedule costs.
+
+Only variants whose verified chain is one SASS instruction per instance; a chain whose value does
+not change from one length to the next (a fixed point) cannot show a wrong schedule and gets no
+value. A chain instruction with a write barrier (variable latency: the consumer waits on a
+scoreboard) gets the sweep as evidence and no value. A wrong result is never stored as a latency.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from gpudissect.bench.runner import WORKER_FAILED
+from gpudissect.bench.stats import fit_line, rep_cycles
+from gpudissect.device.device import Device
+from gpudissect.kernel.build import Built
+from gpudissect.kernel.control import Control, attach, kernel_controls
+from gpudissect.kernel.patch import patch
+from gpudissect.kernel.region import find_region
+from gpudissect.kernel.sass import SassInstr, parse_sass
+from gpudissect.store.db import Result
+from gpudissect.suites.instructions.core import Plan, VariantStudy, VariantWork
+
+MEASURE = "latency_hw"
+INPUT_XOR = 0x2545  # the second input set: low bits of every operand slot flipped (values, not addresses)
+WRONG_TO_STOP = 2  # the sweep stops after this many wrong stalls in a row
+LAUNCHES = 1
+METHOD = ("smallest stall (control bits patched in the cubin) at which the dependent chain still computes "
+          "the unpatched kernel's values, every larger stall verified too (two lengths x two input sets, "
+          "32 lanes)")
+
+
+def chain_instructions(b: Built, op: str) -> list[tuple[SassInstr, Control]]:
+    """The chain's instructions (``op``, the variant's one SASS per instance) in ``b``'s timed
+    region, with their control bits."""
+    region = b.region
+    if not region:  # a measured family's kernels travel without their parsed SASS (Built.light)
+        funcs = parse_sass(b.sass)
+        f = funcs.get(b.kernel.name) or next(iter(funcs.values()), None)
+        region = find_region(f.instrs) if f is not None else []
+    pairs = attach(region, kernel_controls(b.cubin)[b.kernel.name])
+    return [(i, c) for i, c in pairs if i.full == op]
+
+
+def single_sass(w: VariantWork) -> str | None:
+    """The one SASS opcode of a variant whose verified chain is one instruction per instance."""
+    sc = w.record.sass_counts or {}
+    return next(iter(sc)) if len(sc) == 1 and next(iter(sc.values())) == "1" else None
+
+
+def latency_family(w: VariantWork):
+    return next((f for f in w.families if f.measure == "latency" and f.study is None and len(f.built) >= 2), None)
+
+
+def hw_latency(sweep: list[dict]) -> int | None:
+    """The smallest stall of ``sweep`` (entries with ``stall`` and ``correct``, any order) below
+    which no larger stall was wrong: every stall from it up to the largest swept computed the
+    right values. None when the largest stall swept was itself wrong (nothing verified)."""
+    done = sorted((d for d in sweep if d.get("correct") is not None), key=lambda d: -d["stall"])
+    best = None
+    for d in done:
+        if not d["correct"]:
+            break
+        best = d["stall"]
+    return best
+
+
+def _outputs(dev: Device, b: Built, cubin: bytes, inputs: list[int], plan: Plan) -> tuple[np.ndarray, float]:
+    res = dev.run(cubin, b.kernel.name, inputs, b.kernel.n_sink, plan.reps, grid=1, block=32, launches=LAUNCHES)
+    cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
+    return np.asarray(res[0].out).copy(), float(np.median(cyc))
+
+
+def _edits(chain: list[tuple[SassInstr, Control]], s: int) -> dict[int, dict[str, Any]]:
+    return {i.offset: {"stall": s} for i, c in chain if c.stall > s}
+
+
+def sweep_variant(dev: Device, w: VariantWork, plan: Plan) -> Result | None:
+    """The stall sweep of ``w`` (None where the study does not apply: not one SASS per instance,
+    no latency family)."""
+    v = w.variant
+    op = single_sass(w)
+    fam = latency_family(w)
+    if op is None or fam is None:
+        return None
+    bs = sorted(fam.built, key=lambda b: b.kernel.length)[-2:]
+    chains = [chain_instructions(b, op) for b in bs]
+    base = dict(variant=v.name, measure=MEASURE, unit="cycles", statistic=METHOD, cls=v.cls,
+                ptx_hash=bs[-1].ptx_hash, sass_hash=bs[-1].sass_hash)
+    if any(len(ch) != b.kernel.length for ch, b in zip(chains, bs, strict=True)):
+        return Result(value=None, flags=[f"not timed: the region does not hold one {op} per instance"], **base)
+    stalls = Counter(c.stall for ch in chains for _i, c in ch[:-1])
+    ptxas = stalls.most_common(1)[0][0] if stalls else None
+    scoreboard = sorted({c.write_barrier for ch in chains for _i, c in ch if c.write_barrier is not None})
+    o3 = next((r.value for rs in w.results for r in rs if r.measure == "latency" and r.value is not None), None)
+    inputs = [list(bs[0].kernel.inputs), [x ^ INPUT_XOR for x in bs[0].kernel.inputs]]
+    lengths = [b.kernel.length for b in bs]
+    params: dict[str, Any] = {"opcode": op, "ptxas_stall": ptxas, "latency_o3": o3, "lengths": lengths,
+                              "input_sets": len(inputs), "launches": LAUNCHES, "scoreboard": scoreboard}
+    try:
+        ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
+    except Exception as e:
+        if type(e).__name__ == WORKER_FAILED:
+            raise
+        return Result(value=None, params=params, flags=[f"error: the unpatched kernel: {type(e).__name__}: {e}"[:300]],
+                      **base)
+    # the chain's value must move with its length, or a stale read computes the same value
+    moves = any(not np.array_equal(ref[0][k][0], ref[1][k][0]) for k in range(len(inputs)))
+    if not moves:
+        return Result(value=None, params=params, flags=["not timed: the chain's value does not change from one "
+                                                        "length to the next: a wrong schedule cannot be seen"], **base)
+    sweep: list[dict] = []
+    wrong = 0
+    for s in range(int(ptxas or 0), 0, -1):
+        entry: dict[str, Any] = {"stall": s}
+        try:
+            got = []
+            for b, ch, rf in zip(bs, chains, ref, strict=True):
+                cub = patch(b.cubin, b.kernel.name, _edits(ch, s))
+                got.append([(_outputs(dev, b, cub, x, plan), r) for x, r in zip(inputs, rf, strict=True)])
+        except Exception as e:
+            if type(e).__name__ == WORKER_FAILED:
+                raise
+            entry["error"] = f"{type(e).__name__}: {e}"[:200]
+            sweep.append(entry)
+            break
+        entry["correct"] = all(np.array_equal(o[0], r[0]) for per in got for o, r in per)
+        ys = [float(np.median([o[1] for o, _r in per])) for per in got]
+        entry["cycles_per_instance"] = round(fit_line(lengths, ys).slope, 4)
+        sweep.append(entry)
+        wrong = 0 if entry["correct"] else wrong + 1
+        if wrong >= WRONG_TO_STOP:
+            break
+    params["sweep"] = sweep
+    hw = hw_latency(sweep)
+    first_wrong = next((d["stall"] for d in sweep if d.get("correct") is False), None)
+    params["first_wrong_stall"] = first_wrong
+    sass = [f"{i.text.strip()}  [{c}]" for i, c in chains[-1][:1]]
+    if scoreboard:
+        return Result(value=None, params=params, sass=sass,
+                      flags=[f"scoreboard: {op} sets write barrier {scoreboard}: its consumer waits on the "
+                             f"scoreboard, not on the stall (stalls down to {min(d['stall'] for d in sweep) if sweep else '-'} "
+                             f"computed {'right' if first_wrong is None else 'wrong from ' + str(first_wrong)})"], **base)
+    flags = []
+    if hw is None:
+        flags.append("error: ptxas's own stall computed other values than the unpatched kernel (not reproducible)")
+    elif first_wrong is None and hw == 1:
+        flags.append("correct-at-stall-1: every stall down to 1 computed the right values (the pipeline's "
+                     "latency is not above one issue)")
+    if any("error" in d for d in sweep):
+        flags.append(f"error: at stall {sweep[-1]['stall']}: {sweep[-1]['error']}")
+    return Result(value=float(hw) if hw is not None else None, params=params, sass=sass, flags=flags, **base)
+
+
+def conclusions(records: list[dict]) -> list[str]:
+    """How many variants have a true latency and how it stands against ptxas's stall."""
+    rs = [r for r in records if r.get("measure") == MEASURE]
+    if not rs:
+        return []
+    got = [r for r in rs if r.get("value") is not None]
+    below = [r for r in got if (r.get("params") or {}).get("ptxas_stall") and r["value"] < r["params"]["ptxas_stall"]]
+    sb = sum(1 for r in rs if (r.get("params") or {}).get("scoreboard"))
+    gaps = [r["params"]["ptxas_stall"] - r["value"] for r in below]
+    line = (f"below ptxas: {len(got)} of {len(rs)} single-SASS chains have a true latency (stall patched down "
+            f"until the chain computes other values); {len(below)} are below ptxas's stall")
+    if gaps:
+        line += f" (by {min(gaps):g} to {max(gaps):g} cycles, median {statistics.median(gaps):g})"
+    return [line + f"; {sb} wait on a scoreboard (variable latency)."]
+
+
+class StallPatch(VariantStudy):
+    """The stall sweep as a study of the instruction suite: after the core's families, one
+    variant at a time, on the latency family's own kernels."""
+
+    def measure_variant(self, dev: Device, w: VariantWork, state: Any, plan: Plan,
+                        previous: list[Result] | None) -> tuple[list[Result], dict]:
+        if previous is not None:  # measured again: the sweep is kept (the kernels did not change)
+            kept = [r for r in previous if r.measure == MEASURE]
+            if kept:
+                return kept, {}
+        r = sweep_variant(dev, w, plan)
+        return ([r] if r is not None else []), {}
+
+    def conclusions(self, records: list[dict]) -> list[str]:
+        return conclusions(records)
+
+    def tables(self, records: list[dict]) -> dict:
+        return {"latency_hw": {r["variant"]: {"value": r.get("value"), **(r.get("params") or {})}
+                               for r in records if r.get("measure") == MEASURE}}
+
+
+STUDY = StallPatch("stall_patch", adds=(MEASURE,))

@@ -1,0 +1,116 @@
+"""The stall sweep below ptxas (studies/stall_patch.py): on real ptxas kernels of fma.rn.f32, run on
+a stand-in GPU whose chain computes the right values only while the patched stall is at least a
+planted pipeline latency; the sweep finds it, never stores a wrong result as a latency, and
+declines a chain whose value does not move."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpudissect.arch.target import make_target
+from gpudissect.catalog.model import load_catalog
+from gpudissect.device.device import FakeDevice, LaunchResult
+from gpudissect.kernel.control import kernel_controls
+from gpudissect.suites.instructions.core import Plan, VariantWork, compile_work, timing_families
+from gpudissect.suites.instructions.studies import stall_patch as sp
+from gpudissect.suites.instructions.verify import autoverify_many
+
+PLAN = Plan(latency_units=(16, 32, 48), tp_chains=(1,), tp_units=(32, 64), tp_warps=(4,), distances=(),
+            reps=3, launches=1, tp_min_length=0)
+
+
+@pytest.fixture(scope="module")
+def work() -> VariantWork:
+    sm90 = make_target("sm_90")
+    v = load_catalog().get("fma.rn.f32")
+    (rec,) = autoverify_many([v], sm90, jobs=1)
+    w = VariantWork(v, rec, timing_families(v, rec, sm90, PLAN, 0, ()))
+    compile_work([w], sm90, jobs=1)
+    return w
+
+
+class ChainGPU(FakeDevice):
+    """The chain's sink is right while the smallest stall on its instructions is >= ``latency``,
+    and moves with the chain's length unless ``fixed_point``; a region takes max(stall, latency)
+    cycles per instance."""
+
+    def __init__(self, chain_offsets: dict[str, list[int]], latency: int, fixed_point: bool = False):
+        super().__init__(model=lambda *a: 0.0)
+        self.offsets, self.latency, self.fixed_point = chain_offsets, latency, fixed_point
+
+    def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+        ctl = dict(kernel_controls(cubin)[kernel])
+        offs = self.offsets[kernel]
+        s = min(ctl[o].stall for o in offs[:-1])
+        n = len(offs)
+        value = (hash((tuple(inputs), 0 if self.fixed_point else n)) & 0xFFFF_FFFF) + (s < self.latency)
+        times = np.zeros((1, 2 * reps + 1), np.uint64)
+        for r in range(reps):
+            times[0, 2 * r], times[0, 2 * r + 1] = 1000 * (r + 1), 1000 * (r + 1) + n * max(s, self.latency) + 40
+        return [LaunchResult(times, np.full(32 * n_sink, value, np.uint64), 1e-5) for _ in range(launches)]
+
+
+def _offsets(w: VariantWork) -> dict[str, list[int]]:
+    fam = sp.latency_family(w)
+    return {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, "FFMA")] for b in fam.built}
+
+
+def test_the_sweep_finds_a_planted_pipeline_latency_below_ptxas(work):
+    assert sp.single_sass(work) == "FFMA"
+    r = sp.sweep_variant(ChainGPU(_offsets(work), latency=3), work, PLAN)
+    p = r.params
+    assert p["ptxas_stall"] == 4  # ptxas's FFMA chain stall (tests/test_control.py)
+    assert r.value == 3.0 and p["first_wrong_stall"] == 2 and not r.flags
+    assert [d["stall"] for d in p["sweep"]] == [4, 3, 2, 1]  # two wrong in a row end it
+    assert [d["correct"] for d in p["sweep"]] == [True, True, False, False]
+    assert p["sweep"][0]["cycles_per_instance"] == pytest.approx(4.0) and p["sweep"][1]["cycles_per_instance"] == pytest.approx(3.0)
+    assert "FFMA" in r.sass[0] and "[S04" in r.sass[0]
+
+
+def test_correct_down_to_stall_1_is_flagged_and_a_fixed_point_gets_no_value(work):
+    r = sp.sweep_variant(ChainGPU(_offsets(work), latency=1), work, PLAN)
+    assert r.value == 1.0 and r.flags[0].startswith("correct-at-stall-1")
+    r = sp.sweep_variant(ChainGPU(_offsets(work), latency=3, fixed_point=True), work, PLAN)
+    assert r.value is None and "does not change" in r.flags[0]
+
+
+def test_the_latency_is_the_smallest_stall_with_every_larger_one_right():
+    sw = [{"stall": 6, "correct": True}, {"stall": 5, "correct": True}, {"stall": 4, "correct": False},
+          {"stall": 3, "correct": True}]
+    assert sp.hw_latency(sw) == 5  # a right answer below a wrong one does not count
+    assert sp.hw_latency([{"stall": 4, "correct": False}]) is None
+    assert sp.hw_latency([{"stall": 2, "error": "x"}]) is None
+
+
+def test_conclusions_count_and_compare_with_ptxas():
+    recs = [{"measure": "latency_hw", "value": 3.0, "params": {"ptxas_stall": 4}},
+            {"measure": "latency_hw", "value": 4.0, "params": {"ptxas_stall": 4}},
+            {"measure": "latency_hw", "value": None, "params": {"ptxas_stall": None, "scoreboard": [0]}}]
+    (line,) = sp.conclusions(recs)
+    assert "2 of 3" in line and "1 are below ptxas's stall (by 1 to 1 cycles" in line and "1 wait on a scoreboard" in line
+
+
+def test_the_audit_accepts_only_a_verified_sweep():
+    from gpudissect.audit import check_hw_latency
+
+    sweep = [{"stall": 4, "correct": True}, {"stall": 3, "correct": True}, {"stall": 2, "correct": False}]
+    ok = {"variant": "fma.rn.f32", "measure": "latency_hw", "value": 3.0, "params": {"ptxas_stall": 4, "sweep": sweep}}
+    assert check_hw_latency([ok]) == []
+    assert check_hw_latency([{**ok, "value": 2.0}])[0].startswith("[hw-latency]")  # 2 was wrong
+    late = {**ok, "params": {"ptxas_stall": 6, "sweep": sweep}}
+    assert "did not start at ptxas's stall" in check_hw_latency([late])[0]
+    assert check_hw_latency([{**ok, "value": None}]) == []  # no latency claimed
+
+
+def test_the_timing_reference_shows_ptxas_the_slope_and_the_true_latency_side_by_side():
+    from gpudissect.suites.instructions.view import _hw_lines
+
+    rec = {"variant": "fma.rn.f32", "measure": "latency_hw", "value": 3.0, "flags": [],
+           "params": {"opcode": "FFMA", "ptxas_stall": 4, "latency_o3": 4.0,
+                      "sweep": [{"stall": 4, "correct": True, "cycles_per_instance": 4.0},
+                                {"stall": 3, "correct": True, "cycles_per_instance": 3.0},
+                                {"stall": 2, "correct": False, "cycles_per_instance": 2.0}]}}
+    lines = _hw_lines([rec])
+    assert "| `fma.rn.f32` | FFMA | 4 | 4 | 3 | 4:4 3:3 2:2x |  |" in lines
+    assert _hw_lines([]) == []
