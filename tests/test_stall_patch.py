@@ -38,22 +38,36 @@ class ChainGPU(FakeDevice):
     def __init__(self, chain_offsets: dict[str, list[int]], latency: int, fixed_point: bool = False):
         super().__init__(model=lambda *a: 0.0)
         self.offsets, self.latency, self.fixed_point = chain_offsets, latency, fixed_point
+        self.period = 0  # the chain's values repeat with this period (0: never)
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
         ctl = dict(kernel_controls(cubin)[kernel])
         offs = self.offsets[kernel]
         s = min(ctl[o].stall for o in offs[:-1])
         n = len(offs)
-        value = (hash((tuple(inputs), 0 if self.fixed_point else n)) & 0xFFFF_FFFF) + (s < self.latency)
+        step = 0 if self.fixed_point else n % self.period if self.period else n
+        value = (hash((tuple(inputs), step)) & 0xFFFF_FFFF) + (s < self.latency)
         times = np.zeros((1, 2 * reps + 1), np.uint64)
         for r in range(reps):
             times[0, 2 * r], times[0, 2 * r + 1] = 1000 * (r + 1), 1000 * (r + 1) + n * max(s, self.latency) + 40
         return [LaunchResult(times, np.full(32 * n_sink, value, np.uint64), 1e-5) for _ in range(launches)]
 
 
-def _offsets(w: VariantWork) -> dict[str, list[int]]:
-    fam = sp.latency_family(w)
-    return {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, "FFMA")] for b in fam.built}
+def _offsets(w: VariantWork, own=None) -> dict[str, list[int]]:
+    bs = own if own is not None else sp.latency_family(w).built
+    return {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, "FFMA")] for b in bs}
+
+
+def test_own_kernels_one_instance_apart_are_built_and_swept(work):
+    own = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    assert [b.kernel.length for b in own] == list(sp.OWN_LENGTHS)
+    r = sp.sweep_variant(ChainGPU(_offsets(work, own), latency=3), work, PLAN, own)
+    assert r.value == 3.0 and r.params["kernels"] == "own" and r.params["lengths"] == list(sp.OWN_LENGTHS)
+    # a chain of period two (the same value at even lengths) still moves between 64 and 65
+    even = ChainGPU(_offsets(work, own), latency=3)
+    even.period = 2
+    assert sp.sweep_variant(even, work, PLAN, own).value == 3.0
+    assert sp.sweep_variant(even, work, PLAN).value is None  # the family's lengths are all even
 
 
 def test_the_sweep_finds_a_planted_pipeline_latency_below_ptxas(work):

@@ -26,18 +26,28 @@ from typing import Any
 
 import numpy as np
 
+from gpudissect.arch.target import Target
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_line, rep_cycles
 from gpudissect.device.device import Device
-from gpudissect.kernel.build import Built
+from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import Control, attach, kernel_controls
+from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.patch import patch
+from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import find_region
 from gpudissect.kernel.sass import SassInstr, parse_sass
+from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions.core import Plan, VariantStudy, VariantWork
+from gpudissect.suites.instructions.strategies import strategy as get_strategy
+from gpudissect.suites.instructions.template import GenerationError, generate
 
 MEASURE = "latency_hw"
+# the study's own one-chain kernels: two lengths one instance apart (a chain whose value repeats
+# with an even period still differs between them) and one twice as long (the slope's span)
+OWN_LENGTHS = (64, 65, 128)
+PER_MODULE = 16  # variants whose kernels compile as one module
 INPUT_XOR = 0x2545  # the second input set: low bits of every operand slot flipped (values, not addresses)
 WRONG_TO_STOP = 2  # the sweep stops after this many wrong stalls in a row
 LAUNCHES = 1
@@ -68,6 +78,54 @@ def latency_family(w: VariantWork):
     return next((f for f in w.families if f.measure == "latency" and f.study is None and len(f.built) >= 2), None)
 
 
+def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int) -> list[Kernel]:
+    """The study's kernels of ``w``: its verified chain (strategy and all) at OWN_LENGTHS."""
+    strat = get_strategy(w.record.strategy or "reg")
+    return [generate(w.variant, strat, target, chains=1, length=n, reps=plan.reps, measure=MEASURE,
+                     name=f"v{idx}_hw_n{n}") for n in OWN_LENGTHS]
+
+
+def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[str, list[Built] | str]]:
+    """One module per ptxas -O level of a chunk of variants (a worker process): per variant its
+    built kernels (light), or why not."""
+    items, arch = job
+    out: list[tuple[str, list[Built] | str]] = []
+    for opt in sorted({o for _n, o, _k in items}):
+        group = [(n, ks) for n, o, ks in items if o == opt]
+        try:
+            built = build_module([k for _n, ks in group for k in ks], arch, opt)
+        except PtxasError:
+            if len(group) > 1:
+                out += [x for n, ks in group for x in _build(([(n, opt, ks)], arch))]
+            else:
+                out.append((group[0][0], "ptxas failed on the kernels"))
+            continue
+        for n, ks in group:
+            bs = [built[k.name] for k in ks]
+            bad = next((b for b in bs if isinstance(b, Exception)), None)
+            out.append((n, str(bad) if bad is not None else [b.light() for b in bs]))  # type: ignore[union-attr]
+    return out
+
+
+def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, list[Built] | str]:
+    """Every single-SASS verified variant's own kernels, built: variant -> kernels or why not."""
+    out: dict[str, list[Built] | str] = {}
+    items = []
+    for i, w in enumerate(works):
+        if not (w.record.verified and single_sass(w)):
+            continue
+        try:
+            ks = own_kernels(w, target, plan, i)
+        except GenerationError as e:
+            out[w.variant.name] = f"the kernels could not be generated: {e}"
+            continue
+        items.append((w.variant.name, get_strategy(w.record.strategy or "reg").opt, ks))
+    chunks = [(items[k:k + PER_MODULE], target.arch) for k in range(0, len(items), PER_MODULE)]
+    for part in pmap(_build, chunks, jobs):
+        out.update(dict(part))
+    return out
+
+
 def hw_latency(sweep: list[dict]) -> int | None:
     """The smallest stall of ``sweep`` (entries with ``stall`` and ``correct``, any order) below
     which no larger stall was wrong: every stall from it up to the largest swept computed the
@@ -91,15 +149,16 @@ def _edits(chain: list[tuple[SassInstr, Control]], s: int) -> dict[int, dict[str
     return {i.offset: {"stall": s} for i, c in chain if c.stall > s}
 
 
-def sweep_variant(dev: Device, w: VariantWork, plan: Plan) -> Result | None:
-    """The stall sweep of ``w`` (None where the study does not apply: not one SASS per instance,
-    no latency family)."""
+def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: list[Built] | str | None = None) -> Result | None:
+    """The stall sweep of ``w`` on its own kernels (``own``: OWN_LENGTHS, built; or why they are
+    not), else on the two longest of its latency family (None where the study does not apply:
+    not one SASS per instance, no kernels)."""
     v = w.variant
     op = single_sass(w)
     fam = latency_family(w)
-    if op is None or fam is None:
+    if op is None or (fam is None and not isinstance(own, list)):
         return None
-    bs = sorted(fam.built, key=lambda b: b.kernel.length)[-2:]
+    bs = list(own) if isinstance(own, list) else sorted(fam.built, key=lambda b: b.kernel.length)[-2:]  # type: ignore[union-attr]
     chains = [chain_instructions(b, op) for b in bs]
     base = dict(variant=v.name, measure=MEASURE, unit="cycles", statistic=METHOD, cls=v.cls,
                 ptx_hash=bs[-1].ptx_hash, sass_hash=bs[-1].sass_hash)
@@ -112,7 +171,9 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan) -> Result | None:
     inputs = [list(bs[0].kernel.inputs), [x ^ INPUT_XOR for x in bs[0].kernel.inputs]]
     lengths = [b.kernel.length for b in bs]
     params: dict[str, Any] = {"opcode": op, "ptxas_stall": ptxas, "latency_o3": o3, "lengths": lengths,
-                              "input_sets": len(inputs), "launches": LAUNCHES, "scoreboard": scoreboard}
+                              "input_sets": len(inputs), "launches": LAUNCHES, "scoreboard": scoreboard,
+                              "kernels": "own" if isinstance(own, list) else
+                              f"the latency family's ({own or 'no kernels of its own'})"}
     try:
         ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
     except Exception as e:
@@ -121,7 +182,8 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan) -> Result | None:
         return Result(value=None, params=params, flags=[f"error: the unpatched kernel: {type(e).__name__}: {e}"[:300]],
                       **base)
     # the chain's value must move with its length, or a stale read computes the same value
-    moves = any(not np.array_equal(ref[0][k][0], ref[1][k][0]) for k in range(len(inputs)))
+    moves = any(not np.array_equal(ref[a][k][0], ref[b][k][0])
+                for k in range(len(inputs)) for a in range(len(bs)) for b in range(a + 1, len(bs)))
     if not moves:
         return Result(value=None, params=params, flags=["not timed: the chain's value does not change from one "
                                                         "length to the next: a wrong schedule cannot be seen"], **base)
@@ -194,8 +256,11 @@ class StallPatch(VariantStudy):
             kept = [r for r in previous if r.measure == MEASURE]
             if kept:
                 return kept, {}
-        r = sweep_variant(dev, w, plan)
+        r = sweep_variant(dev, w, plan, (state or {}).get(w.variant.name))
         return ([r] if r is not None else []), {}
+
+    def prepare(self, works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict:
+        return prepare_kernels(works, target, plan, jobs)
 
     def conclusions(self, records: list[dict]) -> list[str]:
         return conclusions(records)
