@@ -481,3 +481,36 @@ def icache_levels(code_bytes: list[int], cpi: list[float], rise: float = ICACHE_
 def _level(pts: list[tuple[int, float]], nxt: int | None) -> dict:
     return {"cpi": round(float(np.median([c for _b, c in pts])), 4), "from_bytes": pts[0][0],
             "to_bytes": pts[-1][0], "next_bytes": nxt, "sizes": len(pts)}
+
+
+# ----------------------------------------------------------------- register banks
+BANK_EXTRA = 0.5  # cycles per instruction above the cheapest pair: the two sources conflict
+
+
+def free_registers(dests: set[int], regs: int, per_class: int = 3, classes: int = 4) -> list[int]:
+    """Register indices below ``regs`` that no instruction of the regions writes (sources a patch
+    may point at without creating a dependence): the lowest ``per_class`` of each residue modulo
+    ``classes`` (a sample that puts several registers in every candidate bank; the banks
+    themselves are what the costs show); [] when some residue has too few."""
+    free = [r for r in range(regs) if r not in dests]
+    picks = [[r for r in free if r % classes == m][:per_class] for m in range(classes)]
+    return sorted(r for p in picks for r in p) if all(len(p) == per_class for p in picks) else []
+
+
+def bank_groups(cost: dict[tuple[int, int], float], extra: float = BANK_EXTRA) -> dict:
+    """Register banks from the cost per instruction of pairs of distinct source registers (the third
+    source RZ, no reuse): two registers conflict when their pair costs more than ``extra`` cycles
+    above the cheapest pair; the banks are the groups of registers joined by conflicts, and the
+    rule ``index mod k`` is stated where the groups are exactly its residues."""
+    regs = sorted({r for p in cost for r in p})
+    if len(regs) < 2:
+        return {"banks": None, "why": "fewer than two registers"}
+    base = min(cost.values())
+    edges = [(regs.index(a), regs.index(b)) for (a, b), c in cost.items() if a != b and c > base + extra]
+    label = components(len(regs), edges)
+    groups = sorted(sorted(regs[i] for i in range(len(regs)) if label[i] == g) for g in set(label))
+    rule = next((k for k in (2, 4, 8) if sorted(sorted(r for r in regs if r % k == m) for m in range(k)
+                                                  if any(r % k == m for r in regs)) == groups), None)
+    return {"banks": len(groups), "groups": groups, "rule": f"bank = register index mod {rule}" if rule else None,
+            "base_cycles": round(base, 4), "conflict_cycles": round(max(cost.values()) - base, 4),
+            "conflicting_pairs": len(edges)}

@@ -226,9 +226,16 @@ def order_name(chains: int, length: int) -> str:
     return f"order_c{chains}_n{length}"
 
 
-def order_kernel(header: str, chains: int, length: int) -> Kernel:
-    """Every warp: ``chains`` independent FFMA chains of ``length`` in the timed region."""
-    name = order_name(chains, length)
+def bank_name(chains: int, length: int) -> str:
+    return f"banks_c{chains}_n{length}"
+
+
+def order_kernel(header: str, chains: int, length: int, registers: bool = False) -> Kernel:
+    """Every warp: ``chains`` independent FFMA chains of ``length`` in the timed region.
+    ``registers``: every source a register (the FFMA's register-register form: the register-bank
+    probe rewrites its source fields), not an immediate."""
+    name = bank_name(chains, length) if registers else order_name(chains, length)
+    setup = _ffma_setup(chains) + (["  add.f32 %fb, %fb, %fa;"] if registers else [])
     e = "\n".join([
         f".visible .entry {name}(.param .u64 p_wid, .param .u64 p_times)",
         "{",
@@ -239,7 +246,7 @@ def order_kernel(header: str, chains: int, length: int) -> Kernel:
         "  cvta.to.global.u64 %tp, %tp;",
         "  cvta.to.global.u64 %widp, %widp;",
         *_warp_rows([]),
-        *_ffma_setup(chains),
+        *setup,
         *repeated(_ffma_body(chains, length), str(REPS), REPEAT, keep=REPS),
         *_ffma_tail(chains),
         "$Lout:",

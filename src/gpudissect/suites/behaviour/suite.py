@@ -22,6 +22,11 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
   FFMAs, 4 KiB to 1 MiB of code), W warps per SM; the warm cycles per instruction against the
   code size give the instruction-cache levels (where the cost rises: a capacity between two
   sizes), the first (cold) pass the cost of code fetched from beyond them;
+* ``banks:ffma``: register banks below ptxas: a region of independent register-register FFMAs
+  whose source fields are rewritten in the cubin (``kernel/patch.py``) to chosen registers that
+  nothing in the region writes, every pair of 8 consecutive registers (third source RZ, no
+  reuse flag), then triples and the reuse flag: the cycles per FFMA of one warp show which
+  registers conflict (one bank) and what a reused operand saves;
 * ``efficacy:<variant>``: compiler efficacy: the verified PTX kernel of a variant's chains and a
   CUDA C++ kernel of the same work built by nvcc, timed by the same harness at a few (warps,
   chains) points: nvcc's rate over the verified one (``efficacy.py``).
@@ -36,7 +41,7 @@ numbers behind them (``summary.summarize``): ``store.get_meta(f"summary:{run_id}
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -56,6 +61,7 @@ from gpudissect.catalog.model import load_catalog
 from gpudissect.device.args import Buf
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module, take
+from gpudissect.kernel.patch import RZ, patch
 from gpudissect.kernel.ptx import Kernel, ptx_header
 from gpudissect.store.db import Result
 from gpudissect.suites.behaviour import analyse as an
@@ -65,6 +71,7 @@ from gpudissect.suites.behaviour.kernels import (
     REC_WORDS,
     REPS,
     ROW,
+    bank_name,
     order_kernel,
     order_name,
     pipe_kernel,
@@ -112,7 +119,9 @@ FAIR_LAUNCHES = 10
 FAIR_SPIN = 400_000
 # the kernels of a probe kind compile as one module; the resid kernels have no timed region
 MODULE = {"dispatch": "resid", "occupancy": "resid", "fairness": "resid", "scheduler": "sched", "pipes": "pipes",
-          "efficacy": "efficacy", "icache": "icache"}
+          "efficacy": "efficacy", "icache": "icache", "banks": "sched"}
+BANK_CHAINS = 8
+BANK_LENGTHS = (16, 32)  # per chain: 128 and 256 FFMAs
 # instruction fetch: regions of 2^8 .. 2^16 independent FFMAs (16 B of code each: 4 KiB to 1 MiB),
 # ICACHE_CHAINS chains (enough to issue one per cycle), at ICACHE_WARPS warps per SM
 ICACHE_SIZES = tuple(1 << k for k in range(8, 17))
@@ -196,6 +205,8 @@ def all_probes(nsm: int, quick: bool) -> list[Probe]:
     for w in ICACHE_WARPS:
         ps.append(Probe(f"icache:{w}w", "icache", {"warps": w, "chains": ICACHE_CHAINS, "sizes": list(sizes)},
                         [order_name(ICACHE_CHAINS, n // ICACHE_CHAINS) for n in sizes]))
+    ps.append(Probe("banks:ffma", "banks", {"chains": BANK_CHAINS, "lengths": list(BANK_LENGTHS)},
+                    [bank_name(BANK_CHAINS, n) for n in BANK_LENGTHS]))
     ps += [Probe(n, "efficacy", q, ks) for n, q, ks in ef.probe_specs()]
     return ps
 
@@ -227,6 +238,8 @@ def probe_kernels(p: Probe, header: str, cat) -> list[Kernel]:
         return [order_kernel(header, p.params["chains"], p.params["length"])]
     if p.kind == "icache":
         return [order_kernel(header, ICACHE_CHAINS, n // ICACHE_CHAINS) for n in p.params["sizes"]]
+    if p.kind == "banks":
+        return [order_kernel(header, BANK_CHAINS, n, registers=True) for n in p.params["lengths"]]
     parts = [cat.get(v) for v in p.params["parts"]]
     if len(parts) == 1:
         return [pipe_kernel(header, _tag(p.params["parts"]), parts, k, n)
@@ -558,6 +571,53 @@ def run_icache(dev: Device, p: Probe, bs: list[Built], nsm: int, smem: int, flag
                   cls="behaviour")
 
 
+def _bank_cost(dev: Device, bs: list[Built], edit: dict, smem: int) -> float:
+    """Cycles per FFMA of one warp with every FFMA of both regions patched by ``edit`` (the
+    slope between the two region lengths, median over the kept repetitions)."""
+    spans = []
+    for b in bs:
+        offs = {i.offset: edit for i in b.region if i.opcode == "FFMA"}
+        pb = replace(b, cubin=patch(b.cubin, b.name, offs))
+        rows = timed_launch(dev, pb, 1, 1, [Buf("wid", nbytes=8, read=True, zero=True)], smem)["times"]
+        spans.append((len(offs), float(np.median([rows[0, 2 * r + 1] - rows[0, 2 * r] for r in range(1, REPS)]))))
+    (n0, c0), (n1, c1) = spans
+    return (c1 - c0) / (n1 - n0)
+
+
+def run_banks(dev: Device, p: Probe, bs: list[Built], smem: int, flags: list[str]) -> Result:
+    """Register banks (``banks:ffma``): the FFMAs' sources pointed at registers that nothing in
+    the regions writes (analyse.free_registers); every ordered pair (a, b) with c = RZ
+    and no reuse gives the conflicts (analyse.bank_groups); triples (the run's first register, b,
+    c) the cost of three sources; the reuse flag on each slot of a three-in-one-bank triple what
+    the reuse cache saves. The values computed are not the point (sources are rewritten): one
+    warp, cycles only."""
+    dests = {int(t[1:]) for b in bs for i in b.region if i.opcode == "FFMA"
+             for t in i.operands[:1] if t[1:].isdigit()}
+    run = an.free_registers(dests, min(b.regs for b in bs))
+    if not run:
+        return Result(p.name, "banks", None, "banks", "-", params=p.params,
+                      flags=[*flags, f"not timed: too few registers free of the regions' writes ({sorted(dests)})"],
+                      cls="behaviour")
+    pairs = {(a, b): _bank_cost(dev, bs, {"ra": a, "rb": b, "rc": RZ, "reuse": 0}, smem) for a in run for b in run}
+    g = an.bank_groups(pairs)
+    r0 = run[0]
+    triples = {(r0, b, c): _bank_cost(dev, bs, {"ra": r0, "rb": b, "rc": c, "reuse": 0}, smem) for b in run for c in run}
+    same = [r for grp in g.get("groups") or [] if r0 in grp for r in grp if r != r0][:2]
+    reuse = {}
+    if len(same) == 2:
+        for slot, mask in (("none", 0), ("a", 1), ("b", 2), ("c", 4), ("a+b", 3)):
+            reuse[slot] = _bank_cost(dev, bs, {"ra": r0, "rb": same[0], "rc": same[1], "reuse": mask}, smem)
+    return Result(p.name, "banks", float(g["banks"]) if g.get("banks") else None, "banks",
+                  f"groups of registers whose pair of FFMA sources costs more than {an.BANK_EXTRA} cycle per "
+                  "instruction above the cheapest pair (one warp, sources patched in the cubin)",
+                  params={**p.params, "registers": run, "region_writes": sorted(dests)},
+                  fit={**g, "pairs": {f"R{a},R{b}": round(c, 4) for (a, b), c in pairs.items()},
+                       "triples": {f"R{a},R{b},R{c}": round(x, 4) for (a, b, c), x in triples.items()},
+                       "reuse_same_bank": {k: round(v, 4) for k, v in reuse.items()},
+                       "reuse_registers": [r0, *same]},
+                  flags=flags + ([] if g.get("banks") else [f"undetermined: {g.get('why')}"]), cls="behaviour")
+
+
 # ----------------------------------------------------------------- the suite
 def pair_groups(ctx: Context) -> dict | None:
     """The agreed scheduler groups of this run's scheduler:pairs probe (it runs first)."""
@@ -630,7 +690,7 @@ class BehaviourSuite(SuiteBase):
         """``sass:`` flags: a kernel whose timed region holds anything but the work under test."""
         if p.kind == "pipes":
             allowed = {ctx.state["main_ops"][v] for v in p.params["parts"]}
-        elif p.kind == "icache":  # ptxas's two moves of a timing value to a uniform register
+        elif p.kind in ("icache", "banks"):  # ptxas's two moves of a timing value to a uniform register
             allowed = {"FFMA", "R2UR"}
         else:
             allowed = {"FFMA"}
@@ -660,6 +720,8 @@ class BehaviourSuite(SuiteBase):
             r = run_sched_pairs(ctx.dev, p, bs[0], smem, self._flags(ctx, p, bs))
         elif p.kind == "icache":
             r = run_icache(ctx.dev, p, bs, ctx.sm_count, smem, self._flags(ctx, p, bs))
+        elif p.kind == "banks":
+            r = run_banks(ctx.dev, p, bs, smem, self._flags(ctx, p, bs))
         elif p.kind == "scheduler":
             r = run_sched_order(ctx.dev, p, bs[0], ctx.sm_count, smem, pair_groups(ctx), self._flags(ctx, p, bs))
         elif len(p.params["parts"]) == 1:

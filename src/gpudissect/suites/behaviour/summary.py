@@ -303,6 +303,25 @@ def _icache(rs: list[StoredResult], out: dict) -> None:
                  f"{cold[-1] if cold else '-'} at the largest" + (f" [flags: {', '.join(r['flags'])}]" if r["flags"] else ""))
 
 
+def _banks(rs: list[StoredResult], out: dict) -> None:
+    """Register banks below ptxas: the groups of registers whose pair of sources conflicts, the
+    rule where one fits, and what the reuse flag saves."""
+    for r in rs:
+        if r["variant"] != "banks:ffma" or not r["fit"]:
+            continue
+        f = r["fit"]
+        out["banks"] = {k: f.get(k) for k in ("banks", "groups", "rule", "base_cycles", "conflict_cycles",
+                                             "reuse_same_bank", "reuse_registers")}
+        reuse = f.get("reuse_same_bank") or {}
+        out["conclusions"].append(
+            f"register banks (FFMA sources patched in the cubin, one warp): {f.get('banks') or 'undetermined'} groups "
+            f"of conflicting registers {f.get('groups')}" + (f" ({f['rule']})" if f.get("rule") else "")
+            + f"; {f.get('base_cycles')} cycles per FFMA without a conflict, up to +{f.get('conflict_cycles')} with one"
+            + (f"; three sources in one bank: {reuse.get('none')} cycles, with the reuse flag on slot a "
+               f"{reuse.get('a')}, b {reuse.get('b')}, c {reuse.get('c')}, a and b {reuse.get('a+b')}" if reuse else "")
+            + (f" [flags: {', '.join(r['flags'])}]" if r["flags"] else ""))
+
+
 def summarize(store: Store, run_id: int) -> dict:
     """The suite's verdicts and conclusions, with the numbers behind them, from the run's
     stored results (the dispatch analysis runs again on the stored traces)."""
@@ -314,4 +333,5 @@ def summarize(store: Store, run_id: int) -> dict:
     schedulers = _scheduler(rs, out)
     _pipes(rs, out, schedulers)
     _icache(rs, out)
+    _banks(rs, out)
     return out
