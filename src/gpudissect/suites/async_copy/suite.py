@@ -437,6 +437,31 @@ def _ctas_to_run(ctas: list[int] | tuple[int, ...], fits: int) -> list[int]:
     return sorted(out)
 
 
+SATURATION_FLAGS = ("error: no configuration", "unsaturated:", "single-peak:")  # what ld_saturation says
+
+
+def ld_saturation(configs: dict[str, dict]) -> tuple[dict, list[str]]:
+    """The plain-load sweep's best configuration and whether its rate had stopped rising
+    (grid_saturation over ILP x warps per SM of the configurations whose CTAs were all resident at
+    once and not noisy), with the flags that say otherwise: from the configurations as measured
+    or as stored (``samples["configs"]`` of the result)."""
+    rates = {(d["ilp"], d["warps_per_sm"]): d["gbps"] for d in configs.values()
+             if d.get("gbps") is not None and d.get("all_at_once") and not str(d.get("flag", "")).startswith("noisy")}
+    sat = grid_saturation(rates, names=("ILP", "warps/SM"))
+    best = None
+    if sat["at"] is not None:
+        ilp, warps = sat["at"]
+        best = configs[f"ilp{ilp}:ctas{warps * 32 // STREAM_THREADS}"]
+        sat = {**sat, "at": best["ctas"], "ilp": ilp, "warps_per_sm": warps}
+    if best is None:
+        return sat, ["error: no configuration gave a usable rate"]
+    if not sat["saturated"]:
+        return sat, [f"unsaturated: {sat['why']}"]
+    if sat.get("single_peak"):
+        return sat, [f"single-peak: {sat['evidence']}"]
+    return sat, []
+
+
 def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
     """The plain-load baseline over ILP x CTAs per SM: configurations whose CTAs cannot all be
     resident at once (registers, shared memory: the occupancy rules) are not run, the most that
@@ -446,7 +471,6 @@ def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
     hold all of its loads in flight at once (bench/stream_read.loads_in_flight)."""
     rules = occupancy_rules(ctx.target)
     configs: dict[str, dict] = {}
-    rates: dict[tuple[int, int], float | None] = {}
     flags: list[str] = []
     sass: dict[str, dict] = {}
     for b, spec in zip(built, p.specs, strict=True):
@@ -469,20 +493,8 @@ def measure_ld_sweep(ctx: Context, p: Probe, built: list[Built]) -> Result:
                 configs[key] = {"ilp": ilp, "ctas": c, "gbps": None, "error": f"{type(e).__name__}: {e}"[:300]}
                 continue
             configs[key] = d
-            if d["all_at_once"] and not str(d.get("flag", "")).startswith("noisy"):
-                rates[(ilp, d["warps_per_sm"])] = d["gbps"]
-    sat = grid_saturation(rates, names=("ILP", "warps/SM"))
-    best = None
-    if sat["at"] is not None:
-        ilp, warps = sat["at"]
-        best = configs[f"ilp{ilp}:ctas{warps * 32 // STREAM_THREADS}"]
-        sat = {**sat, "at": best["ctas"], "ilp": ilp, "warps_per_sm": warps}
-    if best is None:
-        flags.append("error: no configuration gave a usable rate")
-    elif not sat["saturated"]:
-        flags.append(f"unsaturated: {sat['why']}")
-    elif sat.get("single_peak"):
-        flags.append(f"single-peak: {sat['evidence']}")
+    sat, sat_flags = ld_saturation(configs)
+    flags += sat_flags
     mhz = _mhz(ctx)
     bpc = sat["best"] * 1e9 / (ctx.sm_count * mhz * 1e6) if sat["best"] and mhz else None
     spec = p.specs[0]
