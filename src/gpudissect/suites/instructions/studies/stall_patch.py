@@ -220,9 +220,9 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: list[Built] | st
                              f"scoreboard, not on the stall (stalls down to {min(d['stall'] for d in sweep) if sweep else '-'} "
                              f"computed {'right' if first_wrong is None else 'wrong from ' + str(first_wrong)})"], **base)
     flags = []
-    if hw is None:
+    if hw is None and sweep and sweep[0].get("correct") is False:
         flags.append("error: ptxas's own stall computed other values than the unpatched kernel (not reproducible)")
-    elif first_wrong is None and hw == 1:
+    elif hw is not None and first_wrong is None and hw == 1:
         flags.append("correct-at-stall-1: every stall down to 1 computed the right values (the pipeline's "
                      "latency is not above one issue)")
     if any("error" in d for d in sweep):
