@@ -39,13 +39,14 @@ class ChainGPU(FakeDevice):
         super().__init__(model=lambda *a: 0.0)
         self.offsets, self.latency, self.fixed_point = chain_offsets, latency, fixed_point
         self.period = 0  # the chain's values repeat with this period (0: never)
+        self.moving: set[str] = set()  # kernels whose chain moves although fixed_point
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
         ctl = dict(kernel_controls(cubin)[kernel])
         offs = self.offsets[kernel]
         s = min(ctl[o].stall for o in offs[:-1])
         n = len(offs)
-        step = 0 if self.fixed_point else n % self.period if self.period else n
+        step = 0 if self.fixed_point and kernel not in self.moving else n % self.period if self.period else n
         value = (hash((tuple(inputs), step)) & 0xFFFF_FFFF) + (s < self.latency)
         times = np.zeros((1, 2 * reps + 1), np.uint64)
         for r in range(reps):
@@ -59,8 +60,10 @@ def _offsets(w: VariantWork, own=None) -> dict[str, list[int]]:
 
 
 def test_own_kernels_one_instance_apart_are_built_and_swept(work):
-    own = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    own = kernels["own"]
     assert [b.kernel.length for b in own] == list(sp.OWN_LENGTHS)
+    assert [b.kernel.length for b in kernels["edge"]] == list(sp.EDGE_LENGTHS)
     r = sp.sweep_variant(ChainGPU(_offsets(work, own), latency=3), work, PLAN, own)
     assert r.value == 3.0 and r.params["kernels"] == "own" and r.params["lengths"] == list(sp.OWN_LENGTHS)
     # a chain of period two (the same value at even lengths) still moves between 64 and 65
@@ -128,3 +131,14 @@ def test_the_timing_reference_shows_ptxas_the_slope_and_the_true_latency_side_by
     lines = _hw_lines([rec])
     assert "| `fma.rn.f32` | FFMA | 4 | 4 | 3 | 4:4 3:3 2:2x |  |" in lines
     assert _hw_lines([]) == []
+
+
+def test_a_fixed_point_chain_is_swept_again_on_the_edge_to_its_companion(work):
+    kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    offs = {**_offsets(work, kernels["own"]), **_offsets(work, kernels["edge"])}
+    dev = ChainGPU(offs, latency=3)
+    dev.moving = {b.kernel.name for b in kernels["edge"]}  # only the companion's chain moves
+    dev.fixed_point = True
+    r = sp.sweep_variant(dev, work, PLAN, kernels)
+    assert r.value == 3.0 and "companion" in r.params["kernels"] and r.params["consumer"]
+    assert r.params["lengths"] == list(sp.EDGE_LENGTHS)

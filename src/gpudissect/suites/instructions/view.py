@@ -437,14 +437,16 @@ def _hw_lines(records: list[dict]) -> list[str]:
          "one cycle at a time, its output checked against the unpatched kernel's (two lengths, two input "
          "sets): the true latency is the smallest stall at which it, and every larger stall, still computes "
          "the same values. The sweep: stall:cycles per instance, `x` where the values were wrong, `!` where "
-         "the launch failed.", "",
+         "the launch failed. `A -> B`: a chain whose value stays put, swept with a companion B after each "
+         "instance: the latency of the edge from A to B.", "",
          "| PTX | SASS | ptxas stall | -O3 slope | true latency | sweep | flags |", "|---|---|---:|---:|---:|---|---|"]
     for r in hw:
         p = r.get("params") or {}
         sweep = " ".join(f"{d['stall']}:{fmt_num(d.get('cycles_per_instance'), 3)}"
                          + ("" if d.get("correct") else "x" if d.get("correct") is False else "!")
                          for d in p.get("sweep") or [])
-        L.append(f"| `{r['variant']}` | {p.get('opcode', '-')} | {fmt_num(p.get('ptxas_stall'), 3)} | "
+        sass = p.get("opcode", "-") + (f" -> {', '.join(p['consumer'])}" if p.get("consumer") else "")
+        L.append(f"| `{r['variant']}` | {sass} | {fmt_num(p.get('ptxas_stall'), 3)} | "
                  f"{fmt_num(p.get('latency_o3'), 3)} | {fmt_num(r.get('value'), 3)} | {sweep or '-'} | "
                  f"{', '.join(f.split(':')[0] for f in r.get('flags') or [])} |")
     return L + [""]

@@ -47,6 +47,10 @@ MEASURE = "latency_hw"
 # the study's own one-chain kernels: two lengths one instance apart (a chain whose value repeats
 # with an even period still differs between them) and one twice as long (the slope's span)
 OWN_LENGTHS = (64, 65, 128)
+# a chain that stays at a fixed point is swept again with a companion after each instance: the
+# latency of the edge from the instruction to its companion (an XOR), at two lengths
+EDGE_STRATEGY = "companion"
+EDGE_LENGTHS = (64, 65)
 PER_MODULE = 16  # variants whose kernels compile as one module
 INPUT_XOR = 0x2545  # the second input set: low bits of every operand slot flipped (values, not addresses)
 WRONG_TO_STOP = 2  # the sweep stops after this many wrong stalls in a row
@@ -56,15 +60,19 @@ METHOD = ("smallest stall (control bits patched in the cubin) at which the depen
           "32 lanes)")
 
 
+def chain_region(b: Built) -> list[SassInstr]:
+    """``b``'s timed region (parsed again where the kernel travelled without it: Built.light)."""
+    if b.region:
+        return b.region
+    funcs = parse_sass(b.sass)
+    f = funcs.get(b.kernel.name) or next(iter(funcs.values()), None)
+    return find_region(f.instrs) if f is not None else []
+
+
 def chain_instructions(b: Built, op: str) -> list[tuple[SassInstr, Control]]:
     """The chain's instructions (``op``, the variant's one SASS per instance) in ``b``'s timed
     region, with their control bits."""
-    region = b.region
-    if not region:  # a measured family's kernels travel without their parsed SASS (Built.light)
-        funcs = parse_sass(b.sass)
-        f = funcs.get(b.kernel.name) or next(iter(funcs.values()), None)
-        region = find_region(f.instrs) if f is not None else []
-    pairs = attach(region, kernel_controls(b.cubin)[b.kernel.name])
+    pairs = attach(chain_region(b), kernel_controls(b.cubin)[b.kernel.name])
     return [(i, c) for i, c in pairs if i.full == op]
 
 
@@ -78,11 +86,14 @@ def latency_family(w: VariantWork):
     return next((f for f in w.families if f.measure == "latency" and f.study is None and len(f.built) >= 2), None)
 
 
-def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int) -> list[Kernel]:
-    """The study's kernels of ``w``: its verified chain (strategy and all) at OWN_LENGTHS."""
-    strat = get_strategy(w.record.strategy or "reg")
+def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int, strategy: str | None = None) -> list[Kernel]:
+    """The study's kernels of ``w``: its verified chain (strategy and all) at OWN_LENGTHS; with
+    ``strategy`` (a companion: each instance followed by an XOR with a run-time value, which keeps
+    a chain at a fixed point moving) at EDGE_LENGTHS."""
+    strat = get_strategy(strategy or w.record.strategy or "reg")
+    lens, tag = (EDGE_LENGTHS, "e") if strategy else (OWN_LENGTHS, "hw")
     return [generate(w.variant, strat, target, chains=1, length=n, reps=plan.reps, measure=MEASURE,
-                     name=f"v{idx}_hw_n{n}") for n in OWN_LENGTHS]
+                     name=f"v{idx}_{tag}_n{n}") for n in lens]
 
 
 def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[str, list[Built] | str]]:
@@ -107,22 +118,27 @@ def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[s
     return out
 
 
-def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, list[Built] | str]:
-    """Every single-SASS verified variant's own kernels, built: variant -> kernels or why not."""
-    out: dict[str, list[Built] | str] = {}
+def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, dict]:
+    """Every single-SASS verified variant's own kernels, built: variant -> {"own": kernels or
+    why not, "edge": the companion's kernels or why not}."""
+    out: dict[str, dict] = {}
     items = []
     for i, w in enumerate(works):
         if not (w.record.verified and single_sass(w)):
             continue
-        try:
-            ks = own_kernels(w, target, plan, i)
-        except GenerationError as e:
-            out[w.variant.name] = f"the kernels could not be generated: {e}"
-            continue
-        items.append((w.variant.name, get_strategy(w.record.strategy or "reg").opt, ks))
+        out[w.variant.name] = {}
+        for key, strat in (("own", None), ("edge", EDGE_STRATEGY)):
+            try:
+                ks = own_kernels(w, target, plan, i, strat)
+            except GenerationError as e:
+                out[w.variant.name][key] = f"the kernels could not be generated: {e}"
+                continue
+            items.append((f"{w.variant.name}\t{key}", get_strategy(strat or w.record.strategy or "reg").opt, ks))
     chunks = [(items[k:k + PER_MODULE], target.arch) for k in range(0, len(items), PER_MODULE)]
     for part in pmap(_build, chunks, jobs):
-        out.update(dict(part))
+        for name, built in part:
+            v, key = name.split("\t")
+            out[v][key] = built
     return out
 
 
@@ -149,16 +165,34 @@ def _edits(chain: list[tuple[SassInstr, Control]], s: int) -> dict[int, dict[str
     return {i.offset: {"stall": s} for i, c in chain if c.stall > s}
 
 
-def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: list[Built] | str | None = None) -> Result | None:
-    """The stall sweep of ``w`` on its own kernels (``own``: OWN_LENGTHS, built; or why they are
-    not), else on the two longest of its latency family (None where the study does not apply:
-    not one SASS per instance, no kernels)."""
-    v = w.variant
+FIXED = "not timed: the chain's value does not change"
+
+
+def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Built] | str | None = None) -> Result | None:
+    """The stall sweep of ``w`` on its own kernels (``own``: {"own": kernels at OWN_LENGTHS or why
+    not, "edge": the companion's}), else on the two longest of its latency family; where the
+    chain's value does not move, on the companion's kernels: the edge to the companion (None
+    where the study does not apply: not one SASS per instance, no kernels)."""
+    kernels = own if isinstance(own, dict) else {"own": own}
     op = single_sass(w)
     fam = latency_family(w)
-    if op is None or (fam is None and not isinstance(own, list)):
+    mine = kernels.get("own")
+    if op is None or (fam is None and not isinstance(mine, list)):
         return None
-    bs = list(own) if isinstance(own, list) else sorted(fam.built, key=lambda b: b.kernel.length)[-2:]  # type: ignore[union-attr]
+    bs = list(mine) if isinstance(mine, list) else sorted(fam.built, key=lambda b: b.kernel.length)[-2:]  # type: ignore[union-attr]
+    why = "own" if isinstance(mine, list) else f"the latency family's ({mine or 'no kernels of its own'})"
+    r = _sweep(dev, w, plan, op, bs, why)
+    edge = kernels.get("edge")
+    if r.value is None and any(f.startswith(FIXED) for f in r.flags) and isinstance(edge, list):
+        e = _sweep(dev, w, plan, op, list(edge), f"the {EDGE_STRATEGY} strategy's: the edge to the companion")
+        if e.value is not None:
+            return e
+    return r
+
+
+def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], kernels: str) -> Result:
+    """One stall sweep of ``op``'s instructions in the one-chain kernels ``bs``."""
+    v = w.variant
     chains = [chain_instructions(b, op) for b in bs]
     base = dict(variant=v.name, measure=MEASURE, unit="cycles", statistic=METHOD, cls=v.cls,
                 ptx_hash=bs[-1].ptx_hash, sass_hash=bs[-1].sass_hash)
@@ -172,8 +206,10 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: list[Built] | st
     lengths = [b.kernel.length for b in bs]
     params: dict[str, Any] = {"opcode": op, "ptxas_stall": ptxas, "latency_o3": o3, "lengths": lengths,
                               "input_sets": len(inputs), "launches": LAUNCHES, "scoreboard": scoreboard,
-                              "kernels": "own" if isinstance(own, list) else
-                              f"the latency family's ({own or 'no kernels of its own'})"}
+                              "kernels": kernels}
+    others = sorted({i.full for b in bs for i in chain_region(b) if i.full != op} - {"R2UR"})
+    if others:
+        params["consumer"] = others
     try:
         ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
     except Exception as e:
@@ -185,8 +221,8 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: list[Built] | st
     moves = any(not np.array_equal(ref[a][k][0], ref[b][k][0])
                 for k in range(len(inputs)) for a in range(len(bs)) for b in range(a + 1, len(bs)))
     if not moves:
-        return Result(value=None, params=params, flags=["not timed: the chain's value does not change from one "
-                                                        "length to the next: a wrong schedule cannot be seen"], **base)
+        return Result(value=None, params=params, flags=[f"{FIXED} from one length to the next: a wrong schedule "
+                                                        "cannot be seen"], **base)
     sweep: list[dict] = []
     wrong = 0
     for s in range(int(ptxas or 0), 0, -1):
