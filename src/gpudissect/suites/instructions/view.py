@@ -414,7 +414,9 @@ def _ptxas_lines(ctx: TimingContext) -> list[str]:
               "stall cycles of each instruction's control code before a dependent one may issue "
               "(decoded from the cubin, kernel/control.py). Below, the measured dependent-chain "
               f"latency beside it: {len(both) - len(differ)} of {len(both)} single-SASS variants agree "
-              f"within half a cycle; the {len(differ)} that differ:", "",
+              "within half a cycle (by construction: a chain as ptxas scheduled it waits ptxas's stall; "
+              "the pipeline's own latency is the stall sweep's, below, where measured); "
+              f"the {len(differ)} that differ:", "",
               "| PTX | SASS | measured latency (cycles) | ptxas stall (cycles) | difference |",
               "|---|---|---:|---:|---:|"]
         for r in sorted(differ, key=lambda r: -abs((r.latency or 0) - (r.ptxas_stall or 0))):
