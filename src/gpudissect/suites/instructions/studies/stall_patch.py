@@ -292,6 +292,11 @@ class StallPatch(VariantStudy):
             kept = [r for r in previous if r.measure == MEASURE]
             if kept:
                 return kept, {}
+        if any(WORKER_FAILED in f for rs in w.results for r in rs for f in r.flags):
+            if single_sass(w) is None:
+                return [], {}
+            return [Result(w.variant.name, MEASURE, None, "cycles", METHOD, cls=w.variant.cls,
+                           flags=["skipped: a kernel of the variant failed the device worker (hang or fault)"])], {}
         r = sweep_variant(dev, w, plan, (state or {}).get(w.variant.name))
         return ([r] if r is not None else []), {}
 
