@@ -55,6 +55,7 @@ def _profile():
     return prof
 
 
+@pytest.mark.slow
 def test_slow_gpu_found_crash_and_hang_recorded_then_resumed(cluster, tmp_path):
     store = Store(tmp_path / "fleet.db")
     faults = {SLOW: {"GPUDISSECT_FAKE_SPREAD": "0.08"},  # fake GPU 1: 1 + 1 * 0.08 times slower

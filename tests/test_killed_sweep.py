@@ -80,6 +80,7 @@ def n_done(db: Path) -> int:
 
 @pytest.mark.parametrize("seed,when,isolate", [(1, "anytime", False), (2, "mid-sweep", False),
                                                (3, "mid-sweep", True)])
+@pytest.mark.slow
 def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_path, reference, seed,
                                                                          when, isolate):
     """'anytime': a random instant once the store exists (setup, compile, sweep, finish);

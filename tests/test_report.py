@@ -311,7 +311,7 @@ def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
     res = runner.invoke(app, ["compare", str(full), str(b), "a100", "--key", "--only-diff"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "FFMA latency" in res.output and "C: A100 (reference)" in res.output
-    monkeypatch.setattr(report_html, "suite_figures", lambda *a, **k: [])
+    monkeypatch.setattr(report_html, "figures_by_suite", lambda docs, *a, **k: {s: [] for s in docs})
     html = render_html(sets[0], full, sets[1:])
     assert '<section id="comparison">' in html and ">B: Second GPU</th>" in html
     assert "GPU comparison" not in render_html(sets[0], full)

@@ -83,6 +83,7 @@ def _sample(rs) -> list[str]:
     return list(dict.fromkeys(picked.values()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_show_agrees_with_the_store_for_every_measure(gpu):
     rs = _cached_set(DATA / gpu)
