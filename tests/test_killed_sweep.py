@@ -125,6 +125,7 @@ def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_pat
         assert {k: after[k] for k in before} == before
 
 
+@pytest.mark.slow
 def test_new_starts_a_fresh_run_and_resume_reuses_an_unfinished_one(tmp_path, reference):
     db = tmp_path / "r.db"
     db.write_bytes(reference[0].read_bytes())  # one finished run
