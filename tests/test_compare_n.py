@@ -236,6 +236,7 @@ def test_cli_default_is_the_key_view(h200_dir, sets, tmp_path):
     assert res.exit_code == 2 and "--key" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_report_comparison_section(h200_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(report_html, "figures_by_suite", lambda docs, *a, **k: {s: [] for s in docs})  # the figures are not under test
     out, plain = tmp_path / "r.html", tmp_path / "plain.html"

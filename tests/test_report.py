@@ -363,6 +363,7 @@ def test_cli_report_markdown_simexport_export(tmp_path, full):
     assert res.exit_code == 2 and "no such file" in res.output
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (H100 / "instructions.json.xz").exists(), reason="no committed H100 data")
 def test_committed_h100_data_renders():
     rs = load_result_set(H100)
@@ -512,3 +513,16 @@ def test_only_formats_limits_what_save_figure_writes(tmp_path):
     with pytest.raises(ValueError):
         with only_formats("pdf"):
             pass
+
+
+def test_figures_are_drawn_here_where_no_process_can_be_started(full, tmp_path, monkeypatch):
+    from gpudissect.report.assemble import suite_figures as sf
+
+    def no_pool(*a, **k):
+        raise PermissionError("no semaphores here")
+
+    rs = load_result_set(full)
+    docs = {s: rs.docs[s] for s in rs.suites()}
+    monkeypatch.setattr(sf, "ProcessPoolExecutor", no_pool)
+    figs = sf.figures_by_suite(docs, tmp_path, full, [], jobs=2)
+    assert list(figs) == list(docs) and sum(len(f) for f in figs.values()) >= 3

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,20 +128,23 @@ def figures_by_suite(docs: dict[str, dict], workdir: Path, data_dir: Path | None
     ``progress(suite)`` is called as each suite's figures are done."""
     jobs = max(1, min(jobs or _cores(), len(docs)))
     results: dict[str, tuple[list[Figure], list[str]]] = {}
-    if jobs == 1:
-        for s, doc in docs.items():
+    if jobs > 1:
+        # the largest documents first, so that the longest drawing does not start last
+        order = sorted(docs, key=lambda s: -len(docs[s].get("records") or []))
+        try:
+            with ProcessPoolExecutor(jobs, mp_context=_pool_context()) as pool:
+                futures = {pool.submit(_draw, s, docs[s], workdir, data_dir): s for s in order}
+                for f in as_completed(futures):
+                    results[futures[f]] = f.result()
+                    if progress:
+                        progress(futures[f])
+        except (OSError, BrokenProcessPool):  # no processes to be had here: the rest in this one
+            pass
+    for s, doc in docs.items():
+        if s not in results:
             results[s] = _draw(s, doc, workdir, data_dir)
             if progress:
                 progress(s)
-    else:
-        # the largest documents first, so that the longest drawing does not start last
-        order = sorted(docs, key=lambda s: -len(docs[s].get("records") or []))
-        with ProcessPoolExecutor(jobs, mp_context=_pool_context()) as pool:
-            futures = {pool.submit(_draw, s, docs[s], workdir, data_dir): s for s in order}
-            for f in as_completed(futures):
-                results[futures[f]] = f.result()
-                if progress:
-                    progress(futures[f])
     if warnings is not None:
         for s in docs:
             warnings.extend(results[s][1])
