@@ -381,6 +381,7 @@ def _best_rate(output: str) -> float:
     return float(re.search(r"best predicted ([0-9.e+-]+) iterations/clk/SM", output).group(1))
 
 
+@pytest.mark.slow
 def test_advise_kernel_never_above_the_measured_dram_bandwidth(tmp_path: Path):
     """A saxpy whose data is in DRAM: the best rate advised moves at most the measured DRAM
     bandwidth (3 x 128 B per warp-iteration, over the GPU's SMs at the measurement's clock), and
@@ -403,6 +404,7 @@ def test_advise_kernel_never_above_the_measured_dram_bandwidth(tmp_path: Path):
     assert "binding: bandwidth L2" in mid.output and _best_rate(mid.output) > _best_rate(r.output)
 
 
+@pytest.mark.slow
 def test_advise_kernel_without_a_hint_lists_every_level(tmp_path: Path):
     src = tmp_path / "saxpy.sass"
     src.write_text(SAXPY_SASS)

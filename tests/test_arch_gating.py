@@ -76,6 +76,7 @@ def test_each_architecture_runs_only_what_it_has(arch: str):
     assert ("cluster" in SUITES) and ((_gated("cluster", arch) is None) == ("clusters" not in target.features))
 
 
+@pytest.mark.slow
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_120"])
 @pytest.mark.parametrize("suite", ["async", "memory", "cluster", "sync"])
@@ -113,6 +114,7 @@ def test_a_run_on_an_older_gpu_says_what_it_skips(tmp_path: Path, monkeypatch: p
     assert json.loads(meta["skipped:cluster"])["arch"] == "sm_80"
 
 
+@pytest.mark.slow
 @needs_ptxas
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_quick_run_on_a_fake_gpu_of_each_architecture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str):

@@ -91,6 +91,7 @@ def built():
     return specs, wf.build(ctx, specs)
 
 
+@pytest.mark.slow
 def test_every_wgmma_generator_compiles_with_its_sass(built):
     specs, out = built
     for s in specs:
@@ -99,6 +100,7 @@ def test_every_wgmma_generator_compiles_with_its_sass(built):
         assert wf.kernel_flags(b, s) == [], (s.name, wf.kernel_flags(b, s))
 
 
+@pytest.mark.slow
 def test_throughput_region_is_back_to_back_hgmma(built):
     specs, out = built
     for s in specs:
@@ -110,6 +112,7 @@ def test_throughput_region_is_back_to_back_hgmma(built):
         assert all("gdesc[" in i.text for i in out[s.name].region if i.opcode == "HGMMA")
 
 
+@pytest.mark.slow
 def test_pipeline_loop_holds_tma_mbarrier_and_hgmma(built):
     specs, out = built
     for s in specs:
@@ -123,6 +126,7 @@ def test_pipeline_loop_holds_tma_mbarrier_and_hgmma(built):
         assert out[s.name].kernel.smem == wk.pipe_smem(s.params["stages"]) <= 227 * 1024
 
 
+@pytest.mark.slow
 def test_layout_kernels_load_every_box(built):
     specs, out = built
     for s in specs:
@@ -236,6 +240,7 @@ def _model(nsm: int, pipe_cycles: float):
     return launch
 
 
+@pytest.mark.slow
 def test_wgmma_items_end_to_end_on_a_fake_gpu(tmp_path):
     nsm = 4
     flop_cta = 2.0 * wk.CONSUMERS * wd.M_WG * wk.N * wd.K_TILE * wk.PIPE_KBLOCKS

@@ -231,6 +231,7 @@ def test_reading_commands_without_a_database_create_nothing(tmp_path, monkeypatc
     assert files(tmp_path) == set()
 
 
+@pytest.mark.slow
 def test_show_reads_packed_and_gzipped_databases(tmp_path):
     packed = H100 / "instructions.db.xz"
     assert packed.exists()  # the shipped store

@@ -150,6 +150,7 @@ def test_key_view(vmaps):
     assert by["FFMA latency (fma.rn.f32)"].values[2] is None  # Table V's 2 cycles: independent issue
 
 
+@pytest.mark.slow
 def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
     md, html, js = tmp_path / "c.md", tmp_path / "c.html", tmp_path / "c.json"
     res = runner.invoke(app, ["compare", str(H100), str(h200_dir), "a100", "--full", "--markdown", str(md),
@@ -182,6 +183,7 @@ def test_cli_three_way_outputs(h200_dir, sets, tmp_path):
     assert doc["caveats"] and len(doc["rows"]) == n_rows
 
 
+@pytest.mark.slow
 def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
     js = tmp_path / "d.json"
     base = ["compare", str(H100), str(h200_dir), "a100"]
@@ -209,6 +211,7 @@ def test_cli_only_diff_all_and_key(h200_dir, sets, tmp_path):
     assert res.exit_code == 2 and "at least two result sets" in res.output
 
 
+@pytest.mark.slow
 def test_cli_default_is_the_key_view(h200_dir, sets, tmp_path):
     """Without --full or --all the comparison is the key quantities (issue 33): named rows, a
     line saying how many quantities --full would compare; --key is still accepted (the same)."""
@@ -233,8 +236,9 @@ def test_cli_default_is_the_key_view(h200_dir, sets, tmp_path):
     assert res.exit_code == 2 and "--key" in res.output and "Traceback" not in res.output
 
 
+@pytest.mark.slow
 def test_report_comparison_section(h200_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(report_html, "suite_figures", lambda *a, **k: [])  # the figures are not under test
+    monkeypatch.setattr(report_html, "figures_by_suite", lambda docs, *a, **k: {s: [] for s in docs})  # the figures are not under test
     out, plain = tmp_path / "r.html", tmp_path / "plain.html"
     res = runner.invoke(app, ["report", "--data", str(H100), "--compare", str(h200_dir), "--compare", "a100",
                               "--out", str(out)])

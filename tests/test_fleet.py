@@ -55,6 +55,7 @@ def _profile():
     return prof
 
 
+@pytest.mark.slow
 def test_slow_gpu_found_crash_and_hang_recorded_then_resumed(cluster, tmp_path):
     store = Store(tmp_path / "fleet.db")
     faults = {SLOW: {"GPUDISSECT_FAKE_SPREAD": "0.08"},  # fake GPU 1: 1 + 1 * 0.08 times slower
@@ -101,6 +102,7 @@ def test_slow_gpu_found_crash_and_hang_recorded_then_resumed(cluster, tmp_path):
     store.close()
 
 
+@pytest.mark.slow
 def test_fleet_command_end_to_end(cluster, tmp_path):
     db, out, html = tmp_path / "f.db", tmp_path / "f.json", tmp_path / "f.html"
     res = CliRunner().invoke(app, ["fleet", "add.f32", "--db", str(db), "--no-isolate", "--jobs", "1",

@@ -38,6 +38,7 @@ def two_gpus(tmp_path_factory):
             os.environ[k] = v
 
 
+@pytest.mark.slow
 def test_fleet_of_two_gpus_reports_their_differences(two_gpus, tmp_path):
     db, out, html = tmp_path / "f.db", tmp_path / "f.json", tmp_path / "f.html"
     res = CliRunner().invoke(app, ["fleet", "add.f32", "--db", str(db), "--no-isolate", "--jobs", "1",

@@ -80,6 +80,7 @@ def n_done(db: Path) -> int:
 
 @pytest.mark.parametrize("seed,when,isolate", [(1, "anytime", False), (2, "mid-sweep", False),
                                                (3, "mid-sweep", True)])
+@pytest.mark.slow
 def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_path, reference, seed,
                                                                          when, isolate):
     """'anytime': a random instant once the store exists (setup, compile, sweep, finish);
@@ -124,6 +125,7 @@ def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_pat
         assert {k: after[k] for k in before} == before
 
 
+@pytest.mark.slow
 def test_new_starts_a_fresh_run_and_resume_reuses_an_unfinished_one(tmp_path, reference):
     db = tmp_path / "r.db"
     db.write_bytes(reference[0].read_bytes())  # one finished run

@@ -64,6 +64,7 @@ def test_one_gpu_is_nothing_to_compare(tmp_path, sweep):
     assert "nothing to compare" in conclusions(doc)[0]
 
 
+@pytest.mark.slow
 def test_run_gpus_all_runs_one_process_per_gpu_and_compares(tmp_path):
     db = tmp_path / "r.db"
     env = dict(os.environ, GPUDISSECT_FAKE_DEVICE="2", GPUDISSECT_FAKE_SPREAD="0.03",

@@ -145,7 +145,7 @@ def test_the_report_shows_the_platform(tmp_path, monkeypatch):
     from gpudissect.report.assemble import html as report_html
     from gpudissect.report.read.results import load_result_set
 
-    monkeypatch.setattr(report_html, "suite_figures", lambda *a, **k: [])
+    monkeypatch.setattr(report_html, "figures_by_suite", lambda docs, *a, **k: {s: [] for s in docs})
     d = _set(tmp_path, "a", nvlink_active_links=18)
     page = report_html.render_html(load_result_set(d), d)
     assert "<th>platform</th><td>host node1; ECC on; power limit 700 W; MIG off; PCIe generation Gen 5; " \

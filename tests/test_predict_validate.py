@@ -184,6 +184,7 @@ def test_generator_is_deterministic_and_varied():
     assert pats == {"chain", "parallel", "random"}
 
 
+@pytest.mark.slow
 def test_generated_loops_compile_and_their_loops_are_found():
     from gpudissect.arch.target import make_target
     from gpudissect.kernel.toolchain import ToolchainMissing

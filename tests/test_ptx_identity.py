@@ -12,7 +12,9 @@ from ptx_corpus import golden, groups, hashes
 SUITES = ("instructions", "memory", "tensor", "behaviour", "cluster", "async", "sync")
 
 
-@pytest.mark.parametrize("suite", SUITES)
+# the instruction catalog's kernels are generated in about half a minute: the slow tier
+@pytest.mark.parametrize("suite", [pytest.param(s, marks=pytest.mark.slow) if s == "instructions" else s
+                                   for s in SUITES])
 def test_suite_ptx_is_byte_identical(suite: str) -> None:
     out: dict[str, str] = {}
     importlib.import_module(f"corpus.{suite}").collect(out)

@@ -311,7 +311,7 @@ def test_compare_three_sets_and_key_quantities(tmp_path, full, monkeypatch):
     res = runner.invoke(app, ["compare", str(full), str(b), "a100", "--key", "--only-diff"], env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     assert "FFMA latency" in res.output and "C: A100 (reference)" in res.output
-    monkeypatch.setattr(report_html, "suite_figures", lambda *a, **k: [])
+    monkeypatch.setattr(report_html, "figures_by_suite", lambda docs, *a, **k: {s: [] for s in docs})
     html = render_html(sets[0], full, sets[1:])
     assert '<section id="comparison">' in html and ">B: Second GPU</th>" in html
     assert "GPU comparison" not in render_html(sets[0], full)
@@ -363,6 +363,7 @@ def test_cli_report_markdown_simexport_export(tmp_path, full):
     assert res.exit_code == 2 and "no such file" in res.output
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (H100 / "instructions.json.xz").exists(), reason="no committed H100 data")
 def test_committed_h100_data_renders():
     rs = load_result_set(H100)
@@ -470,3 +471,58 @@ def test_every_suite_figures_module_is_found_through_the_registry(tmp_path):
     warnings: list[str] = []
     figs = suite_figures("async", rs.docs["async"], tmp_path, None, warnings)
     assert figs and all(f.suite == "async" for f in figs), warnings
+
+
+def test_figures_drawn_in_parallel_are_those_drawn_one_by_one(full, tmp_path):
+    """The report draws each suite's figures in a process of its own (issue 36): the same
+    pictures, byte for byte, and the warnings in the suites' order, as drawn in this process;
+    only the PNG the report embeds is drawn."""
+    from gpudissect.report.assemble.suite_figures import figures_by_suite
+
+    rs = load_result_set(full)
+    docs = {s: rs.docs[s] for s in rs.suites()}
+    docs["broken"] = {"records": [{"bad": 1}]}  # no figures module: a warning-free empty list
+    seen: list[str] = []
+    w1: list[str] = []
+    w2: list[str] = []
+    one = figures_by_suite(docs, tmp_path / "one", full, w1, jobs=1)
+    two = figures_by_suite(docs, tmp_path / "two", full, w2, jobs=2, progress=seen.append)
+    assert list(two) == list(docs) and sorted(seen) == sorted(docs)
+    assert sum(len(f) for f in one.values()) >= 3
+    assert {s: [(f.name, f.mime, f.data_uri, f.meta) for f in v] for s, v in one.items()} == \
+        {s: [(f.name, f.mime, f.data_uri, f.meta) for f in v] for s, v in two.items()}
+    assert w1 == w2
+    assert all(f.mime == "image/png" for v in two.values() for f in v)
+    assert not list((tmp_path / "two").rglob("*.svg"))
+
+
+def test_only_formats_limits_what_save_figure_writes(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from gpudissect.report.present.plotting import only_formats, save_figure
+
+    def draw(stem):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [1, 0])
+        return [p.name for p in save_figure(fig, tmp_path, stem)]
+
+    assert draw("both") == ["both.png", "both.svg"]
+    with only_formats("png"):
+        assert draw("png") == ["png.png"]
+    assert draw("again") == ["again.png", "again.svg"]  # the default back after the block
+    with pytest.raises(ValueError):
+        with only_formats("pdf"):
+            pass
+
+
+def test_figures_are_drawn_here_where_no_process_can_be_started(full, tmp_path, monkeypatch):
+    from gpudissect.report.assemble import suite_figures as sf
+
+    def no_pool(*a, **k):
+        raise PermissionError("no semaphores here")
+
+    rs = load_result_set(full)
+    docs = {s: rs.docs[s] for s in rs.suites()}
+    monkeypatch.setattr(sf, "ProcessPoolExecutor", no_pool)
+    figs = sf.figures_by_suite(docs, tmp_path, full, [], jobs=2)
+    assert list(figs) == list(docs) and sum(len(f) for f in figs.values()) >= 3

@@ -163,6 +163,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert figs["tensor_throughput"]["bands"] == 2  # f16 and s8 (b1 and loads have no datasheet peak)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (H100 / "instructions.json.xz").exists(), reason="no committed H100 data")
 def test_committed_h100_report_renders_in_headless_chromium(tmp_path):
     browser = _chromium()

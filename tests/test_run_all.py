@@ -87,6 +87,7 @@ def test_patterns_pick_suites():
         {"instructions": ["add.u32"], "memory": ["bank/*"], "behaviour": ["occupancy:smem=*"]}, False)
 
 
+@pytest.mark.slow
 @needs_h100
 @needs_ptxas
 def test_without_a_gpu_maps_and_reports_the_shipped_data(here, no_gpu):

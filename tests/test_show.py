@@ -83,6 +83,7 @@ def _sample(rs) -> list[str]:
     return list(dict.fromkeys(picked.values()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpu", ["h100", "h200"])
 def test_show_agrees_with_the_store_for_every_measure(gpu):
     rs = _cached_set(DATA / gpu)
@@ -111,6 +112,7 @@ def test_show_agrees_with_the_store_for_every_measure(gpu):
     assert measures >= len({(r["suite"], r["measure"]) for r in rs.records()})
 
 
+@pytest.mark.slow
 def test_show_reads_each_suites_database_as_its_data_set():
     rs = _cached_set(H200)
     for suite in rs.suites():

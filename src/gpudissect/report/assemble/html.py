@@ -15,12 +15,13 @@ import base64
 import datetime as _dt
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from gpudissect.arch.target import facts_line
 from gpudissect.fleet.page import fleet_section
 from gpudissect.report.assemble import compare as cmp
-from gpudissect.report.assemble.suite_figures import Figure, suite_figures
+from gpudissect.report.assemble.suite_figures import Figure, figures_by_suite
 from gpudissect.report.present.fmt import (
     fmt_keyed,
     fmt_num,
@@ -146,12 +147,11 @@ def _metric_rows(rs: ResultSet) -> list[dict]:
     return rows
 
 
-def _suite_entry(s: str, rs: ResultSet, workdir: Path, data_dir: Path | None, warnings: list[str]) -> dict:
+def _suite_entry(s: str, rs: ResultSet, figs: list[Figure]) -> dict:
     doc = rs.docs[s]
     summary = dict(doc.get("summary") or {})
     conclusions = list(summary.pop("conclusions", []) or [])
     prov = doc.get("provenance") or {}
-    figs = suite_figures(s, doc, workdir, data_dir, warnings)
     shown, groups = _figure_groups(figs)
     entry = {"name": s, "summary": summary, "summary_html": render_value(summary) if summary else None,
              "provenance": prov, "started": _when(prov.get("started")), "finished": _when(prov.get("finished")),
@@ -288,26 +288,39 @@ def validation_context(rs: ResultSet, workdir: Path, warnings: list[str]) -> dic
             "branch": "none measured" if bc is None else f"{bc:.2f} cycles", "errors": analysis.get("errors") or []}
 
 
+def report_steps(rs: ResultSet) -> int:
+    """How many times :func:`build_context` and :func:`render_html` call ``progress``."""
+    return len(rs.suites()) + 2
+
+
 def build_context(rs: ResultSet, data_dir: Path | None, workdir: Path,
-                  compare_with: list[ResultSet] | None = None, threshold: float = 0.10) -> dict:
+                  compare_with: list[ResultSet] | None = None, threshold: float = 0.10,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """The template's context; ``progress(step)`` after each suite's figures and after the
+    tables (:func:`report_steps` in all, with the page's rendering)."""
     warnings: list[str] = []
-    suites = [_suite_entry(s, rs, workdir, data_dir, warnings) for s in rs.suites()]
+    step = progress or (lambda _s: None)
+    figures = figures_by_suite({s: rs.docs[s] for s in rs.suites()}, workdir, data_dir, warnings,
+                               progress=lambda s: step(f"figures of {s}"))
+    suites = [_suite_entry(s, rs, figures[s]) for s in rs.suites()]
     prov = rs.provenance()
-    return {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
-            "comparison": comparison_context(rs, compare_with or [], threshold),
-            "fleet": fleet_section(rs),  # a fleet's results database: its fleet page
-            "validation": validation_context(rs, workdir, warnings),
-            "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "summary_line": _summary_line(rs, prov),
-            "arch_facts": facts_line(prov.get("arch")).replace("`", ""), "clocks_before": clocks_text(prov.get("clocks_before")),
-            "clocks_after": clocks_text(prov.get("clocks_after")),
-            "platform": platform_text(prov.get("platform")), "prov_html": render_value(prov),
-            "extras": {k: render_value(v) for k, v in rs.extras.items()}, "fmt": fmt_num,
-            "render": render_value}
+    ctx = {"rs": rs, "gpu": rs.gpu, "prov": prov, "suites": suites, "metrics": _metric_rows(rs),
+           "comparison": comparison_context(rs, compare_with or [], threshold),
+           "fleet": fleet_section(rs),  # a fleet's results database: its fleet page
+           "validation": validation_context(rs, workdir, warnings),
+           "warnings": warnings, "generated": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+           "summary_line": _summary_line(rs, prov),
+           "arch_facts": facts_line(prov.get("arch")).replace("`", ""), "clocks_before": clocks_text(prov.get("clocks_before")),
+           "clocks_after": clocks_text(prov.get("clocks_after")),
+           "platform": platform_text(prov.get("platform")), "prov_html": render_value(prov),
+           "extras": {k: render_value(v) for k, v in rs.extras.items()}, "fmt": fmt_num,
+           "render": render_value}
+    step("tables")
+    return ctx
 
 
 def render_html(rs: ResultSet, data_dir: Path | None = None, compare_with: list[ResultSet] | None = None,
-                threshold: float = 0.10) -> str:
+                threshold: float = 0.10, progress: Callable[[str], None] | None = None) -> str:
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.PackageLoader("gpudissect.report.assemble", "templates"),
@@ -315,12 +328,15 @@ def render_html(rs: ResultSet, data_dir: Path | None = None, compare_with: list[
                              undefined=jinja2.StrictUndefined)
     tpl = env.get_template("report.html.j2")
     with tempfile.TemporaryDirectory() as td:
-        ctx = build_context(rs, data_dir, Path(td), compare_with, threshold)
-        return tpl.render(**ctx)
+        ctx = build_context(rs, data_dir, Path(td), compare_with, threshold, progress)
+        page = tpl.render(**ctx)
+    if progress:
+        progress("page")
+    return page
 
 
 def write_html(rs: ResultSet, out: Path, data_dir: Path | None = None, compare_with: list[ResultSet] | None = None,
-               threshold: float = 0.10) -> Path:
+               threshold: float = 0.10, progress: Callable[[str], None] | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(rs, data_dir, compare_with, threshold))
+    out.write_text(render_html(rs, data_dir, compare_with, threshold, progress))
     return out

@@ -8,6 +8,7 @@ are written whole (``outputs.writing``: a write that fails is an ``OutputError``
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -31,10 +32,19 @@ def _what(rs: ResultSet) -> str:
 def html(rs: ResultSet, out: Path, data_dir: Path | None, others: list[ResultSet] | None = None,
          threshold: float = 0.1) -> None:
     """The HTML report (``others``: result sets set beside it, differences from ``threshold``)."""
-    from gpudissect.report.assemble.html import write_html
+    from gpudissect.report.assemble.html import report_steps, write_html
+    from gpudissect.terminal import err, progress
 
-    with writing(out) as (tmp,):
-        write_html(rs, tmp, data_dir, others or [], threshold)
+    # a progress bar on stderr where it is a terminal (elsewhere it would leave a blank line)
+    with writing(out) as (tmp,), (progress() if err.is_terminal else nullcontext()) as bar:
+        step = None
+        if bar is not None:
+            task = bar.add_task("report: figures", total=report_steps(rs))
+
+            def step(done: str) -> None:
+                bar.update(task, advance=1, description=f"report: {done} done")
+
+        write_html(rs, tmp, data_dir, others or [], threshold, step)
     beside = f", beside {', '.join(o.gpu for o in others)}" if others else ""
     console.print(f"report of {_what(rs)}{beside} -> {out} ({out.stat().st_size // 1024} KiB)",
                   highlight=False, soft_wrap=True)
