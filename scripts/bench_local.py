@@ -69,7 +69,7 @@ def main() -> int:
                 "tests_slow": ([py, "-m", "pytest", "-q", "-m", "slow", *nocache], None)}
         for k, (cmd, e) in cmds.items():
             if k not in a.skip:
-                runs[k] = _timed(cmd, e)
+                runs[k] = {**_timed(cmd, e), "commit": rec["commit"]}
     for k in NAMES:
         if k in runs:
             rec[f"{k}_s"] = runs[k]["s"]

@@ -99,6 +99,7 @@ def _run(tmp_path: Path, monkeypatch, arch: str, *patterns: str):
     return res, db
 
 
+@pytest.mark.slow
 @needs_ptxas
 def test_a_run_on_an_older_gpu_says_what_it_skips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     res, db = _run(tmp_path, monkeypatch, "sm_80", "instructions:add.u32", "tensor:ldmatrix.m8n8.x1.b16",

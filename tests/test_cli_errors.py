@@ -336,6 +336,7 @@ def test_run_where_nothing_applies_exits_1(tmp_path, monkeypatch):
     one_error(res, "none of its 1 items runs on sm_90 (needs sm_100: 1)", code=1)
 
 
+@pytest.mark.slow
 @needs_ptxas
 def test_run_whose_selfcheck_fails_exits_1(tmp_path, monkeypatch):
     from gpudissect.suites.instructions import selfcheck

@@ -28,6 +28,7 @@ def test_gpu_indices():
         gpu_indices("all", lambda: 0)
 
 
+@pytest.mark.slow
 def test_comparison_median_min_max_spread(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
     vs = ["add.f32", "mul.lo.u32"]

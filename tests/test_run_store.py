@@ -229,6 +229,7 @@ def runs_alone(sweep, tmp_path, variant: str) -> int:
     return sum(1 for k in dev.runs if k.startswith("v0_"))
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     path = tmp_path / "r.db"
     # dies inside the second variant (all of the first's runs, the grid's included, then 3 more)

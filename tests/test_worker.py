@@ -106,6 +106,7 @@ def test_a_device_that_cannot_open_is_a_clear_error():
         WorkerDevice(timeout=2.0, factory=functools.partial(FakeDevice, seed=-1))
 
 
+@pytest.mark.slow
 def test_the_suite_records_the_reason_and_continues(tmp_path, sweep):
     """The second variant's kernels hang / fault: its results say why, the others are measured."""
     dev = WorkerDevice(timeout=1.5, factory=functools.partial(
