@@ -142,3 +142,50 @@ def test_a_fixed_point_chain_is_swept_again_on_the_edge_to_its_companion(work):
     r = sp.sweep_variant(dev, work, PLAN, kernels)
     assert r.value == 3.0 and "companion" in r.params["kernels"] and r.params["consumer"]
     assert r.params["lengths"] == list(sp.EDGE_LENGTHS)
+
+
+def test_a_variant_whose_core_kernels_failed_is_skipped_and_patched_cubins_are_dropped(work):
+    from dataclasses import replace
+
+    from gpudissect.store.db import Result
+
+    dev = ChainGPU(_offsets(work), latency=3)
+    r = sp.sweep_variant(dev, work, PLAN)
+    assert dev.forgotten == sum(len(r.params["lengths"]) for _d in r.params["sweep"])  # every patched cubin
+    hung = Result("fma.rn.f32", "latency", None, "cycles", "none",
+                  flags=["error: WorkerFailed: hung: no answer after 1 s (run v0_l1_n48); worker killed"])
+    failed = replace(work, results=[[hung]])
+    (rec,), _ = sp.STUDY.measure_variant(dev, failed, None, PLAN, None)
+    assert rec.value is None and rec.flags[0].startswith("skipped: a kernel of the variant failed the device worker")
+
+
+def test_a_device_fault_ends_the_sweep_and_is_recorded(work):
+    class Faulty(ChainGPU):
+        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+            ctl = dict(kernel_controls(cubin)[kernel])
+            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 3:
+                raise RuntimeError("CUDA error CUDA_ERROR_ILLEGAL_INSTRUCTION")
+            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+    r = sp.sweep_variant(Faulty(_offsets(work), latency=1), work, PLAN)
+    sw = r.params["sweep"]
+    assert [d["stall"] for d in sw] == [4, 3, 2] and "ILLEGAL_INSTRUCTION" in sw[-1]["error"]
+    assert r.value == 3.0 and any(f.startswith("error: at stall 2") for f in r.flags)
+    assert not any(f.startswith("correct-at-stall-1") for f in r.flags)
+
+
+def test_a_worker_failure_in_the_sweep_is_recorded_not_raised(work):
+    """A patched kernel that kills the worker (a fault, a hang) ends that sweep; the variant's
+    other results and the suite go on (the worker device restarts on its next call)."""
+    from gpudissect.device.worker import WorkerFailed
+
+    class Dies(ChainGPU):
+        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+            ctl = dict(kernel_controls(cubin)[kernel])
+            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 4:
+                raise WorkerFailed("faulted: CUDA_ERROR_ILLEGAL_INSTRUCTION (run x); worker killed")
+            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+    r = sp.sweep_variant(Dies(_offsets(work), latency=1), work, PLAN)
+    assert [d["stall"] for d in r.params["sweep"]] == [4, 3] and "WorkerFailed" in r.params["sweep"][-1]["error"]
+    assert r.value == 4.0 and any("WorkerFailed" in f for f in r.flags)

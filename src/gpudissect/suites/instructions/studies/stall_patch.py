@@ -29,7 +29,7 @@ import numpy as np
 from gpudissect.arch.target import Target
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_line, rep_cycles
-from gpudissect.device.device import Device
+from gpudissect.device.device import Device, forget
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import Control, attach, kernel_controls
 from gpudissect.kernel.parallel import pmap
@@ -212,9 +212,7 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
         params["consumer"] = others
     try:
         ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
-    except Exception as e:
-        if type(e).__name__ == WORKER_FAILED:
-            raise
+    except Exception as e:  # a fault or hang too (the worker device restarts on the next call)
         return Result(value=None, params=params, flags=[f"error: the unpatched kernel: {type(e).__name__}: {e}"[:300]],
                       **base)
     # the chain's value must move with its length, or a stale read computes the same value
@@ -231,10 +229,11 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
             got = []
             for b, ch, rf in zip(bs, chains, ref, strict=True):
                 cub = patch(b.cubin, b.kernel.name, _edits(ch, s))
-                got.append([(_outputs(dev, b, cub, x, plan), r) for x, r in zip(inputs, rf, strict=True)])
-        except Exception as e:
-            if type(e).__name__ == WORKER_FAILED:
-                raise
+                try:
+                    got.append([(_outputs(dev, b, cub, x, plan), r) for x, r in zip(inputs, rf, strict=True)])
+                finally:  # a patched module is run once: not kept loaded
+                    forget(dev, cub)
+        except Exception as e:  # a fault (illegal instruction, ...) or hang ends the sweep, not the suite
             entry["error"] = f"{type(e).__name__}: {e}"[:200]
             sweep.append(entry)
             break
