@@ -189,3 +189,36 @@ def test_a_worker_failure_in_the_sweep_is_recorded_not_raised(work):
     r = sp.sweep_variant(Dies(_offsets(work), latency=1), work, PLAN)
     assert [d["stall"] for d in r.params["sweep"]] == [4, 3] and "WorkerFailed" in r.params["sweep"][-1]["error"]
     assert r.value == 4.0 and any("WorkerFailed" in f for f in r.flags)
+
+
+def _hw_store(path):
+    from gpudissect.store.db import Result, Store
+
+    st = Store(path)
+    rid = st.start_run("instructions", FakeDevice().info, "ptxas x", "sm_90", {}, {}, "0")
+    sweep = [{"stall": 4, "correct": True, "cycles_per_instance": 4.0},
+             {"stall": 3, "correct": True, "cycles_per_instance": 3.0},
+             {"stall": 2, "correct": False, "cycles_per_instance": 2.0},
+             {"stall": 1, "error": "RuntimeError: CUDA_ERROR_ILLEGAL_INSTRUCTION"}]
+    st.save(rid, "fma.rn.f32", [
+        Result("fma.rn.f32", "latency", 4.02, "cycles", "slope", sass=["FFMA"]),
+        Result("fma.rn.f32", sp.MEASURE, 3.0, "cycles", sp.METHOD, sass=["FFMA R1, R1, R2, R3  [S04 ...]"],
+               params={"opcode": "FFMA", "ptxas_stall": 4, "latency_o3": 4.02, "sweep": sweep},
+               flags=["error: at stall 1: RuntimeError: CUDA_ERROR_ILLEGAL_INSTRUCTION"])])
+    st.finish_run(rid, {}, {})
+    return st
+
+
+def test_show_lists_the_true_latency_with_its_unit_label_and_sweep(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpudissect.cli import app
+
+    _hw_store(tmp_path / "hw.db").close()
+    res = CliRunner().invoke(app, ["show", "fma.rn.f32", "--db", str(tmp_path / "hw.db")], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    rows = {r[0]: r[1:] for r in ([c.strip() for c in line.split("│")[1:-1]] for line in res.output.splitlines()
+                                  if line.startswith("│"))}
+    assert rows["latency_hw"][:2] == ["3", "cycles"]
+    assert "latency_hw: true latency below ptxas" in res.output
+    assert "FFMA: ptxas stall 4, -O3 slope 4.02, sweep 4:4 3:3 2:2x 1:-!" in res.output
