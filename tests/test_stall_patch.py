@@ -222,3 +222,19 @@ def test_show_lists_the_true_latency_with_its_unit_label_and_sweep(tmp_path):
     assert rows["latency_hw"][:2] == ["3", "cycles"]
     assert "latency_hw: true latency below ptxas" in res.output
     assert "FFMA: ptxas stall 4, -O3 slope 4.02, sweep 4:4 3:3 2:2x 1:-!" in res.output
+
+
+def test_the_gpu_check_script_prints_each_true_latency_with_its_sweep(tmp_path, capsys):
+    """scripts/check_hP.py (run by scripts/check_hP.sh after the suite on a GPU) on a stored record."""
+    import runpy
+    from pathlib import Path
+
+    _hw_store(tmp_path / "hw.db").close()
+    script = Path(__file__).resolve().parents[1] / "scripts" / "check_hP.py"
+    main = runpy.run_path(str(script))["main"]
+    assert main(str(tmp_path / "hw.db")) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("fma.rn.f32"))
+    assert line.split()[1:4] == ["3", "4", "4.020"]
+    assert "4:ok:4 3:ok:3 2:wrong:2 1:error:-" in line and "audit: no problem" in out
+    assert "1 are below ptxas's stall (by 1 to 1 cycles" in out
