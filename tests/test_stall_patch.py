@@ -238,3 +238,29 @@ def test_the_gpu_check_script_prints_each_true_latency_with_its_sweep(tmp_path, 
     assert line.split()[1:4] == ["3", "4", "4.020"]
     assert "4:ok:4 3:ok:3 2:wrong:2 1:error:-" in line and "audit: no problem" in out
     assert "1 are below ptxas's stall (by 1 to 1 cycles" in out
+
+
+def test_the_record_shows_the_patched_control_bits_at_the_latency_and_at_the_first_wrong_stall(work):
+    r = sp.sweep_variant(ChainGPU(_offsets(work), latency=3), work, PLAN)
+    p = r.params
+    assert [d["control"][:3] for d in p["sweep"]] == ["S04", "S03", "S02", "S01"]  # read back from each patched cubin
+    assert "FFMA R" in p["sass_at_hw"] and "[S03" in p["sass_at_hw"]
+    assert "[S02" in p["sass_at_first_wrong"]
+    right = sp.sweep_variant(ChainGPU(_offsets(work), latency=1), work, PLAN)
+    assert "[S01" in right.params["sass_at_hw"] and right.params["sass_at_first_wrong"] is None
+
+
+def test_a_scoreboarded_chain_gets_the_sweep_as_evidence_and_no_value():
+    sm90 = make_target("sm_90")
+    v = load_catalog().get("ex2.approx.ftz.f32")
+    (rec,) = autoverify_many([v], sm90, jobs=1)
+    w = VariantWork(v, rec, timing_families(v, rec, sm90, PLAN, 0, ()))
+    compile_work([w], sm90, jobs=1)
+    op = sp.single_sass(w)
+    assert op == "MUFU.EX2"
+    offs = {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, op)] for b in sp.latency_family(w).built}
+    r = sp.sweep_variant(ChainGPU(offs, latency=1), w, PLAN)
+    assert r.value is None and r.params["scoreboard"]
+    (flag,) = r.flags
+    assert flag.startswith("scoreboard: MUFU.EX2 sets write barrier") and "computed right" in flag
+    assert "cycles per instance" in flag and [d["correct"] for d in r.params["sweep"]] == [True] * len(r.params["sweep"])
