@@ -264,3 +264,15 @@ def test_a_scoreboarded_chain_gets_the_sweep_as_evidence_and_no_value():
     (flag,) = r.flags
     assert flag.startswith("scoreboard: MUFU.EX2 sets write barrier") and "computed right" in flag
     assert "cycles per instance" in flag and [d["correct"] for d in r.params["sweep"]] == [True] * len(r.params["sweep"])
+
+
+def test_the_study_kernels_are_named_as_the_stand_in_gpu_reads_them(work):
+    """..._<letter><chains>_n<length>: FakeDevice (the command line's fake GPUs) models them, so a
+    fake run records 'not timed' (no values move), not an error."""
+    from gpudissect.device.device import KERNEL_NAME
+
+    sm90 = make_target("sm_90")
+    for strat in (None, sp.EDGE_STRATEGY):
+        ks = sp.own_kernels(work, sm90, PLAN, 7, strat)
+        assert all(KERNEL_NAME.search(k.name) for k in ks), [k.name for k in ks]
+        assert len({k.name for k in ks}) == len(ks)

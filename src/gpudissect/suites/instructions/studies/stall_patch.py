@@ -91,7 +91,7 @@ def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int, strategy: 
     ``strategy`` (a companion: each instance followed by an XOR with a run-time value, which keeps
     a chain at a fixed point moving) at EDGE_LENGTHS."""
     strat = get_strategy(strategy or w.record.strategy or "reg")
-    lens, tag = (EDGE_LENGTHS, "e") if strategy else (OWN_LENGTHS, "hw")
+    lens, tag = (EDGE_LENGTHS, "e1") if strategy else (OWN_LENGTHS, "h1")
     return [generate(w.variant, strat, target, chains=1, length=n, reps=plan.reps, measure=MEASURE,
                      name=f"v{idx}_{tag}_n{n}") for n in lens]
 
