@@ -142,3 +142,137 @@ def test_a_fixed_point_chain_is_swept_again_on_the_edge_to_its_companion(work):
     r = sp.sweep_variant(dev, work, PLAN, kernels)
     assert r.value == 3.0 and "companion" in r.params["kernels"] and r.params["consumer"]
     assert r.params["lengths"] == list(sp.EDGE_LENGTHS)
+
+
+def test_a_variant_whose_core_kernels_failed_is_skipped_and_patched_cubins_are_dropped(work):
+    from dataclasses import replace
+
+    from gpudissect.store.db import Result
+
+    dev = ChainGPU(_offsets(work), latency=3)
+    r = sp.sweep_variant(dev, work, PLAN)
+    assert dev.forgotten == sum(len(r.params["lengths"]) for _d in r.params["sweep"])  # every patched cubin
+    hung = Result("fma.rn.f32", "latency", None, "cycles", "none",
+                  flags=["error: WorkerFailed: hung: no answer after 1 s (run v0_l1_n48); worker killed"])
+    failed = replace(work, results=[[hung]])
+    (rec,), _ = sp.STUDY.measure_variant(dev, failed, None, PLAN, None)
+    assert rec.value is None and rec.flags[0].startswith("skipped: a kernel of the variant failed the device worker")
+
+
+def test_a_device_fault_ends_the_sweep_and_is_recorded(work):
+    class Faulty(ChainGPU):
+        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+            ctl = dict(kernel_controls(cubin)[kernel])
+            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 3:
+                raise RuntimeError("CUDA error CUDA_ERROR_ILLEGAL_INSTRUCTION")
+            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+    r = sp.sweep_variant(Faulty(_offsets(work), latency=1), work, PLAN)
+    sw = r.params["sweep"]
+    assert [d["stall"] for d in sw] == [4, 3, 2] and "ILLEGAL_INSTRUCTION" in sw[-1]["error"]
+    assert r.value == 3.0 and any(f.startswith("error: at stall 2") for f in r.flags)
+    assert not any(f.startswith("correct-at-stall-1") for f in r.flags)
+
+
+def test_a_worker_failure_in_the_sweep_is_recorded_not_raised(work):
+    """A patched kernel that kills the worker (a fault, a hang) ends that sweep; the variant's
+    other results and the suite go on (the worker device restarts on its next call)."""
+    from gpudissect.device.worker import WorkerFailed
+
+    class Dies(ChainGPU):
+        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
+            ctl = dict(kernel_controls(cubin)[kernel])
+            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 4:
+                raise WorkerFailed("faulted: CUDA_ERROR_ILLEGAL_INSTRUCTION (run x); worker killed")
+            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
+
+    r = sp.sweep_variant(Dies(_offsets(work), latency=1), work, PLAN)
+    assert [d["stall"] for d in r.params["sweep"]] == [4, 3] and "WorkerFailed" in r.params["sweep"][-1]["error"]
+    assert r.value == 4.0 and any("WorkerFailed" in f for f in r.flags)
+
+
+def _hw_store(path):
+    from gpudissect.store.db import Result, Store
+
+    st = Store(path)
+    rid = st.start_run("instructions", FakeDevice().info, "ptxas x", "sm_90", {}, {}, "0")
+    sweep = [{"stall": 4, "correct": True, "cycles_per_instance": 4.0},
+             {"stall": 3, "correct": True, "cycles_per_instance": 3.0},
+             {"stall": 2, "correct": False, "cycles_per_instance": 2.0},
+             {"stall": 1, "error": "RuntimeError: CUDA_ERROR_ILLEGAL_INSTRUCTION"}]
+    st.save(rid, "fma.rn.f32", [
+        Result("fma.rn.f32", "latency", 4.02, "cycles", "slope", sass=["FFMA"]),
+        Result("fma.rn.f32", sp.MEASURE, 3.0, "cycles", sp.METHOD, sass=["FFMA R1, R1, R2, R3  [S04 ...]"],
+               params={"opcode": "FFMA", "ptxas_stall": 4, "latency_o3": 4.02, "sweep": sweep},
+               flags=["error: at stall 1: RuntimeError: CUDA_ERROR_ILLEGAL_INSTRUCTION"])])
+    st.finish_run(rid, {}, {})
+    return st
+
+
+def test_show_lists_the_true_latency_with_its_unit_label_and_sweep(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpudissect.cli import app
+
+    _hw_store(tmp_path / "hw.db").close()
+    res = CliRunner().invoke(app, ["show", "fma.rn.f32", "--db", str(tmp_path / "hw.db")], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    rows = {r[0]: r[1:] for r in ([c.strip() for c in line.split("│")[1:-1]] for line in res.output.splitlines()
+                                  if line.startswith("│"))}
+    assert rows["latency_hw"][:2] == ["3", "cycles"]
+    assert "latency_hw: true latency below ptxas" in res.output
+    assert "FFMA: ptxas stall 4, -O3 slope 4.02, sweep 4:4 3:3 2:2x 1:-!" in res.output
+
+
+def test_the_gpu_check_script_prints_each_true_latency_with_its_sweep(tmp_path, capsys):
+    """scripts/check_hP.py (run by scripts/check_hP.sh after the suite on a GPU) on a stored record."""
+    import runpy
+    from pathlib import Path
+
+    _hw_store(tmp_path / "hw.db").close()
+    script = Path(__file__).resolve().parents[1] / "scripts" / "check_hP.py"
+    main = runpy.run_path(str(script))["main"]
+    assert main(str(tmp_path / "hw.db")) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("fma.rn.f32"))
+    assert line.split()[1:4] == ["3", "4", "4.020"]
+    assert "4:ok:4 3:ok:3 2:wrong:2 1:error:-" in line and "audit: no problem" in out
+    assert "1 are below ptxas's stall (by 1 to 1 cycles" in out
+
+
+def test_the_record_shows_the_patched_control_bits_at_the_latency_and_at_the_first_wrong_stall(work):
+    r = sp.sweep_variant(ChainGPU(_offsets(work), latency=3), work, PLAN)
+    p = r.params
+    assert [d["control"][:3] for d in p["sweep"]] == ["S04", "S03", "S02", "S01"]  # read back from each patched cubin
+    assert "FFMA R" in p["sass_at_hw"] and "[S03" in p["sass_at_hw"]
+    assert "[S02" in p["sass_at_first_wrong"]
+    right = sp.sweep_variant(ChainGPU(_offsets(work), latency=1), work, PLAN)
+    assert "[S01" in right.params["sass_at_hw"] and right.params["sass_at_first_wrong"] is None
+
+
+def test_a_scoreboarded_chain_gets_the_sweep_as_evidence_and_no_value():
+    sm90 = make_target("sm_90")
+    v = load_catalog().get("ex2.approx.ftz.f32")
+    (rec,) = autoverify_many([v], sm90, jobs=1)
+    w = VariantWork(v, rec, timing_families(v, rec, sm90, PLAN, 0, ()))
+    compile_work([w], sm90, jobs=1)
+    op = sp.single_sass(w)
+    assert op == "MUFU.EX2"
+    offs = {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, op)] for b in sp.latency_family(w).built}
+    r = sp.sweep_variant(ChainGPU(offs, latency=1), w, PLAN)
+    assert r.value is None and r.params["scoreboard"]
+    (flag,) = r.flags
+    assert flag.startswith("scoreboard: MUFU.EX2 sets write barrier") and "computed right" in flag
+    assert "cycles per instance" in flag and [d["correct"] for d in r.params["sweep"]] == [True] * len(r.params["sweep"])
+
+
+def test_the_study_kernels_are_named_as_the_stand_in_gpu_reads_them(work):
+    """..._<letter><chains>_n<length>: FakeDevice (the command line's fake GPUs) models them, so a
+    fake run records 'not timed' (no values move), not an error."""
+    from gpudissect.device.device import KERNEL_NAME
+
+    sm90 = make_target("sm_90")
+    for strat in (None, sp.EDGE_STRATEGY):
+        ks = sp.own_kernels(work, sm90, PLAN, 7, strat)
+        assert all(KERNEL_NAME.search(k.name) for k in ks), [k.name for k in ks]
+        assert len({k.name for k in ks}) == len(ks)

@@ -152,3 +152,38 @@ def test_launch_series_and_run_many_are_forwarded_by_name():
         assert [len(r) for r in many] == [1, 2]
     finally:
         dev.close()
+
+
+def test_forget_drops_a_cubin_in_the_parent_and_in_the_worker(worker):
+    """A one-off (patched) cubin is dropped after use; the next run of it sends it again. A copy of
+    the same content dropped while the original lives keeps the worker's bytes."""
+    one = b"patched-cubin"
+    assert run_kernel_with(worker, one)
+    key = worker._key(one)
+    assert key in worker._sent
+    twin = bytes(bytearray(one))  # same content, another object
+    worker._key(twin)
+    worker.forget(twin)
+    assert key in worker._sent and id(twin) not in worker._keys  # the original still uses it
+    worker.forget(one)
+    assert key not in worker._sent and id(one) not in worker._keys
+    worker._sent.add(key)  # pretend it was still there: the worker has no bytes for it any more
+    worker._keys[id(one)] = (one, key)
+    with pytest.raises(KeyError):
+        run_kernel_with(worker, one)
+    worker._sent.discard(key)
+    assert run_kernel_with(worker, one)  # sent again
+    worker.forget(b"never run")  # nothing to do
+
+
+def run_kernel_with(dev, cubin: bytes):
+    return dev.run(cubin, "fine_l1_n8", [], 1, 2, grid=1, block=32)
+
+
+def test_the_fake_device_counts_forgotten_cubins():
+    from gpudissect.device.device import forget
+
+    dev = FakeDevice(model=lambda *a: 1.0)
+    forget(dev, b"x")
+    forget(object(), b"x")  # a stand-in without forget: nothing happens
+    assert dev.forgotten == 1

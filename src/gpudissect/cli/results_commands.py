@@ -15,6 +15,12 @@ from gpudissect.terminal import console, fail, open_store, outputs_ok, writing
 # the measures of show's table of variants, each in its own column: (measure, heading)
 SHOW_COLUMNS = (("latency", "latency"), ("issue_interval", "issue interval"),
                 ("throughput_peak", "peak throughput"))
+# what a measure is, said under show's table of one variant where the name alone does not say it
+MEASURE_LABELS = {
+    "latency_hw": "true latency below ptxas: the smallest stall count (patched in the cubin's control "
+                  "bits) at which the dependent chain, and every larger stall, still computes the "
+                  "unpatched kernel's values",
+}
 
 
 def show_answer(recs: list[dict]) -> str:
@@ -128,6 +134,31 @@ def _show_variant(name: str, recs: list[dict]) -> None:
     for m, rs in measures.items():
         t.add_row(m, show_answer(rs), _units(rs), _flags(rs))
     console.print(t)
+    for line in measure_notes(measures):
+        console.print(line, highlight=False, markup=False)
+
+
+def measure_notes(measures: dict[str, list[dict]]) -> list[str]:
+    """Lines under one variant's table: what a labelled measure is, and for the true latency its
+    evidence (ptxas's stall, the -O3 slope, the sweep: stall:cycles per instance, x = wrong
+    values, ! = the launch failed)."""
+    from gpudissect.report.present.fmt import fmt_sig
+
+    out = []
+    for m, label in MEASURE_LABELS.items():
+        if m not in measures:
+            continue
+        out.append(f"{m}: {label}")
+        for r in measures[m]:
+            p = r.get("params") or {}
+            sweep = " ".join(f"{d['stall']}:" + (fmt_sig(d["cycles_per_instance"])
+                                                  if d.get("cycles_per_instance") is not None else "-")
+                             + ("" if d.get("correct") else "x" if d.get("correct") is False else "!")
+                             for d in p.get("sweep") or [])
+            o3 = p.get("latency_o3")
+            out.append(f"  {p.get('opcode', '-')}: ptxas stall {p.get('ptxas_stall', '-')}, -O3 slope "
+                       f"{fmt_sig(o3) if o3 is not None else '-'}, sweep {sweep or '-'}")
+    return out
 
 
 def export_cmd(

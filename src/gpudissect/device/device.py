@@ -110,7 +110,21 @@ class Device(Protocol):
 
     def clocks(self) -> dict: ...
 
+    def forget(self, cubin: bytes) -> None:
+        """Drop the module loaded from ``cubin`` (this bytes object): a one-off cubin (a patched
+        copy, :mod:`gpudissect.kernel.patch`) must not stay loaded for the device's lifetime. A
+        later run of the same object loads it again; an unknown cubin is nothing to do."""
+        ...
+
     def close(self) -> None: ...
+
+
+def forget(dev, cubin: bytes) -> None:
+    """``dev.forget(cubin)`` where the device offers it (stand-in devices of tests may not):
+    drop a one-off cubin's module once its runs are done."""
+    f = getattr(dev, "forget", None)
+    if callable(f):
+        f(cubin)
 
 
 def nvml_clocks(index: int = 0) -> dict:
@@ -270,6 +284,19 @@ class CudaDevice:
         if name not in kernels:
             kernels[name] = mod.get_kernel(name)
         return kernels[name]
+
+    def forget(self, cubin: bytes) -> None:
+        """Drop the module of ``cubin`` (see :meth:`Device.forget`): the cache's references go
+        (the cubin, its ObjectCode, its kernels) and the module is closed where cuda-core offers
+        it (otherwise cuda-core unloads it when the ObjectCode is collected, where it does)."""
+        entry = self._modules.get(id(cubin))
+        if entry is None or entry[0] is not cubin:
+            return
+        del self._modules[id(cubin)]
+        self.stream.sync()  # nothing of it may still run
+        close = getattr(entry[1], "close", None)
+        if callable(close):
+            close()
 
     def _buf(self, slot: str, nbytes: int):
         """Reusable device buffers (grown on demand): allocation per launch costs more than
@@ -647,6 +674,7 @@ class FakeDevice:
         self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.calls = 0
+        self.forgotten = 0  # cubins dropped by forget()
         self.info = DeviceInfo(name="FakeGPU", uuid="GPU-fake", index=0, sm_count=sm_count,
                                compute_capability=compute_capability, driver="fake", platform=fake_platform())
 
@@ -703,6 +731,10 @@ class FakeDevice:
 
     def free_memory(self) -> int:
         return self.free_bytes
+
+    def forget(self, cubin: bytes) -> None:
+        """Nothing is loaded here; counted, so tests can see a caller drop its cubins."""
+        self.forgotten += 1
 
     def clocks(self) -> dict:
         return {"sm_mhz": 1000, "fake": True}

@@ -103,6 +103,11 @@ def _child(conn, factory: Callable[[], Any]) -> None:
                     shm.close()
                 shm = _attach(args[0])
                 res = None
+            elif method == "forget":  # the cubin's bytes and the device's module of them
+                data = cubins.pop(args[0], None)
+                res = None
+                if data is not None and callable(getattr(dev, "forget", None)):
+                    dev.forget(data)
             else:
                 if method in ("run", "run_many", "launch", "launch_series"):
                     key, data = args[0]
@@ -298,6 +303,21 @@ class WorkerDevice:
 
     def free_memory(self) -> int:
         return self._call("free_memory")
+
+    def forget(self, cubin: bytes) -> None:
+        """Drop ``cubin`` here (its hash) and in the worker (its bytes and module) unless another
+        live object of the same content uses them; a cubin this device never ran, or one a
+        restarted worker never received, is nothing to do."""
+        k = self._keys.get(id(cubin))
+        if k is None or k[0] is not cubin:
+            return
+        del self._keys[id(cubin)]
+        if any(h == k[1] for _c, h in self._keys.values()):
+            return  # another bytes object of the same content still runs from the worker's copy
+        if k[1] in self._sent:
+            self._sent.discard(k[1])
+            if self._proc is not None:
+                self._call("forget", k[1])
 
     def close(self) -> None:
         if self._proc is None:

@@ -59,7 +59,7 @@ from gpudissect.bench.contract import (
 )
 from gpudissect.catalog.model import load_catalog
 from gpudissect.device.args import Buf
-from gpudissect.device.device import Device
+from gpudissect.device.device import Device, forget
 from gpudissect.kernel.build import Built, build_module, take
 from gpudissect.kernel.patch import RZ, patch
 from gpudissect.kernel.ptx import Kernel, ptx_header
@@ -578,7 +578,10 @@ def _bank_cost(dev: Device, bs: list[Built], edit: dict, smem: int) -> float:
     for b in bs:
         offs = {i.offset: edit for i in b.region if i.opcode == "FFMA"}
         pb = replace(b, cubin=patch(b.cubin, b.name, offs))
-        rows = timed_launch(dev, pb, 1, 1, [Buf("wid", nbytes=8, read=True, zero=True)], smem)["times"]
+        try:
+            rows = timed_launch(dev, pb, 1, 1, [Buf("wid", nbytes=8, read=True, zero=True)], smem)["times"]
+        finally:  # a patched module is run once: not kept loaded
+            forget(dev, pb.cubin)
         spans.append((len(offs), float(np.median([rows[0, 2 * r + 1] - rows[0, 2 * r] for r in range(1, REPS)]))))
     (n0, c0), (n1, c1) = spans
     return (c1 - c0) / (n1 - n0)

@@ -29,11 +29,11 @@ import numpy as np
 from gpudissect.arch.target import Target
 from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_line, rep_cycles
-from gpudissect.device.device import Device
+from gpudissect.device.device import Device, forget
 from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.control import Control, attach, kernel_controls
+from gpudissect.kernel.control import Control, attach, decode_word, kernel_controls
 from gpudissect.kernel.parallel import pmap
-from gpudissect.kernel.patch import patch
+from gpudissect.kernel.patch import patch, read_word
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import find_region
 from gpudissect.kernel.sass import SassInstr, parse_sass
@@ -91,7 +91,7 @@ def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int, strategy: 
     ``strategy`` (a companion: each instance followed by an XOR with a run-time value, which keeps
     a chain at a fixed point moving) at EDGE_LENGTHS."""
     strat = get_strategy(strategy or w.record.strategy or "reg")
-    lens, tag = (EDGE_LENGTHS, "e") if strategy else (OWN_LENGTHS, "hw")
+    lens, tag = (EDGE_LENGTHS, "e1") if strategy else (OWN_LENGTHS, "h1")
     return [generate(w.variant, strat, target, chains=1, length=n, reps=plan.reps, measure=MEASURE,
                      name=f"v{idx}_{tag}_n{n}") for n in lens]
 
@@ -212,9 +212,7 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
         params["consumer"] = others
     try:
         ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
-    except Exception as e:
-        if type(e).__name__ == WORKER_FAILED:
-            raise
+    except Exception as e:  # a fault or hang too (the worker device restarts on the next call)
         return Result(value=None, params=params, flags=[f"error: the unpatched kernel: {type(e).__name__}: {e}"[:300]],
                       **base)
     # the chain's value must move with its length, or a stale read computes the same value
@@ -231,10 +229,13 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
             got = []
             for b, ch, rf in zip(bs, chains, ref, strict=True):
                 cub = patch(b.cubin, b.kernel.name, _edits(ch, s))
-                got.append([(_outputs(dev, b, cub, x, plan), r) for x, r in zip(inputs, rf, strict=True)])
-        except Exception as e:
-            if type(e).__name__ == WORKER_FAILED:
-                raise
+                # the patched chain's first instruction as the GPU reads it (the last kernel's)
+                entry["control"] = str(decode_word(*read_word(cub, b.kernel.name, ch[0][0].offset)))
+                try:
+                    got.append([(_outputs(dev, b, cub, x, plan), r) for x, r in zip(inputs, rf, strict=True)])
+                finally:  # a patched module is run once: not kept loaded
+                    forget(dev, cub)
+        except Exception as e:  # a fault (illegal instruction, ...) or hang ends the sweep, not the suite
             entry["error"] = f"{type(e).__name__}: {e}"[:200]
             sweep.append(entry)
             break
@@ -250,11 +251,19 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
     first_wrong = next((d["stall"] for d in sweep if d.get("correct") is False), None)
     params["first_wrong_stall"] = first_wrong
     sass = [f"{i.text.strip()}  [{c}]" for i, c in chains[-1][:1]]
+    text = chains[-1][0][0].text.strip()
+    for key, at in (("sass_at_hw", hw), ("sass_at_first_wrong", first_wrong)):
+        d = next((d for d in sweep if d["stall"] == at and "control" in d), None)
+        params[key] = f"{text}  [{d['control']}]" if d else None
     if scoreboard:
+        timed = [d for d in sweep if d.get("cycles_per_instance") is not None]
+        cycles = (f"; cycles per instance {timed[0]['cycles_per_instance']:g} at stall {timed[0]['stall']} -> "
+                  f"{timed[-1]['cycles_per_instance']:g} at stall {timed[-1]['stall']}" if timed else "")
         return Result(value=None, params=params, sass=sass,
                       flags=[f"scoreboard: {op} sets write barrier {scoreboard}: its consumer waits on the "
                              f"scoreboard, not on the stall (stalls down to {min(d['stall'] for d in sweep) if sweep else '-'} "
-                             f"computed {'right' if first_wrong is None else 'wrong from ' + str(first_wrong)})"], **base)
+                             f"computed {'right' if first_wrong is None else 'wrong from ' + str(first_wrong)}{cycles})"],
+                      **base)
     flags = []
     if hw is None and sweep and sweep[0].get("correct") is False:
         flags.append("error: ptxas's own stall computed other values than the unpatched kernel (not reproducible)")
