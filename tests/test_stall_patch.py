@@ -40,17 +40,20 @@ class ChainGPU(FakeDevice):
         self.offsets, self.latency, self.fixed_point = chain_offsets, latency, fixed_point
         self.period = 0  # the chain's values repeat with this period (0: never)
         self.moving: set[str] = set()  # kernels whose chain moves although fixed_point
+        self.floor = 0  # the hardware holds an instance at least this many cycles whatever the stall
+        self.moves_under = None  # or a test of the inputs under which the chain moves although fixed_point
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
         ctl = dict(kernel_controls(cubin)[kernel])
         offs = self.offsets[kernel]
         s = min(ctl[o].stall for o in offs[:-1])
         n = len(offs)
-        step = 0 if self.fixed_point and kernel not in self.moving else n % self.period if self.period else n
+        fixed = self.fixed_point and kernel not in self.moving and not (self.moves_under and self.moves_under(inputs))
+        step = 0 if fixed else n % self.period if self.period else n
         value = (hash((tuple(inputs), step)) & 0xFFFF_FFFF) + (s < self.latency)
         times = np.zeros((1, 2 * reps + 1), np.uint64)
         for r in range(reps):
-            times[0, 2 * r], times[0, 2 * r + 1] = 1000 * (r + 1), 1000 * (r + 1) + n * max(s, self.latency) + 40
+            times[0, 2 * r], times[0, 2 * r + 1] = 1000 * (r + 1), 1000 * (r + 1) + n * max(s, self.latency, self.floor) + 40
         return [LaunchResult(times, np.full(32 * n_sink, value, np.uint64), 1e-5) for _ in range(launches)]
 
 
@@ -63,7 +66,8 @@ def test_own_kernels_one_instance_apart_are_built_and_swept(work):
     kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
     own = kernels["own"]
     assert [b.kernel.length for b in own] == list(sp.OWN_LENGTHS)
-    assert [b.kernel.length for b in kernels["edge"]] == list(sp.EDGE_LENGTHS)
+    for strat in sp.EDGE_STRATEGIES:
+        assert [b.kernel.length for b in kernels[strat]] == list(sp.EDGE_LENGTHS)
     r = sp.sweep_variant(ChainGPU(_offsets(work, own), latency=3), work, PLAN, own)
     assert r.value == 3.0 and r.params["kernels"] == "own" and r.params["lengths"] == list(sp.OWN_LENGTHS)
     # a chain of period two (the same value at even lengths) still moves between 64 and 65
@@ -90,6 +94,18 @@ def test_correct_down_to_stall_1_is_flagged_and_a_fixed_point_gets_no_value(work
     assert r.value == 1.0 and r.flags[0].startswith("correct-at-stall-1")
     r = sp.sweep_variant(ChainGPU(_offsets(work), latency=3, fixed_point=True), work, PLAN)
     assert r.value is None and "does not change" in r.flags[0]
+
+
+def test_a_consumer_the_hardware_holds_back_is_flagged_and_never_called_a_one_cycle_latency(work):
+    dev = ChainGPU(_offsets(work), latency=2)
+    dev.floor = 5  # ptxas's stall is 4: at every stall the instance takes 5
+    r = sp.sweep_variant(dev, work, PLAN)
+    assert r.value == 2.0 and r.params["held_cycles"] == pytest.approx(5.0) and r.flags[0].startswith("held: at stall 2")
+    dev = ChainGPU(_offsets(work), latency=1)
+    dev.floor = 3  # right down to stall 1, but never faster than 3 cycles: no value, the bound said
+    r = sp.sweep_variant(dev, work, PLAN)
+    assert r.value is None and r.flags[0].startswith("not determined") and "at most that" in r.flags[0]
+    assert r.params["held_cycles"] == pytest.approx(3.0)
 
 
 def test_the_latency_is_the_smallest_stall_with_every_larger_one_right():
@@ -129,19 +145,40 @@ def test_the_timing_reference_shows_ptxas_the_slope_and_the_true_latency_side_by
                                 {"stall": 3, "correct": True, "cycles_per_instance": 3.0},
                                 {"stall": 2, "correct": False, "cycles_per_instance": 2.0}]}}
     lines = _hw_lines([rec])
-    assert "| `fma.rn.f32` | FFMA | 4 | 4 | 3 | 4:4 3:3 2:2x |  |" in lines
+    assert "| `fma.rn.f32` | FFMA | 4 | 4 | 3 | - | 4:4 3:3 2:2x |  |" in lines
+    rec["params"]["held_cycles"] = 9.0
+    assert "| `fma.rn.f32` | FFMA | 4 | 4 | 3 | 9 | 4:4 3:3 2:2x |  |" in _hw_lines([rec])
     assert _hw_lines([]) == []
 
 
 def test_a_fixed_point_chain_is_swept_again_on_the_edge_to_its_companion(work):
     kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
-    offs = {**_offsets(work, kernels["own"]), **_offsets(work, kernels["edge"])}
+    edge = kernels["companion-add-imm"]  # the second edge strategy: the first's chain stays put too
+    offs = {**_offsets(work, kernels["own"]), **_offsets(work, edge)}
+    for strat in sp.EDGE_STRATEGIES:
+        offs.update(_offsets(work, kernels[strat]))
     dev = ChainGPU(offs, latency=3)
-    dev.moving = {b.kernel.name for b in kernels["edge"]}  # only the companion's chain moves
+    dev.moving = {b.kernel.name for b in edge}  # only the ADD companion's chain moves
     dev.fixed_point = True
     r = sp.sweep_variant(dev, work, PLAN, kernels)
-    assert r.value == 3.0 and "companion" in r.params["kernels"] and r.params["consumer"]
+    assert r.value == 3.0 and "companion-add-imm" in r.params["kernels"] and r.params["consumer"]
     assert r.params["lengths"] == list(sp.EDGE_LENGTHS)
+
+
+def test_a_chain_fixed_under_its_own_inputs_is_swept_under_seeded_random_ones_that_move_it(work):
+    own = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]["own"]
+    sets = sp.input_sets(list(own[0].kernel.inputs))
+    assert sets == sp.input_sets(list(own[0].kernel.inputs))  # repeatable
+    assert len({tuple(x) for _n, x in sets}) == len(sets) == 2 + sp.MORE_INPUT_SETS
+    movers = {tuple(x) for _n, x in sets[5:7]}
+    dev = ChainGPU(_offsets(work, own), latency=3, fixed_point=True)
+    dev.moves_under = lambda inputs: tuple(inputs) in movers
+    r = sp.sweep_variant(dev, work, PLAN, own)
+    assert r.value == 3.0 and r.params["input_sets"] == [sets[5][0], sets[6][0]]
+    assert r.params["input_sets_tried"] == 7
+    dev.moves_under = lambda inputs: False  # nothing moves it: no value, and how many sets were tried
+    r = sp.sweep_variant(dev, work, PLAN, own)
+    assert r.value is None and f"under any of {len(sets)} input sets" in r.flags[0]
 
 
 def test_a_variant_whose_core_kernels_failed_is_skipped_and_patched_cubins_are_dropped(work):
@@ -272,7 +309,9 @@ def test_the_study_kernels_are_named_as_the_stand_in_gpu_reads_them(work):
     from gpudissect.device.device import KERNEL_NAME
 
     sm90 = make_target("sm_90")
-    for strat in (None, sp.EDGE_STRATEGY):
+    names = []
+    for strat in (None, *sp.EDGE_STRATEGIES):
         ks = sp.own_kernels(work, sm90, PLAN, 7, strat)
         assert all(KERNEL_NAME.search(k.name) for k in ks), [k.name for k in ks]
-        assert len({k.name for k in ks}) == len(ks)
+        names += [k.name for k in ks]
+    assert len(set(names)) == len(names)

@@ -21,6 +21,9 @@ class Strategy:
     # "companion": as reg, each instance followed by a non-foldable XOR with a run-time value
     operands: str = "reg"  # "reg": loaded at run time; "imm": PTX immediates (folds!)
     companion: str = "xor"  # the companion's operation (catalog/glue.toml [companion.<op>])
+    key: str = "loaded"  # the companion's other operand: "loaded" (one run-time value) or "instance"
+    # (an immediate of its own per instance: the chain's value moves even where the operation
+    # alone reaches a fixed point, e.g. shifts, min/max)
     opt: int = 3  # ptxas -O level
     description: str = ""
 

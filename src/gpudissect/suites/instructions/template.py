@@ -79,6 +79,15 @@ def companion_references() -> list[str]:
     return sorted({v for t in _glue_table()["companion_latency"].values() for v in t.values()})
 
 
+KEY_BITS = {"h": 16, "r": 32, "rd": 64}
+KEY_STEP = 0x9E3779B97F4A7C15  # odd: every instance of a chain its own key
+
+
+def instance_key(step: int, bits: int) -> str:
+    """The companion's immediate for instance ``step`` of a chain (strategy key "instance")."""
+    return f"{((step + 1) * KEY_STEP) & ((1 << bits) - 1):#x}U"
+
+
 def glue_ptx(src_cls: str, dst_cls: str) -> str | None:
     if src_cls == dst_cls:
         return None
@@ -239,7 +248,9 @@ def generate(
             raise GenerationError(f"{variant.name}: a companion would corrupt the address the chain follows")
         companion = companion_ptx(strategy.companion, chain_op.reg_class)
         kcls = chain_op.reg_class if chain_op.reg_class != "p" else "r"
-        comp_key = load(kcls, 0x5A5A5A5A5A5A5A5A & ((1 << {"h": 16, "r": 32, "rd": 64}[kcls]) - 1))
+        if strategy.key == "instance" and chain_op.reg_class == "p":
+            raise GenerationError(f"{variant.name}: a predicate companion takes no immediate")
+        comp_key = "" if strategy.key == "instance" else load(kcls, 0x5A5A5A5A5A5A5A5A & ((1 << KEY_BITS[kcls]) - 1))
         if chain_op.reg_class == "p":
             pk = regs.new("p")
             lines.append(f"  setp.ne.b32 {pk}, {comp_key}, 0;")
@@ -277,7 +288,7 @@ def generate(
             m[dest.name] = a
             out.append(pre + fill(template, m))
         if companion:
-            out.append("  " + fill(companion, {"o": a, "k": comp_key}))
+            out.append("  " + fill(companion, {"o": a, "k": comp_key or instance_key(step, KEY_BITS[chain_op.reg_class])}))
         return out
 
     body: list[str] = []

@@ -440,8 +440,10 @@ def _hw_lines(records: list[dict]) -> list[str]:
          "sets): the true latency is the smallest stall at which it, and every larger stall, still computes "
          "the same values. The sweep: stall:cycles per instance, `x` where the values were wrong, `!` where "
          "the launch failed. `A -> B`: a chain whose value stays put, swept with a companion B after each "
-         "instance: the latency of the edge from A to B.", "",
-         "| PTX | SASS | ptxas stall | -O3 slope | true latency | sweep | flags |", "|---|---|---:|---:|---:|---|---|"]
+         "instance: the latency of the edge from A to B. *Held*: the cycles an instance took at the true latency "
+         "beyond its other instructions' stalls, where above that stall (the hardware held the consumer).", "",
+         "| PTX | SASS | ptxas stall | -O3 slope | true latency | held | sweep | flags |",
+         "|---|---|---:|---:|---:|---:|---|---|"]
     for r in hw:
         p = r.get("params") or {}
         sweep = " ".join(f"{d['stall']}:{fmt_num(d.get('cycles_per_instance'), 3)}"
@@ -449,7 +451,8 @@ def _hw_lines(records: list[dict]) -> list[str]:
                          for d in p.get("sweep") or [])
         sass = p.get("opcode", "-") + (f" -> {', '.join(p['consumer'])}" if p.get("consumer") else "")
         L.append(f"| `{r['variant']}` | {sass} | {fmt_num(p.get('ptxas_stall'), 3)} | "
-                 f"{fmt_num(p.get('latency_o3'), 3)} | {fmt_num(r.get('value'), 3)} | {sweep or '-'} | "
+                 f"{fmt_num(p.get('latency_o3'), 3)} | {fmt_num(r.get('value'), 3)} | {fmt_num(p.get('held_cycles'), 3)} | "
+                 f"{sweep or '-'} | "
                  f"{', '.join(f.split(':')[0] for f in r.get('flags') or [])} |")
     return L + [""]
 

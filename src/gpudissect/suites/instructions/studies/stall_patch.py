@@ -47,14 +47,21 @@ MEASURE = "latency_hw"
 # the study's own one-chain kernels: two lengths one instance apart (a chain whose value repeats
 # with an even period still differs between them) and one twice as long (the slope's span)
 OWN_LENGTHS = (64, 65, 128)
-# a chain that stays at a fixed point is swept again with a companion after each instance: the
-# latency of the edge from the instruction to its companion (an XOR), at two lengths
-EDGE_STRATEGY = "companion"
+# a chain that stays at a fixed point is swept again with a companion after each instance, an XOR
+# (else an ADD: a logic operation fuses an XOR into its LOP3) with an immediate of its own per
+# instance, which keeps any chain moving: the latency of the edge from the instruction to its
+# companion, at two lengths; the strategies in order, with their kernels' name tags
+EDGE_STRATEGIES = {"companion-imm": "e1", "companion-add-imm": "a1"}
 EDGE_LENGTHS = (64, 65)
 PER_MODULE = 16  # variants whose kernels compile as one module
 INPUT_XOR = 0x2545  # the second input set: low bits of every operand slot flipped (values, not addresses)
+# where the chain's value does not move under those two, further sets are tried (seeded, so a run
+# is repeatable): every slot's low 16 bits flipped by a random mask, or random bits throughout
+MORE_INPUT_SETS = 12
+INPUT_SEED = 35
 WRONG_TO_STOP = 2  # the sweep stops after this many wrong stalls in a row
 LAUNCHES = 1
+HELD = 0.5  # cycles per instance above the stall (and the rest of the instance): the hardware held it
 METHOD = ("smallest stall (control bits patched in the cubin) at which the dependent chain still computes "
           "the unpatched kernel's values, every larger stall verified too (two lengths x two input sets, "
           "32 lanes)")
@@ -88,10 +95,10 @@ def latency_family(w: VariantWork):
 
 def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int, strategy: str | None = None) -> list[Kernel]:
     """The study's kernels of ``w``: its verified chain (strategy and all) at OWN_LENGTHS; with
-    ``strategy`` (a companion: each instance followed by an XOR with a run-time value, which keeps
-    a chain at a fixed point moving) at EDGE_LENGTHS."""
+    ``strategy`` (one of EDGE_STRATEGIES: each instance followed by a companion that keeps a chain
+    at a fixed point moving) at EDGE_LENGTHS."""
     strat = get_strategy(strategy or w.record.strategy or "reg")
-    lens, tag = (EDGE_LENGTHS, "e1") if strategy else (OWN_LENGTHS, "h1")
+    lens, tag = (EDGE_LENGTHS, EDGE_STRATEGIES[strategy]) if strategy else (OWN_LENGTHS, "h1")
     return [generate(w.variant, strat, target, chains=1, length=n, reps=plan.reps, measure=MEASURE,
                      name=f"v{idx}_{tag}_n{n}") for n in lens]
 
@@ -120,14 +127,14 @@ def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[s
 
 def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, dict]:
     """Every single-SASS verified variant's own kernels, built: variant -> {"own": kernels or
-    why not, "edge": the companion's kernels or why not}."""
+    why not, and per edge strategy (EDGE_STRATEGIES) its kernels or why not}."""
     out: dict[str, dict] = {}
     items = []
     for i, w in enumerate(works):
         if not (w.record.verified and single_sass(w)):
             continue
         out[w.variant.name] = {}
-        for key, strat in (("own", None), ("edge", EDGE_STRATEGY)):
+        for key, strat in (("own", None), *((e, e) for e in EDGE_STRATEGIES)):
             try:
                 ks = own_kernels(w, target, plan, i, strat)
             except GenerationError as e:
@@ -161,6 +168,20 @@ def _outputs(dev: Device, b: Built, cubin: bytes, inputs: list[int], plan: Plan)
     return np.asarray(res[0].out).copy(), float(np.median(cyc))
 
 
+def input_sets(inputs: list[int], more: int = MORE_INPUT_SETS) -> list[tuple[str, list[int]]]:
+    """The candidate input sets of a kernel whose operand slots hold ``inputs``: named, the
+    kernel's own first, then the low bits flipped, then ``more`` seeded random ones."""
+    rng = np.random.default_rng(INPUT_SEED)
+    out = [("as generated", list(inputs)), (f"xor {INPUT_XOR:#x}", [x ^ INPUT_XOR for x in inputs])]
+    for k in range(more):
+        if k % 2 == 0:
+            out.append((f"random low bits #{k}", [x ^ int(m) for x, m in zip(inputs, rng.integers(1, 1 << 16, len(inputs)),
+                                                                              strict=True)]))
+        else:
+            out.append((f"random #{k}", [int(m) for m in rng.integers(0, 1 << 63, len(inputs))]))
+    return out
+
+
 def _edits(chain: list[tuple[SassInstr, Control]], s: int) -> dict[int, dict[str, Any]]:
     return {i.offset: {"stall": s} for i, c in chain if c.stall > s}
 
@@ -170,9 +191,10 @@ FIXED = "not timed: the chain's value does not change"
 
 def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Built] | str | None = None) -> Result | None:
     """The stall sweep of ``w`` on its own kernels (``own``: {"own": kernels at OWN_LENGTHS or why
-    not, "edge": the companion's}), else on the two longest of its latency family; where the
-    chain's value does not move, on the companion's kernels: the edge to the companion (None
-    where the study does not apply: not one SASS per instance, no kernels)."""
+    not, and per edge strategy its kernels}), else on the two longest of its latency family; where
+    the chain's value does not move, on each edge strategy's kernels in turn until one gives a
+    value: the edge to the companion (None where the study does not apply: not one SASS per
+    instance, no kernels)."""
     kernels = own if isinstance(own, dict) else {"own": own}
     op = single_sass(w)
     fam = latency_family(w)
@@ -182,11 +204,14 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Buil
     bs = list(mine) if isinstance(mine, list) else sorted(fam.built, key=lambda b: b.kernel.length)[-2:]  # type: ignore[union-attr]
     why = "own" if isinstance(mine, list) else f"the latency family's ({mine or 'no kernels of its own'})"
     r = _sweep(dev, w, plan, op, bs, why)
-    edge = kernels.get("edge")
-    if r.value is None and any(f.startswith(FIXED) for f in r.flags) and isinstance(edge, list):
-        e = _sweep(dev, w, plan, op, list(edge), f"the {EDGE_STRATEGY} strategy's: the edge to the companion")
-        if e.value is not None:
-            return e
+    if r.value is None and any(f.startswith(FIXED) for f in r.flags):
+        for strat in EDGE_STRATEGIES:
+            edge = kernels.get(strat)
+            if not isinstance(edge, list):
+                continue
+            e = _sweep(dev, w, plan, op, list(edge), f"the {strat} strategy's: the edge to the companion")
+            if e.value is not None:
+                return e
     return r
 
 
@@ -202,25 +227,36 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
     ptxas = stalls.most_common(1)[0][0] if stalls else None
     scoreboard = sorted({c.write_barrier for ch in chains for _i, c in ch if c.write_barrier is not None})
     o3 = next((r.value for rs in w.results for r in rs if r.measure == "latency" and r.value is not None), None)
-    inputs = [list(bs[0].kernel.inputs), [x ^ INPUT_XOR for x in bs[0].kernel.inputs]]
     lengths = [b.kernel.length for b in bs]
     params: dict[str, Any] = {"opcode": op, "ptxas_stall": ptxas, "latency_o3": o3, "lengths": lengths,
-                              "input_sets": len(inputs), "launches": LAUNCHES, "scoreboard": scoreboard,
-                              "kernels": kernels}
+                              "launches": LAUNCHES, "scoreboard": scoreboard, "kernels": kernels}
     others = sorted({i.full for b in bs for i in chain_region(b) if i.full != op} - {"R2UR"})
     if others:
         params["consumer"] = others
+    # the input sets under which the chain's value moves with its length (a stale read computes
+    # the same value where it does not): the first two of the candidates
+    inputs: list[list[int]] = []
+    ref: list[list[tuple[np.ndarray, float]]] = [[] for _b in bs]
+    tried = []
     try:
-        ref = [[_outputs(dev, b, b.cubin, x, plan) for x in inputs] for b in bs]
+        for name, x in input_sets(list(bs[0].kernel.inputs)):
+            outs = [_outputs(dev, b, b.cubin, x, plan) for b in bs]
+            tried.append(name)
+            if any(not np.array_equal(outs[a][0], outs[c][0]) for a in range(len(bs)) for c in range(a + 1, len(bs))):
+                inputs.append(x)
+                params.setdefault("input_sets", []).append(name)
+                for k, o in enumerate(outs):
+                    ref[k].append(o)
+                if len(inputs) == 2:
+                    break
     except Exception as e:  # a fault or hang too (the worker device restarts on the next call)
         return Result(value=None, params=params, flags=[f"error: the unpatched kernel: {type(e).__name__}: {e}"[:300]],
                       **base)
-    # the chain's value must move with its length, or a stale read computes the same value
-    moves = any(not np.array_equal(ref[a][k][0], ref[b][k][0])
-                for k in range(len(inputs)) for a in range(len(bs)) for b in range(a + 1, len(bs)))
-    if not moves:
-        return Result(value=None, params=params, flags=[f"{FIXED} from one length to the next: a wrong schedule "
-                                                        "cannot be seen"], **base)
+    params["input_sets_tried"] = len(tried)
+    if not inputs:
+        return Result(value=None, params=params, flags=[f"{FIXED} from one length to the next under any of "
+                                                        f"{len(tried)} input sets: a wrong schedule cannot be seen"],
+                      **base)
     sweep: list[dict] = []
     wrong = 0
     for s in range(int(ptxas or 0), 0, -1):
@@ -265,11 +301,28 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
                              f"computed {'right' if first_wrong is None else 'wrong from ' + str(first_wrong)}{cycles})"],
                       **base)
     flags = []
+    # the cycles an instance takes at the latency, less what the rest of the instance (a companion)
+    # waits by its own stalls: above the stall, the hardware held the consumer back
+    last = bs[-1]
+    rest = sum(c.stall for i, c in attach(chain_region(last), kernel_controls(last.cubin)[last.kernel.name])
+               if i.full not in (op, "R2UR")) / last.kernel.length if others else 0.0
+    at = next((d for d in sweep if d["stall"] == hw), None)
+    held = (round(at["cycles_per_instance"] - rest, 3) if at and at.get("cycles_per_instance") is not None
+            and at["cycles_per_instance"] - rest > hw + HELD else None)  # type: ignore[operator]
+    params["cycles_at_hw"] = at.get("cycles_per_instance") if at else None
+    params["held_cycles"] = held
     if hw is None and sweep and sweep[0].get("correct") is False:
         flags.append("error: ptxas's own stall computed other values than the unpatched kernel (not reproducible)")
+    elif hw is not None and first_wrong is None and hw == 1 and held is not None:
+        flags.append(f"not determined: every stall down to 1 computed the right values while the hardware held the "
+                     f"consumer {held:g} cycles: the latency is at most that")
+        hw = None
     elif hw is not None and first_wrong is None and hw == 1:
         flags.append("correct-at-stall-1: every stall down to 1 computed the right values (the pipeline's "
                      "latency is not above one issue)")
+    elif held is not None:
+        flags.append(f"held: at stall {hw} the hardware held the consumer {held:g} cycles (an instance's cycles less "
+                     "its other instructions' stalls): the stall needed is below the time the result takes")
     if any("error" in d for d in sweep):
         flags.append(f"error: at stall {sweep[-1]['stall']}: {sweep[-1]['error']}")
     return Result(value=float(hw) if hw is not None else None, params=params, sass=sass, flags=flags, **base)
