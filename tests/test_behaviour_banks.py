@@ -24,6 +24,9 @@ def test_free_registers_avoid_the_writes_and_sample_every_residue():
     assert an.free_registers(dests, 32, 2) == [0, 1, 2, 4, 10, 17, 19, 27]
     assert an.free_registers(dests, 32) == [0, 1, 2, 4, 10, 12, 14, 17, 19, 25, 27, 31]
     assert an.free_registers(set(range(30)), 32) == []  # every residue lacks registers
+    # within R0..R29 residue 3 keeps two (19, 27): enough, the others three
+    assert an.free_registers(dests, 30) == [0, 1, 2, 4, 10, 12, 14, 17, 19, 25, 27]
+    assert an.free_registers(dests | {27}, 30) == []
     assert an.free_registers(set(), 8, 2, 4) == list(range(8))
 
 
@@ -71,3 +74,22 @@ def test_the_probe_recovers_planted_banks_and_the_reuse_saving(tmp_path):
     s = store.get_meta(f"summary:{rid}")
     assert s["banks"]["rule"] == "bank = register index mod 4"
     assert any(c.startswith("register banks (FFMA sources patched") for c in s["conclusions"])
+
+
+def test_patched_sources_stay_within_the_registers_the_kernel_names(tmp_path):
+    """cuobjdump's count is the allocation: reading R31 of a 32-register kernel that never named it
+    faulted on an H200 (illegal instruction); the run of registers stays within what the SASS names."""
+    from gpudissect.kernel.build import build_module
+    from gpudissect.kernel.ptx import ptx_header
+    from gpudissect.suites.behaviour import suite as bs
+    from gpudissect.suites.behaviour.kernels import order_kernel
+
+    t = make_target("sm_90")
+    ks = [order_kernel(ptx_header(t.ptx_isa, t.arch), bs.BANK_CHAINS, n, registers=True) for n in bs.BANK_LENGTHS]
+    built = build_module(ks, t.arch, 3)
+    named = min(bs.highest_register(built[k.name]) for k in ks)
+    assert named < min(built[k.name].regs for k in ks) - 1  # the case that faulted: allocation above the named
+    store = Store(tmp_path / "b.db")
+    rid = run(get_suite("behaviour"), Context(BankGPU(sm_count=4), store, t), ["banks:ffma"], resume=True).run_id
+    r = next(x for x in store.results(rid) if x["variant"] == "banks:ffma")
+    assert max(r["params"]["registers"]) <= named

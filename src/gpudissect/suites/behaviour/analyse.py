@@ -487,14 +487,14 @@ def _level(pts: list[tuple[int, float]], nxt: int | None) -> dict:
 BANK_EXTRA = 0.5  # cycles per instruction above the cheapest pair: the two sources conflict
 
 
-def free_registers(dests: set[int], regs: int, per_class: int = 3, classes: int = 4) -> list[int]:
+def free_registers(dests: set[int], regs: int, per_class: int = 3, classes: int = 4, least: int = 2) -> list[int]:
     """Register indices below ``regs`` that no instruction of the regions writes (sources a patch
     may point at without creating a dependence): the lowest ``per_class`` of each residue modulo
     ``classes`` (a sample that puts several registers in every candidate bank; the banks
-    themselves are what the costs show); [] when some residue has too few."""
+    themselves are what the costs show); [] when some residue has fewer than ``least``."""
     free = [r for r in range(regs) if r not in dests]
     picks = [[r for r in free if r % classes == m][:per_class] for m in range(classes)]
-    return sorted(r for p in picks for r in p) if all(len(p) == per_class for p in picks) else []
+    return sorted(r for p in picks for r in p) if all(len(p) >= min(least, per_class) for p in picks) else []
 
 
 def bank_groups(cost: dict[tuple[int, int], float], extra: float = BANK_EXTRA) -> dict:

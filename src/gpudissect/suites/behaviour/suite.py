@@ -40,6 +40,7 @@ numbers behind them (``summary.summarize``): ``store.get_meta(f"summary:{run_id}
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -587,16 +588,26 @@ def _bank_cost(dev: Device, bs: list[Built], edit: dict, smem: int) -> float:
     return (c1 - c0) / (n1 - n0)
 
 
+REGISTER = re.compile(r"\bR(\d+)\b")
+
+
+def highest_register(b: Built) -> int:
+    """The highest register index ``b``'s SASS names: a patched source stays within it (on an
+    H200 a kernel of 32 registers faulted with an illegal instruction reading R31, which it never
+    named; cuobjdump's count is the allocation, not what the kernel may read)."""
+    return max((int(m) for m in REGISTER.findall(b.sass)), default=0)
+
+
 def run_banks(dev: Device, p: Probe, bs: list[Built], smem: int, flags: list[str]) -> Result:
     """Register banks (``banks:ffma``): the FFMAs' sources pointed at registers that nothing in
-    the regions writes (analyse.free_registers); every ordered pair (a, b) with c = RZ
+    the regions writes (analyse.free_registers) among those its SASS names; every ordered pair (a, b) with c = RZ
     and no reuse gives the conflicts (analyse.bank_groups); triples (the run's first register, b,
     c) the cost of three sources; the reuse flag on each slot of a three-in-one-bank triple what
     the reuse cache saves. The values computed are not the point (sources are rewritten): one
     warp, cycles only."""
     dests = {int(t[1:]) for b in bs for i in b.region if i.opcode == "FFMA"
              for t in i.operands[:1] if t[1:].isdigit()}
-    run = an.free_registers(dests, min(b.regs for b in bs))
+    run = an.free_registers(dests, min(highest_register(b) + 1 for b in bs))
     if not run:
         return Result(p.name, "banks", None, "banks", "-", params=p.params,
                       flags=[*flags, f"not timed: too few registers free of the regions' writes ({sorted(dests)})"],
