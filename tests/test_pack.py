@@ -69,3 +69,24 @@ def test_packing_a_missing_store_creates_nothing(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such results database"):
         pack(tmp_path / "none.db", tmp_path / "none.db.xz")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_large_store_packed_on_threads_reads_back_the_same(tmp_path, monkeypatch):
+    import gpudissect.store.pack as pk
+
+    if pk.shutil.which("xz") is None:
+        pytest.skip("no xz tool here")
+    db = tmp_path / "r.db"
+    run = _store(db)
+    monkeypatch.setattr(pk, "BLOCK", 4096)  # the small store spans many blocks
+    calls = []
+    real = pk.subprocess.run
+    monkeypatch.setattr(pk.subprocess, "run", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    pack(db, tmp_path / "t.db.xz", threads=4)
+    assert calls and "-T4" in calls[0]
+    st = open_store(tmp_path / "t.db.xz")
+    try:
+        assert sorted(r["variant"] for r in st.results(run)) == sorted(f"v{i}" for i in range(40))
+        assert st.kernel_text("h7").startswith(".entry k7()")
+    finally:
+        st.close()
