@@ -31,12 +31,13 @@ def test_the_table_follows_the_data(tmp_path):
     folder = tmp_path / "h200"
     folder.mkdir()
     (folder / "sync.json").write_text(json.dumps(doc))
-    (folder / "run.log.gz").write_bytes(gzip.compress(b"sync: wall 12.34 s\n"))
+    # a suite cut at one call's limit and resumed in the next: its two walls add up
+    (folder / "run.log.gz").write_bytes(gzip.compress(b"sync: wall 12.34 s\nmemory: wall 3.5 s\nsync: wall 1 s\n"))
     row = set_row(folder)
     assert row["uuid"] == "`00000000-test-uuid`"
     assert row["kernel"].startswith("1234")
     assert row["platform"] == "ECC off, 500 W, bare metal"
-    assert row["walls"] == {"sync": 12.34}
+    assert row["walls"] == {"sync": 13.34, "memory": 3.5}
     assert row["tests"] == "not run with this set"
     shutil.copy(ROOT / "data" / "h100" / "gpu-pytest.log", folder / "gpu-pytest.log")
     assert "passed" in set_row(folder)["tests"]

@@ -83,7 +83,9 @@ def set_row(folder: Path) -> dict:
     started = [p["started"] for p in provs if p.get("started")]
     nvml, kernel = _clocks(docs)
     log = _log(folder / "run.log.gz")
-    walls = {m["what"].strip(): float(m["s"]) for m in WALL.finditer(log)}
+    walls: dict[str, float] = {}
+    for m in WALL.finditer(log):  # a suite cut at a call's limit and resumed in the next: the sum
+        walls[m["what"].strip()] = walls.get(m["what"].strip(), 0.0) + float(m["s"])
     tests = ""
     for f in (folder / "gpu-pytest.log", folder / "run.log.gz"):
         found = PYTEST.findall(_log(f)) if f.exists() else []
