@@ -315,3 +315,27 @@ def test_the_study_kernels_are_named_as_the_stand_in_gpu_reads_them(work):
         assert all(KERNEL_NAME.search(k.name) for k in ks), [k.name for k in ks]
         names += [k.name for k in ks]
     assert len(set(names)) == len(names)
+
+
+def test_a_chain_no_edge_moves_says_why_each_edge_gave_no_value(work):
+    kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    offs = _offsets(work, kernels["own"])
+    for strat in sp.EDGE_STRATEGIES:
+        offs.update(_offsets(work, kernels[strat]))
+    dev = ChainGPU(offs, latency=3, fixed_point=True)  # nothing moves, edges neither
+    r = sp.sweep_variant(dev, work, PLAN, {**kernels, "companion-add-imm": "ptxas failed on the kernels"})
+    assert r.value is None and r.params["kernels"] == "own"
+    tried = r.params["edges_tried"]
+    assert list(tried) == list(sp.EDGE_STRATEGIES)
+    assert tried["companion-imm"].startswith(sp.FIXED) and tried["companion-add-imm"] == "ptxas failed on the kernels"
+
+
+def test_edge_latencies_are_grouped_by_consumer_where_the_producer_matters():
+    def rec(op, cons, v):
+        return {"measure": sp.MEASURE, "value": v, "params": {"opcode": op, "consumer": [cons], "ptxas_stall": v}}
+
+    lines = sp.conclusions([rec("FADD", "LOP3.LUT", 5.0), rec("FFMA", "LOP3.LUT", 5.0), rec("SHF.L.U32", "LOP3.LUT", 4.0),
+                            rec("PRMT", "IADD3", 4.0)])
+    assert lines[1] == "edges into LOP3.LUT (the stall patched on the producer): 4 cycles from SHF.L.U32; 5 cycles " \
+                       "from FADD, FFMA."
+    assert len(lines) == 2  # one producer into IADD3: nothing to compare

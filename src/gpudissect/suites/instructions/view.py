@@ -436,8 +436,8 @@ def _hw_lines(records: list[dict]) -> list[str]:
         return []
     L = ["### Below ptxas: the pipeline's latency with the stall patched", "",
          "Each single-SASS chain run again with ptxas's stall count lowered in the cubin's control bits, "
-         "one cycle at a time, its output checked against the unpatched kernel's (two lengths, two input "
-         "sets): the true latency is the smallest stall at which it, and every larger stall, still computes "
+         "one cycle at a time, its output checked against the unpatched kernel's (two lengths, the first two "
+         "input sets under which the chain's value moves with its length): the true latency is the smallest stall at which it, and every larger stall, still computes "
          "the same values. The sweep: stall:cycles per instance, `x` where the values were wrong, `!` where "
          "the launch failed. `A -> B`: a chain whose value stays put, swept with a companion B after each "
          "instance: the latency of the edge from A to B. *Held*: the cycles an instance took at the true latency "

@@ -205,13 +205,18 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Buil
     why = "own" if isinstance(mine, list) else f"the latency family's ({mine or 'no kernels of its own'})"
     r = _sweep(dev, w, plan, op, bs, why)
     if r.value is None and any(f.startswith(FIXED) for f in r.flags):
+        tried: dict[str, str] = {}  # per edge strategy: why it gave no value
         for strat in EDGE_STRATEGIES:
             edge = kernels.get(strat)
             if not isinstance(edge, list):
+                tried[strat] = str(edge or "no kernels")[:200]
                 continue
             e = _sweep(dev, w, plan, op, list(edge), f"the {strat} strategy's: the edge to the companion")
-            if e.value is not None:
+            if e.value is not None or (e.params or {}).get("scoreboard"):  # a value, or the scoreboard's evidence
+                e.params = {**(e.params or {}), "edges_tried": tried}
                 return e
+            tried[strat] = (e.flags or ["no value"])[0][:200]
+        r.params = {**(r.params or {}), "edges_tried": tried}
     return r
 
 
@@ -341,7 +346,24 @@ def conclusions(records: list[dict]) -> list[str]:
             f"until the chain computes other values); {len(below)} are below ptxas's stall")
     if gaps:
         line += f" (by {min(gaps):g} to {max(gaps):g} cycles, median {statistics.median(gaps):g})"
-    return [line + f"; {sb} wait on a scoreboard (variable latency)."]
+    return [line + f"; {sb} wait on a scoreboard (variable latency).", *edge_lines(got)]
+
+
+def edge_lines(got: list[dict]) -> list[str]:
+    """Per consumer that a companion put after the instruction (one SASS): the true latency of
+    the edge from each producer, grouped by value (forwarding within a pipe and between pipes)."""
+    by: dict[str, dict[float, set[str]]] = {}
+    for r in got:
+        p = r.get("params") or {}
+        cons = p.get("consumer") or []
+        if len(cons) == 1 and p.get("opcode"):
+            by.setdefault(cons[0], {}).setdefault(r["value"], set()).add(p["opcode"])
+    out = []
+    for cons, vals in sorted(by.items()):
+        if len(vals) > 1:  # the edge's latency depends on the producer
+            out.append(f"edges into {cons} (the stall patched on the producer): " + "; ".join(
+                f"{v:g} cycles from {', '.join(sorted(ops))}" for v, ops in sorted(vals.items())) + ".")
+    return out
 
 
 class StallPatch(VariantStudy):
