@@ -5,9 +5,12 @@ plan, memory instructions from the measured hierarchy when ``where`` says where 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
+from gpudissect.arch.target import arch_table
 from gpudissect.kernel.control import Control
+from gpudissect.predict.banks import bank_extras
 from gpudissect.predict.bounds import Prediction, predict
 from gpudissect.predict.memory import MemoryPlan, Where, merged_plan
 from gpudissect.predict.sched import Issued, region_cycles
@@ -49,4 +52,17 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
     its data is (None: the tables' own latencies, the nearest level's)."""
     memory = where.plan(body, tables, warps) if where is not None else None
     tensor = plan_of(list(body), tables.tensor, tables.schedulers)
-    return LoopModel(predict(name, body, tables, warps, memory=memory), merged_plan(tensor, memory), memory, tensor)
+    plan = merged_plan(tensor, memory)
+    if tables.banks is not None and bank_opcodes(tables.arch):
+        extra = bank_extras(list(body), tables.banks, bank_opcodes(tables.arch))
+        if extra:
+            plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
+            plan.operand_cycles.update(extra)
+    return LoopModel(predict(name, body, tables, warps, memory=memory), plan, memory, tensor)
+
+
+def bank_opcodes(arch: str) -> tuple[str, ...]:
+    """The opcodes the register-bank rule is applied to (``predict.toml`` ``[banks] opcodes``;
+    none where its ``apply`` is false: the validation decides)."""
+    banks = arch_table(arch, "predict").get("banks", {})
+    return tuple(banks.get("opcodes", ())) if banks.get("apply") else ()

@@ -211,6 +211,9 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         else:
             nxt[pick] = cycle + (_taken(0, branch) if last else 1)
             done[pick][(it[pick], j)] = result(j, cycle, start)
+        hold = plan.operand_cycles.get(j, 0.0)  # a bank conflict: the scheduler reads on
+        if hold:
+            nxt[pick] = max(nxt[pick], cycle + 1 + hold)
         cur = pick
         if j + 1 == n:
             pos[pick] = 0

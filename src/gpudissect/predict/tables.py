@@ -21,6 +21,7 @@ from gpudissect.arch.limits import BRANCHES, Limits, LimitsError, load_limits, p
 from gpudissect.arch.target import arch_table
 from gpudissect.kernel.sass import NO_DEST
 from gpudissect.predict import PredictError
+from gpudissect.predict.banks import BankRule, bank_rule
 from gpudissect.predict.tensor_model import tensor_timings
 from gpudissect.report.read.results import UNTRUSTED
 
@@ -51,6 +52,7 @@ class Tables:
     rate: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     memory: dict[str, tuple[float, str]] = field(default_factory=dict)  # base opcode -> (latency, what)
     tensor: dict = field(default_factory=dict)  # (SASS, A source) -> tensor.TensorTiming
+    banks: BankRule | None = None  # the register-bank rule the behaviour suite measured (banks.py)
 
     @property
     def schedulers(self) -> int:
@@ -174,6 +176,7 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
     _prefer_own_instruction(t.latency)
     _prefer_own_instruction(t.rate)
     t.tensor = tensor_timings(rs.records("tensor"), trusted)
+    t.banks = bank_rule(rs.records("behaviour"))
     mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
            and r.get("value") is not None}
     for op, spec in memory_map.items():

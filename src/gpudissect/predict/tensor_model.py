@@ -132,6 +132,8 @@ class TensorPlan:
     depbar: dict[int, int] = field(default_factory=dict)  # index -> groups allowed outstanding
     missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # opcode -> what the tables lack
     unit_name: dict[int, str] = field(default_factory=dict)  # a unit other than the tensor core's (memory)
+    # cycles an instruction holds its scheduler beyond its issue slot (register-bank conflicts: banks.py)
+    operand_cycles: dict[int, float] = field(default_factory=dict)
 
     @property
     def wgmma(self) -> bool:
