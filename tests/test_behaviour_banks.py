@@ -93,3 +93,18 @@ def test_patched_sources_stay_within_the_registers_the_kernel_names(tmp_path):
     rid = run(get_suite("behaviour"), Context(BankGPU(sm_count=4), store, t), ["banks:ffma"], resume=True).run_id
     r = next(x for x in store.results(rid) if x["variant"] == "banks:ffma")
     assert max(r["params"]["registers"]) <= named
+
+
+def test_the_timing_reference_tables_banks_reuse_and_fetch_levels_from_the_summary():
+    from gpudissect.suites.behaviour.view import banks_lines
+
+    beh = {"banks": {"banks": 2, "groups": [[0, 2], [1, 3]], "rule": "bank = register index mod 2", "base_cycles": 1.0,
+                     "conflict_cycles": 1.0, "reuse_same_bank": {"none": 3.0, "a": 2.0}, "reuse_registers": [0, 2, 4]},
+           "icache": {"icache:1w": {"levels": [{"cpi": 1.0, "from_bytes": 4096, "to_bytes": 16384, "next_bytes": 32768},
+                                               {"cpi": 2.5, "from_bytes": 32768, "to_bytes": 65536, "next_bytes": None}]}}}
+    L = banks_lines(beh, "sm_90")
+    assert "| two registers in one bank (the dearest pair) | 2 |" in L
+    assert "| three registers in one bank (R0, R2, R4), reuse flag on slot a | 2 |" in L
+    assert any("holds but does not apply" in x for x in L)  # sm_90's predict.toml: apply = false
+    assert "| icache:1w | 2 | 32 KiB | 64 KiB | - | 2.5 |" in L
+    assert banks_lines({}) == []

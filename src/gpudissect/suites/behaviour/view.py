@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 
+from gpudissect.arch.target import arch_table
 from gpudissect.report.present.fmt import fmt_bytes, fmt_num
 from gpudissect.report.present.markdown import (
     NOT_MEASURED,
@@ -262,6 +263,53 @@ def _scheduling_lines(ctx: TimingContext) -> list[str]:
     return L
 
 
+def banks_lines(beh: dict, arch: str | None = None) -> list[str]:
+    """The register banks and the reuse cache (``banks:ffma``) and the instruction-fetch levels
+    (``icache:<W>w``) as tables: what one warp's FFMAs cost with their sources patched in the
+    cubin, and per warp count the cycles per FFMA against the code's size."""
+    L: list[str] = []
+    b = beh.get("banks") or {}
+    if b.get("base_cycles") is not None:
+        base, extra = b["base_cycles"], b.get("conflict_cycles")
+        reuse = b.get("reuse_same_bank") or {}
+        regs = b.get("reuse_registers") or []
+        L += ["### Register banks and the reuse cache", "",
+              f"Measured rule: {b.get('rule') or 'none of index mod 2, 4, 8'} ({b.get('banks')} groups of registers whose "
+              f"pair conflicts: {b.get('groups')}). One warp of FFMAs, every FFMA's sources patched in the cubin "
+              "(behaviour `banks:ffma`); the reuse flag set on the slot in every FFMA, so each reads it from the cache "
+              "the one before filled.", "",
+              "| sources of each FFMA | cycles per FFMA |", "|---|---:|",
+              f"| two registers, no conflict (the cheapest pair) | {fmt_num(base, 3)} |",
+              f"| two registers in one bank (the dearest pair) | {fmt_num(base + extra if extra is not None else None, 3)} |"]
+        names = {"none": "no reuse flag", "a": "reuse flag on slot a", "b": "reuse flag on slot b",
+                 "c": "reuse flag on slot c", "a+b": "reuse flags on slots a and b"}
+        for k, v in reuse.items():
+            L.append(f"| three registers in one bank ({', '.join(f'R{r}' for r in regs)}), {names.get(k, k)} | "
+                     f"{fmt_num(v, 3)} |")
+        if arch:
+            on = (arch_table(arch, "predict").get("banks") or {}).get("apply")
+            L += ["", f"Model v1 of `gpudissect predict` {'applies' if on else 'holds but does not apply'} this rule on "
+                  f"{arch} (`[banks]` of its predict.toml, which says why)."]
+        L.append("")
+    ic = beh.get("icache") or {}
+    if ic:
+        L += ["### Instruction fetch levels", "",
+              "Loops over straight-line FFMA regions of growing size (the code bytes of the timed region), warm "
+              "passes: the levels are the runs of sizes whose cycles per FFMA stay within the rise of the "
+              "smallest; a level's capacity lies between its largest size and the next.", "",
+              "| probe | level | from | to | next size (slower) | cycles per FFMA |", "|---|---:|---:|---:|---:|---:|"]
+        for name, d in ic.items():
+            for k, lv in enumerate(d.get("levels") or [], 1):
+                L.append(f"| {name} | {k} | {fmt_bytes(lv['from_bytes'])} | {fmt_bytes(lv['to_bytes'])} | "
+                         f"{fmt_bytes(lv['next_bytes']) if lv.get('next_bytes') else '-'} | {fmt_num(lv['cpi'], 4)} |")
+        L.append("")
+    return L
+
+
+def _banks_section(ctx: TimingContext) -> list[str]:
+    return banks_lines(summary_of(ctx.rs, "behaviour") or {}, ctx.rs.provenance().get("arch"))
+
+
 def _placement_lines(ctx: TimingContext) -> list[str]:
     """The block dispatch dumps and the block -> SM fairness table: long, with the raw dumps
     at the end of the timing reference (their verdicts are among the scheduling section's
@@ -283,7 +331,7 @@ def _placement_lines(ctx: TimingContext) -> list[str]:
 # where the sections stand (report/present/markdown.py TimingSection): the tables after the
 # instruction table (the instruction suite's order 1), the long dumps last
 TIMING_SECTIONS = (TimingSection(10, _occupancy_lines), TimingSection(20, _scheduling_lines),
-                   TimingSection(120, _placement_lines))
+                   TimingSection(21, _banks_section), TimingSection(120, _placement_lines))
 
 
 EFFICACY_NOTE = ("the same work (independent chains of one instruction) as the suite's verified PTX kernel and as "
