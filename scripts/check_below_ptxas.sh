@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
-# GPU check of the stall sweep below ptxas (issue 35), the rate regions of at least 32 per chain and
-# the throughput peaks of the variants they concerned: from the repository root on a GPU machine,
-# PYTHONPATH=src; prints every latency_hw record (stall:cycles per instance, x = wrong values) and any
-# throughput point over its pipe limit. About 35 s on an H200.
-export PYTHONUNBUFFERED=1 PYTHONPATH=src
-G="python3 -m gpudissect"
-W=/tmp/w; mkdir -p $W
-timeout 200 $G run --suite instructions --db $W/i.db --new --no-selfcheck fma.rn.f32 add.f32 mul.f32 fma.rn.f64 add.f64 mad.lo.s32 add.s32 lop3.b32 shf.l.wrap.b32 min.s32 max.f32 fma.rn.f16x2 mad.lo.s16 sub.u16 prmt.b32 popc.b32 ex2.approx.ftz.f32 mul.hi.u32 xor.b32 cvt.rn.f32.s32 fma.rn.bf16x2 min.u16x2 2>&1 | tail -3
-python3 - <<'P'
-from gpudissect.store.db import Store
-s=Store('/tmp/w/i.db'); rid=max(r['id'] for r in s.runs())
-rs=list(s.results(rid))
-for r in rs:
-    if r['measure']=='latency_hw':
-        p=r['params'] or {}
-        sw=' '.join(f"{d['stall']}:{d.get('cycles_per_instance')}{'' if d.get('correct') else 'x'}" for d in p.get('sweep') or [])
-        print(f"HW {r['variant']:22s} hw={r['value']} ptxas={p.get('ptxas_stall')} o3={p.get('latency_o3')} sb={p.get('scoreboard')} | {sw} | {[f[:60] for f in r['flags']]}")
-for r in rs:
-    if r['measure'] in ('throughput',) and any(f.startswith('exceeds-limit') for f in r['flags'] or []):
-        print('EXCEEDS', r['variant'], r['params'].get('chains'), r['params'].get('warps'), r['params'].get('lengths'), r['value'])
-for r in rs:
-    if r['measure']=='throughput_peak' and r['variant'] in ('mad.lo.s16','sub.u16','fma.rn.f32','mad.lo.s32'):
-        print('PEAK', r['variant'], r['value'], r['flags'])
-
-P
+# GPU check of the stall sweep below ptxas (issue 35, task hP), from the repository root on a GPU
+# machine (H200, sm_90):
+#   OUT=<empty folder> PYTHONPATH=src bash scripts/check_below_ptxas.sh
+# Runs the instructions suite on 17 single-SASS variants (plus the companion references the plan
+# adds) into $OUT/hp.db, at most 150 s (about 40 s expected: 35 s of it compiling), then prints
+# every latency_hw record: variant, value, ptxas's stall, the -O3 latency, the sweep
+# (stall:ok|wrong|error:cycles per instance), opcode, scoreboards and flags, the patched SASS
+# with its control bits; then the audit's check of them and the study's conclusion.
+# Log: $OUT/check_below_ptxas.log.
+set -uo pipefail
+OUT=${OUT:-/tmp/check_below_ptxas}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-src}
+PY=${PYTHON:-python3}
+DB="$OUT/hp.db"
+rm -f "$DB" "$DB-wal" "$DB-shm"
+VARIANTS=(fma.rn.f32 add.f32 mul.f32 fma.rn.f64 add.f64 mad.lo.s32 add.s32 lop3.b32 shf.l.wrap.b32
+          min.s32 max.f32 fma.rn.f16x2 prmt.b32 popc.b32 ex2.approx.ftz.f32 mul.hi.u32 cvt.rn.f32.s32)
+{
+  echo "== run (timeout 150 s): ${VARIANTS[*]}"
+  timeout 150 "$PY" -m gpudissect run --suite instructions --db "$DB" --new --no-selfcheck "${VARIANTS[@]}" 2>&1 | tail -n 12
+  echo "== run exit: ${PIPESTATUS[0]} (124: timed out)"
+  echo "== latency_hw records"
+  "$PY" scripts/check_below_ptxas.py "$DB"
+} 2>&1 | tee "$OUT/check_below_ptxas.log"

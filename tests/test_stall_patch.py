@@ -262,12 +262,12 @@ def test_show_lists_the_true_latency_with_its_unit_label_and_sweep(tmp_path):
 
 
 def test_the_gpu_check_script_prints_each_true_latency_with_its_sweep(tmp_path, capsys):
-    """scripts/check_hP.py (run by scripts/check_hP.sh after the suite on a GPU) on a stored record."""
+    """scripts/check_below_ptxas.py (run by scripts/check_below_ptxas.sh after the suite on a GPU) on a stored record."""
     import runpy
     from pathlib import Path
 
     _hw_store(tmp_path / "hw.db").close()
-    script = Path(__file__).resolve().parents[1] / "scripts" / "check_hP.py"
+    script = Path(__file__).resolve().parents[1] / "scripts" / "check_below_ptxas.py"
     main = runpy.run_path(str(script))["main"]
     assert main(str(tmp_path / "hw.db")) == 0
     out = capsys.readouterr().out

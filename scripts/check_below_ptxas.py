@@ -1,8 +1,8 @@
 """The stall sweep below ptxas (issue 35, task hP): every latency_hw record of a database's
-latest instructions run, one line each (see scripts/check_hP.sh), then the audit's check of them
+latest instructions run, one line each (see scripts/check_below_ptxas.sh), then the audit's check of them
 and the study's conclusion line.
 
-    python3 scripts/check_hP.py DB
+    python3 scripts/check_below_ptxas.py DB
 """
 
 import sys
