@@ -1,6 +1,7 @@
-"""The stall sweep below ptxas (issue 35, task hP): every latency_hw record of a database's
-latest instructions run, one line each (see scripts/check_below_ptxas.sh), then the audit's check of them
-and the study's conclusion line.
+"""The stall sweep below ptxas (issue 35): every latency_hw record of a database's latest
+instructions run, one line each with where its kernels and input sets came from (see
+scripts/check_below_ptxas.sh), then the audit's check of them, the study's conclusions and any
+throughput point over its pipe limit (the rate regions of at least 32 instances per chain).
 
     python3 scripts/check_below_ptxas.py DB
 """
@@ -42,12 +43,21 @@ def main(db: str) -> int:
               f"{p.get('opcode', '-')} sb={p.get('scoreboard')} | {[f[:90] for f in r.get('flags') or []]}")
         for s in r.get("sass") or []:
             print(f"{'':24s} {s}")
+        print(f"{'':24s} kernels: {p.get('kernels')}; input sets {p.get('input_sets')} of "
+              f"{p.get('input_sets_tried')} tried; held {p.get('held_cycles')}"
+              + (f"; edges tried {p['edges_tried']}" if p.get("edges_tried") else ""))
     problems = check_hw_latency(recs)
     print("audit:", "no problem" if not problems else "")
     for line in problems:
         print(" ", line)
     for line in conclusions(recs):
         print(line)
+    # the rate regions of at least 32 instances per chain: any throughput point over its pipe limit
+    for r in recs:
+        if r["measure"] == "throughput" and any(f.startswith("exceeds-limit") for f in r.get("flags") or []):
+            p = r.get("params") or {}
+            print(f"over the limit: {r['variant']} {p.get('chains')} chains x {p.get('warps')} warps, lengths "
+                  f"{p.get('lengths')}: {r['value']:.4g}")
     return 0
 
 
