@@ -339,3 +339,16 @@ def test_edge_latencies_are_grouped_by_consumer_where_the_producer_matters():
     assert lines[1] == "edges into LOP3.LUT (the stall patched on the producer): 4 cycles from SHF.L.U32; 5 cycles " \
                        "from FADD, FFMA."
     assert len(lines) == 2  # one producer into IADD3: nothing to compare
+
+
+def test_an_edge_that_bounds_the_latency_is_kept_over_a_chain_at_a_fixed_point(work):
+    kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    offs = _offsets(work, kernels["own"])
+    for strat in sp.EDGE_STRATEGIES:
+        offs.update(_offsets(work, kernels[strat]))
+    dev = ChainGPU(offs, latency=1, fixed_point=True)
+    dev.moving = {b.kernel.name for b in kernels["companion-imm"]}
+    dev.floor = 12  # right down to stall 1 while the hardware holds each instance 12 cycles (its companion too)
+    r = sp.sweep_variant(dev, work, PLAN, kernels)
+    assert r.value is None and r.flags[0].startswith("not determined") and "companion-imm" in r.params["kernels"]
+    assert r.params["edges_tried"] == {}

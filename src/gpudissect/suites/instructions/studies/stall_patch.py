@@ -187,6 +187,8 @@ def _edits(chain: list[tuple[SassInstr, Control]], s: int) -> dict[int, dict[str
 
 
 FIXED = "not timed: the chain's value does not change"
+# an edge's result without a value that still says more than a chain at a fixed point
+INFORMATIVE = ("scoreboard:", "not determined:")
 
 
 def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Built] | str | None = None) -> Result | None:
@@ -212,7 +214,7 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Buil
                 tried[strat] = str(edge or "no kernels")[:200]
                 continue
             e = _sweep(dev, w, plan, op, list(edge), f"the {strat} strategy's: the edge to the companion")
-            if e.value is not None or (e.params or {}).get("scoreboard"):  # a value, or the scoreboard's evidence
+            if e.value is not None or any(f.startswith(INFORMATIVE) for f in e.flags):  # a value, a scoreboard, a bound
                 e.params = {**(e.params or {}), "edges_tried": tried}
                 return e
             tried[strat] = (e.flags or ["no value"])[0][:200]
