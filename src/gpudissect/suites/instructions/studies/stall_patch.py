@@ -6,15 +6,20 @@ The hardware does not check a fixed-latency result's dependence: ptxas makes the
 by the stall count in the producer's control bits. So a chain timed as ptxas scheduled it
 measures ptxas's stall. Here the core's latency family (one chain, one warp) is run again with
 every chain instruction's stall lowered to ``s``, for ``s`` from ptxas's stall down to 1; at each
-``s`` the sink values of all 32 lanes are compared with the unpatched kernel's, at the family's
-two longest lengths and for two sets of input values. The smallest ``s`` at which it and every
+``s`` the sink values of all 32 lanes are compared with the unpatched kernel's, at the study's own
+lengths (else the family's two longest) and for the first two sets of input values under which
+the chain's value moves with its length (the kernel's own, its low bits flipped, then seeded
+random ones). The smallest ``s`` at which it and every
 larger stall still compute the unpatched values is the pipeline's latency (``latency_hw``);
 below it the consumer read the register before the producer wrote it. Each stall's cycles per
 instance (the slope over the two lengths) show what the schedule costs.
 
 Only variants whose verified chain is one SASS instruction per instance; a chain whose value does
-not change from one length to the next (a fixed point) cannot show a wrong schedule and gets no
-value. A chain instruction with a write barrier (variable latency: the consumer waits on a
+not change from one length to the next (a fixed point) cannot show a wrong schedule: it is swept
+again with a companion after each instance whose immediate differs per instance (the latency of
+the edge into the companion), else gets no value. Where an instance takes longer than the stall
+(less its companion's stalls), the hardware held the consumer: the cycles are kept (``held``),
+and right down to stall 1 while held is no value, only a bound. A chain instruction with a write barrier (variable latency: the consumer waits on a
 scoreboard) gets the sweep as evidence and no value. A wrong result is never stored as a latency.
 """
 
@@ -195,8 +200,8 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Buil
     """The stall sweep of ``w`` on its own kernels (``own``: {"own": kernels at OWN_LENGTHS or why
     not, and per edge strategy its kernels}), else on the two longest of its latency family; where
     the chain's value does not move, on each edge strategy's kernels in turn until one gives a
-    value: the edge to the companion (None where the study does not apply: not one SASS per
-    instance, no kernels)."""
+    value, a scoreboard's evidence or a bound: the edge to the companion (None where the study
+    does not apply: not one SASS per instance, no kernels)."""
     kernels = own if isinstance(own, dict) else {"own": own}
     op = single_sass(w)
     fam = latency_family(w)
