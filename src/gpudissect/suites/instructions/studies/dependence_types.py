@@ -638,7 +638,7 @@ def bank_signature(ins: SassInstr) -> str:
     letter for the parity of its register index (the first register of a wide operand), ``A``
     the parity met first, ``B`` the other, and ``r`` after it when the operand carries ``.reuse``.
     The model: two banks chosen by register index parity (Jia et al., Volta and Turing; measured
-    for sm_90 by the behaviour suite's ``banks:ffma`` probe on an H200, data/h200: bank =
+    for Hopper by the behaviour suite's ``banks:ffma`` probe on an H200, data/h200: bank =
     register index mod 2, one cycle per extra read of a bank; untested on other architectures):
     two operands collide when their parities are equal, whatever the parity is, so ``100`` and
     ``011`` are one pattern (``ABB``)."""
