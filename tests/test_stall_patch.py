@@ -42,11 +42,14 @@ class ChainGPU(FakeDevice):
         self.moving: set[str] = set()  # kernels whose chain moves although fixed_point
         self.floor = 0  # the hardware holds an instance at least this many cycles whatever the stall
         self.moves_under = None  # or a test of the inputs under which the chain moves although fixed_point
+        self.fails: tuple[int, Exception] | None = None  # (stall, error): raised below that stall
 
     def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
         ctl = dict(kernel_controls(cubin)[kernel])
         offs = self.offsets[kernel]
         s = min(ctl[o].stall for o in offs[:-1])
+        if self.fails is not None and s < self.fails[0]:
+            raise self.fails[1]
         n = len(offs)
         fixed = self.fixed_point and kernel not in self.moving and not (self.moves_under and self.moves_under(inputs))
         step = 0 if fixed else n % self.period if self.period else n
@@ -60,6 +63,14 @@ class ChainGPU(FakeDevice):
 def _offsets(w: VariantWork, own=None) -> dict[str, list[int]]:
     bs = own if own is not None else sp.latency_family(w).built
     return {b.kernel.name: [i.offset for i, _c in sp.chain_instructions(b, "FFMA")] for b in bs}
+
+
+def _all_offsets(w: VariantWork, kernels: dict) -> dict[str, list[int]]:
+    """The chain offsets of the study's own kernels and of every edge strategy's."""
+    offs = _offsets(w, kernels["own"])
+    for strat in sp.EDGE_STRATEGIES:
+        offs.update(_offsets(w, kernels[strat]))
+    return offs
 
 
 def test_own_kernels_one_instance_apart_are_built_and_swept(work):
@@ -154,10 +165,7 @@ def test_the_timing_reference_shows_ptxas_the_slope_and_the_true_latency_side_by
 def test_a_fixed_point_chain_is_swept_again_on_the_edge_to_its_companion(work):
     kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
     edge = kernels["companion-add-imm"]  # the second edge strategy: the first's chain stays put too
-    offs = {**_offsets(work, kernels["own"]), **_offsets(work, edge)}
-    for strat in sp.EDGE_STRATEGIES:
-        offs.update(_offsets(work, kernels[strat]))
-    dev = ChainGPU(offs, latency=3)
+    dev = ChainGPU(_all_offsets(work, kernels), latency=3)
     dev.moving = {b.kernel.name for b in edge}  # only the ADD companion's chain moves
     dev.fixed_point = True
     r = sp.sweep_variant(dev, work, PLAN, kernels)
@@ -197,14 +205,9 @@ def test_a_variant_whose_core_kernels_failed_is_skipped_and_patched_cubins_are_d
 
 
 def test_a_device_fault_ends_the_sweep_and_is_recorded(work):
-    class Faulty(ChainGPU):
-        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
-            ctl = dict(kernel_controls(cubin)[kernel])
-            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 3:
-                raise RuntimeError("CUDA error CUDA_ERROR_ILLEGAL_INSTRUCTION")
-            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
-
-    r = sp.sweep_variant(Faulty(_offsets(work), latency=1), work, PLAN)
+    dev = ChainGPU(_offsets(work), latency=1)
+    dev.fails = (3, RuntimeError("CUDA error CUDA_ERROR_ILLEGAL_INSTRUCTION"))
+    r = sp.sweep_variant(dev, work, PLAN)
     sw = r.params["sweep"]
     assert [d["stall"] for d in sw] == [4, 3, 2] and "ILLEGAL_INSTRUCTION" in sw[-1]["error"]
     assert r.value == 3.0 and any(f.startswith("error: at stall 2") for f in r.flags)
@@ -216,14 +219,9 @@ def test_a_worker_failure_in_the_sweep_is_recorded_not_raised(work):
     other results and the suite go on (the worker device restarts on its next call)."""
     from gpudissect.device.worker import WorkerFailed
 
-    class Dies(ChainGPU):
-        def run(self, cubin, kernel, inputs, n_sink, reps, grid, block, launches=1):
-            ctl = dict(kernel_controls(cubin)[kernel])
-            if min(ctl[o].stall for o in self.offsets[kernel][:-1]) < 4:
-                raise WorkerFailed("faulted: CUDA_ERROR_ILLEGAL_INSTRUCTION (run x); worker killed")
-            return super().run(cubin, kernel, inputs, n_sink, reps, grid, block, launches)
-
-    r = sp.sweep_variant(Dies(_offsets(work), latency=1), work, PLAN)
+    dev = ChainGPU(_offsets(work), latency=1)
+    dev.fails = (4, WorkerFailed("faulted: CUDA_ERROR_ILLEGAL_INSTRUCTION (run x); worker killed"))
+    r = sp.sweep_variant(dev, work, PLAN)
     assert [d["stall"] for d in r.params["sweep"]] == [4, 3] and "WorkerFailed" in r.params["sweep"][-1]["error"]
     assert r.value == 4.0 and any("WorkerFailed" in f for f in r.flags)
 
@@ -319,9 +317,7 @@ def test_the_study_kernels_are_named_as_the_stand_in_gpu_reads_them(work):
 
 def test_a_chain_no_edge_moves_says_why_each_edge_gave_no_value(work):
     kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
-    offs = _offsets(work, kernels["own"])
-    for strat in sp.EDGE_STRATEGIES:
-        offs.update(_offsets(work, kernels[strat]))
+    offs = _all_offsets(work, kernels)
     dev = ChainGPU(offs, latency=3, fixed_point=True)  # nothing moves, edges neither
     r = sp.sweep_variant(dev, work, PLAN, {**kernels, "companion-add-imm": "ptxas failed on the kernels"})
     assert r.value is None and r.params["kernels"] == "own"
@@ -343,9 +339,7 @@ def test_edge_latencies_are_grouped_by_consumer_where_the_producer_matters():
 
 def test_an_edge_that_bounds_the_latency_is_kept_over_a_chain_at_a_fixed_point(work):
     kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
-    offs = _offsets(work, kernels["own"])
-    for strat in sp.EDGE_STRATEGIES:
-        offs.update(_offsets(work, kernels[strat]))
+    offs = _all_offsets(work, kernels)
     dev = ChainGPU(offs, latency=1, fixed_point=True)
     dev.moving = {b.kernel.name for b in kernels["companion-imm"]}
     dev.floor = 12  # right down to stall 1 while the hardware holds each instance 12 cycles (its companion too)
