@@ -26,9 +26,6 @@ class BankRule:
     extra: float  # cycles per read of a bank beyond its first
     source: str  # the record it comes from
 
-    def __str__(self) -> str:
-        return f"{self.banks} register banks (index mod {self.banks}), +{self.extra:g} cycle per extra read ({self.source})"
-
 
 def _sources(ins: SassInstr) -> list[tuple[int, str, bool]]:
     """(slot, register, reuse flag) of each general-register source operand (not RZ)."""

@@ -53,8 +53,8 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
     memory = where.plan(body, tables, warps) if where is not None else None
     tensor = plan_of(list(body), tables.tensor, tables.schedulers)
     plan = merged_plan(tensor, memory)
-    if tables.banks is not None and bank_opcodes(tables.arch):
-        extra = bank_extras(list(body), tables.banks, bank_opcodes(tables.arch))
+    if tables.banks is not None and (ops := bank_opcodes(tables.arch)):
+        extra = bank_extras(list(body), tables.banks, ops)
         if extra:
             plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
             plan.operand_cycles.update(extra)

@@ -24,9 +24,10 @@ Probes (each a named, selectable, resumable store item; patterns are globs on th
   sizes), the first (cold) pass the cost of code fetched from beyond them;
 * ``banks:ffma``: register banks below ptxas: a region of independent register-register FFMAs
   whose source fields are rewritten in the cubin (``kernel/patch.py``) to chosen registers that
-  nothing in the region writes, every pair of 8 consecutive registers (third source RZ, no
-  reuse flag), then triples and the reuse flag: the cycles per FFMA of one warp show which
-  registers conflict (one bank) and what a reused operand saves;
+  nothing in the region writes (a few of each residue modulo 4, within those its SASS names),
+  every ordered pair of them (third source RZ, no reuse flag), then triples and the reuse flag:
+  the cycles per FFMA of one warp show which registers conflict (one bank) and what a reused
+  operand saves;
 * ``efficacy:<variant>``: compiler efficacy: the verified PTX kernel of a variant's chains and a
   CUDA C++ kernel of the same work built by nvcc, timed by the same harness at a few (warps,
   chains) points: nvcc's rate over the verified one (``efficacy.py``).
