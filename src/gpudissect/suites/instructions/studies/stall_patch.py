@@ -81,11 +81,15 @@ def chain_region(b: Built) -> list[SassInstr]:
     return find_region(f.instrs) if f is not None else []
 
 
+def region_controls(b: Built) -> list[tuple[SassInstr, Control]]:
+    """``b``'s timed region with each instruction's control bits."""
+    return attach(chain_region(b), kernel_controls(b.cubin)[b.kernel.name])
+
+
 def chain_instructions(b: Built, op: str) -> list[tuple[SassInstr, Control]]:
     """The chain's instructions (``op``, the variant's one SASS per instance) in ``b``'s timed
     region, with their control bits."""
-    pairs = attach(chain_region(b), kernel_controls(b.cubin)[b.kernel.name])
-    return [(i, c) for i, c in pairs if i.full == op]
+    return [(i, c) for i, c in region_controls(b) if i.full == op]
 
 
 def single_sass(w: VariantWork) -> str | None:
@@ -230,7 +234,8 @@ def sweep_variant(dev: Device, w: VariantWork, plan: Plan, own: dict | list[Buil
 def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], kernels: str) -> Result:
     """One stall sweep of ``op``'s instructions in the one-chain kernels ``bs``."""
     v = w.variant
-    chains = [chain_instructions(b, op) for b in bs]
+    regions = [region_controls(b) for b in bs]
+    chains = [[(i, c) for i, c in r if i.full == op] for r in regions]
     base = dict(variant=v.name, measure=MEASURE, unit="cycles", statistic=METHOD, cls=v.cls,
                 ptx_hash=bs[-1].ptx_hash, sass_hash=bs[-1].sass_hash)
     if any(len(ch) != b.kernel.length for ch, b in zip(chains, bs, strict=True)):
@@ -242,7 +247,7 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
     lengths = [b.kernel.length for b in bs]
     params: dict[str, Any] = {"opcode": op, "ptxas_stall": ptxas, "latency_o3": o3, "lengths": lengths,
                               "launches": LAUNCHES, "scoreboard": scoreboard, "kernels": kernels}
-    others = sorted({i.full for b in bs for i in chain_region(b) if i.full != op} - {"R2UR"})
+    others = sorted({i.full for r in regions for i, _c in r if i.full != op} - {"R2UR"})
     if others:
         params["consumer"] = others
     # the input sets under which the chain's value moves with its length (a stale read computes
@@ -315,9 +320,7 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
     flags = []
     # the cycles an instance takes at the latency, less what the rest of the instance (a companion)
     # waits by its own stalls: above the stall, the hardware held the consumer back
-    last = bs[-1]
-    rest = sum(c.stall for i, c in attach(chain_region(last), kernel_controls(last.cubin)[last.kernel.name])
-               if i.full not in (op, "R2UR")) / last.kernel.length if others else 0.0
+    rest = sum(c.stall for i, c in regions[-1] if i.full not in (op, "R2UR")) / bs[-1].kernel.length if others else 0.0
     at = next((d for d in sweep if d["stall"] == hw), None)
     held = (round(at["cycles_per_instance"] - rest, 3) if at and at.get("cycles_per_instance") is not None
             and at["cycles_per_instance"] - rest > hw + HELD else None)  # type: ignore[operator]
