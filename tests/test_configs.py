@@ -611,4 +611,4 @@ def test_a_chunk_with_nothing_left_to_build_is_returned_as_it_is(sm90):
     v = load_catalog().get("add.u64")
     rec = autoverify_many([v], sm90, jobs=1)[0]
     f = Family("latency_operand_1", 1, [], error="not generated", strategy="companion")
-    assert _build_chunk(([(v, rec, [f])], "sm_90"))[0][0].error == "not generated"
+    assert _build_chunk(([(v, rec, [f], 0)], "sm_90", None))[0][0].error == "not generated"

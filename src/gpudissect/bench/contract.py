@@ -9,6 +9,8 @@ A suite is a folder ``suites/<name>/`` whose package exposes ``SUITE``, an objec
 * ``plan(ctx, patterns) -> Plan``: its work items (one stored transaction each) and the plan's
   parameters (stored with the run);
 * ``prepare(ctx, items)``: generate, compile and check the kernels of the items to run (no GPU);
+  with ``prepare_batch`` set, called once per batch of items, beside the measurement of the
+  batches before (in a thread of the runner's);
 * ``measure(ctx, item, redo) -> Outcome``: run one item on the GPU and analyse it. ``redo``
   (:class:`Redo`) is given when the runner measures the item again: the earlier outcome and
   why (the SM clock moved, or results carry one of the suite's ``retry_flags``: noisy, above
@@ -34,6 +36,7 @@ for whatever its phases need of them (their kernels, their measurement, their de
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -149,6 +152,11 @@ class SuiteBase:
     retry_flags: tuple[str, ...] = ()  # result flags the runner measures again (once)
     studies: tuple[Study, ...] = ()  # the studies beside the suite's core, in the order they derive
     needs: tuple[str, ...] = ()  # what every item needs of the architecture (see Item.needs)
+    # items prepared per batch, in the background while the GPU measures the batches before
+    # (the runner starts with smaller batches, so that the GPU starts early); 0: every item is
+    # prepared before the first is measured. A suite that sets it adds to its earlier batches'
+    # state on each prepare call, never replaces it
+    prepare_batch: int = 0
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         return None
@@ -161,6 +169,11 @@ class SuiteBase:
 
     def plan(self, ctx: Context, patterns: list[str] | None) -> Plan:
         raise NotImplementedError
+
+    def profile_label(self, item: Item) -> str:
+        """The label of ``item``'s measurement in the run's profile (``bench/spans.py``): by
+        default its name's leading part (``latency/l1`` -> ``latency``)."""
+        return re.split(r"[/:.]", item.name, maxsplit=1)[0]
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
         return None

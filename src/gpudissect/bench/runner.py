@@ -16,11 +16,13 @@ from gpudissect.bench.contract import (
     Context,
     Item,
     Outcome,
+    Plan,
     Redo,
     SuiteBase,
     gated,
     skipped_reasons,
 )
+from gpudissect.bench.spans import Profile, TimedDevice, activated, span
 from gpudissect.kernel.toolchain import tool_version
 
 CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
@@ -96,6 +98,14 @@ def clocks(ctx: Context) -> dict:
 
 
 AHEAD = "prepared_ahead"  # ctx.state: the plan that prepare_ahead() prepared
+AHEAD_PROFILE = "prepared_ahead_profile"  # ctx.state: the profile of prepare_ahead()
+PREPARED = "prepared_event"  # ctx.state: an Event the run sets once all its items are prepared
+
+
+def _prepared(ctx: Context) -> None:
+    ev = ctx.state.get(PREPARED)
+    if ev is not None:
+        ev.set()
 
 
 def prepare_ahead(suite: SuiteBase, ctx: Context, patterns: list[str] | None) -> None:
@@ -105,18 +115,24 @@ def prepare_ahead(suite: SuiteBase, ctx: Context, patterns: list[str] | None) ->
     uses no GPU). :func:`run` given the future of this call waits for it and only measures."""
     suite.validate(patterns, ctx.options)
     plan = gated(suite, ctx, patterns)
+    prof = ctx.state[AHEAD_PROFILE] = Profile()
     if plan.items:
-        suite.prepare(ctx, plan.items)
+        with activated(prof), span("prepare", "all"):
+            suite.prepare(ctx, plan.items)
     ctx.state[AHEAD] = plan
 
 
-def prepare_in_background(work: list[tuple[SuiteBase, Context, list[str] | None]]) -> list[Future]:
+def prepare_in_background(work: list[tuple[SuiteBase, Context, list[str] | None]],
+                          after: threading.Event | None = None) -> list[Future]:
     """:func:`prepare_ahead` of each (suite, context, patterns), one after another in a daemon
     thread (an interrupted run does not wait for it; its compile processes die with this one);
-    one future each, in order."""
+    one future each, in order. ``after``: the thread starts once it is set (the run before has
+    prepared its own items: its batches, which the GPU waits for, go first to the workers)."""
     futs: list[Future] = [Future() for _ in work]
 
     def go() -> None:
+        if after is not None:
+            after.wait()
         for f, (suite, ctx, patterns) in zip(futs, work, strict=True):
             if not f.set_running_or_notify_cancel():
                 continue
@@ -130,25 +146,108 @@ def prepare_in_background(work: list[tuple[SuiteBase, Context, list[str] | None]
     return futs
 
 
+def batches(items: list[Item], size: int) -> list[list[Item]]:
+    """``items`` in batches of at most ``size``, the first ones smaller (a quarter, then half of
+    it: the GPU starts after a short compile, while the later batches fill every core)."""
+    out: list[list[Item]] = []
+    k, n = 0, max(1, size // 4)
+    while k < len(items):
+        out.append(items[k:k + n])
+        k += n
+        n = min(size, 2 * n)
+    return out
+
+
+BATCHES_AT_ONCE = 2  # batches prepared beside each other: one's serial steps, the other's compile
+
+
+def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item],
+                    prof: Profile) -> Callable[[Item], None]:
+    """Prepare ``items`` batch by batch (:func:`batches` of ``suite.prepare_batch``; two at a
+    time, in order, so that the compile workers always have work) in threads of their own,
+    recording into ``prof``, and return the wait for an item: it returns once the item's batch
+    is prepared and raises what that batch's prepare raised (the run fails there, with what
+    was measured before it stored)."""
+    parts = batches(items, suite.prepare_batch)
+    where = {it.name: k for k, part in enumerate(parts) for it in part}
+
+    def one(part: list[Item]) -> None:
+        with activated(prof), span("prepare", "all"):
+            suite.prepare(ctx, part)
+
+    futs: list[Future] = [Future() for _ in parts]
+    queue = list(range(len(parts)))
+    lock = threading.Lock()
+    left = [len(parts)]
+
+    def worker() -> None:  # daemon threads: an interrupted run does not wait for its compile
+        while True:
+            with lock:
+                if not queue:
+                    return
+                k = queue.pop(0)
+            try:
+                one(parts[k])
+                futs[k].set_result(None)
+            except BaseException as e:  # noqa: BLE001 - raised where the item is waited for
+                futs[k].set_exception(e)
+            with lock:
+                left[0] -= 1
+                if left[0] == 0:
+                    _prepared(ctx)
+
+    for n in range(min(BATCHES_AT_ONCE, len(parts))):
+        threading.Thread(target=worker, name=f"gpudissect-prepare-{suite.name}-{n}", daemon=True).start()
+
+    def wait(item: Item) -> None:
+        futs[where[item.name]].result()  # raises the batch's error
+
+    return wait
+
+
 def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
         progress: Callable[[str, int, int], None] | None = None, ahead: Future | None = None) -> RunOutcome:
     """Run ``suite`` on ``ctx.dev`` into ``ctx.store``; an unfinished run of the same suite and
     GPU is resumed (``resume``), its stored items skipped. ``ahead``: the future of
     :func:`prepare_ahead` on this context (its time still to wait is the run's compile time)."""
+    prof = Profile()
+    dev = ctx.dev
+    ctx.dev = TimedDevice(dev)
+    try:
+        with activated(prof):
+            run_id, timing, lines, plan = _run(suite, ctx, patterns, resume, progress, ahead, prof)
+    finally:
+        ctx.dev = dev
+        _prepared(ctx)  # also when the run failed before its items were prepared
+    timing["profile"] = prof.to_json()
+    ctx.store.finish_run(run_id, clocks(ctx), timing)
+    skipped = plan.params.get("skipped")
+    if skipped:
+        lines = [f"{len(skipped)} of {len(skipped) + len(plan.items)} items not run on {ctx.target.arch} "
+                 f"({skipped_reasons(skipped)})", *lines]
+    return RunOutcome(run_id, timing, lines, skipped)
+
+
+def _run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, resume: bool,
+         progress: Callable[[str, int, int], None] | None, ahead: Future | None,
+         prof: Profile) -> tuple[int, dict, list[str], Plan]:
+    """:func:`run`'s phases, recording into the active profile ``prof``."""
     waited = 0.0
     if ahead is not None:
         t = time.perf_counter()
         ahead.result()
         waited = time.perf_counter() - t
         plan = ctx.state.pop(AHEAD)
+        for k, (n, sec) in ctx.state.pop(AHEAD_PROFILE).spans.items():
+            prof.add(k, sec, int(n))
     else:
         suite.validate(patterns, ctx.options)
         plan = gated(suite, ctx, patterns)
     store, dev = ctx.store, ctx.dev
     run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
-    if run_id is None:
+    if run_id is None:  # the profile is part of what the run is (a quick one says so everywhere)
         run_id = store.start_run(suite.name, dev.info, f"ptxas {tool_version('ptxas')}",
-                                 ctx.target.arch, clocks(ctx), plan.params, __version__)
+                                 ctx.target.arch, clocks(ctx), {**plan.params, "quick": ctx.quick}, __version__)
     ctx.run_id = run_id
     done = store.done_items(run_id)
     todo = [i for i in plan.items if i.name not in done]
@@ -156,14 +255,26 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     timing = {"compile_wait_s" if ahead is not None else "compile_s": 0.0, "gpu_s": 0.0, "store_s": 0.0,
               "analysis_s": 0.0}
     t = time.perf_counter()
+    ready = None
     if todo and ahead is None:
-        suite.prepare(ctx, todo)
+        if suite.prepare_batch and len(todo) > suite.prepare_batch:
+            ready = prepare_batches(suite, ctx, todo, prof)
+        else:
+            with span("prepare", "all"):
+                suite.prepare(ctx, todo)
+    if ready is None:
+        _prepared(ctx)
     timing["compile_s" if ahead is None else "compile_wait_s"] = time.perf_counter() - t + waited
     for n, item in enumerate(todo):
         if progress:
             progress(item.name, n, len(todo))
+        if ready is not None:  # its batch compiled: the wait is compile time the GPU did not hide
+            t = time.perf_counter()
+            ready(item)
+            timing["compile_s"] += time.perf_counter() - t
         t = time.perf_counter()
-        out = measure_guarded(suite, ctx, item)
+        with span("measure", suite.profile_label(item)):
+            out = measure_guarded(suite, ctx, item)
         timing["gpu_s"] += time.perf_counter() - t
         t = time.perf_counter()
         store.save(run_id, item.name, out.results, out.texts)
@@ -171,15 +282,14 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     if progress:
         progress("summary", len(todo), len(todo))
     t = time.perf_counter()
-    suite.derive(ctx)  # derived results first: the summary is of them too, and stored once
-    summary = suite.summarize(ctx)
+    with span("derive", "all"):
+        suite.derive(ctx)  # derived results first: the summary is of them too, and stored once
+    with span("summary", "all"):
+        summary = suite.summarize(ctx)
     if summary:
         store.set_meta(f"summary:{run_id}", summary)
-    lines = suite.finish(ctx)
+    with span("finish", "all"):
+        lines = suite.finish(ctx)
     timing["analysis_s"] = time.perf_counter() - t
-    store.finish_run(run_id, clocks(ctx), timing)
-    skipped = plan.params.get("skipped")
-    if skipped:
-        lines = [f"{len(skipped)} of {len(skipped) + len(plan.items)} items not run on {ctx.target.arch} "
-                 f"({skipped_reasons(skipped)})", *lines]
-    return RunOutcome(run_id, timing, lines, skipped)
+    return run_id, timing, lines, plan
+

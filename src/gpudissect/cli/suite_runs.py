@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -142,13 +143,20 @@ def run_all(suites: dict, plan: dict[str, list[str] | None], opts: RunOptions, t
     """``run`` without ``--suite``: the suites one after another on one GPU into one database
     (one failing never stops the others), a summary line each, then the report and the timing
     reference; exit 1 at the end when a suite failed."""
-    from gpudissect.bench.runner import prepare_in_background
+    from gpudissect.bench.runner import PREPARED, prepare_in_background
 
     dev, store, target = _open(opts, target)
     runs: list[_SuiteRun] = []
     ctxs = {name: _context(opts, dev, store, target) for name in plan}
-    later = list(plan)[1:]  # they compile in the background while the GPU measures the first ones
-    ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later]), strict=True))
+    # the later suites compile in the background while the GPU measures the first one, once the
+    # first has compiled its own items (a suite that compiles in batches beside its measurement
+    # comes first to the workers)
+    later = list(plan)[1:]
+    first = threading.Event()
+    for name in list(plan)[:1]:
+        ctxs[name].state[PREPARED] = first
+    ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later], first),
+                     strict=True))
     try:
         with progress() as prog:
             overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
@@ -169,7 +177,7 @@ def run_all(suites: dict, plan: dict[str, list[str] | None], opts: RunOptions, t
     _print_worker_failures(dev)
     dev.close()
     store.close()
-    _print_summary(runs)
+    _print_summary(runs, opts.manner.quick)
     failed = [r.suite for r in runs if r.error]
     if len(failed) < len(runs):
         write_reports(store.path, opts.reports.report, opts.reports.markdown)
@@ -209,7 +217,10 @@ def _record_skip(store, suite: str, arch: str, why: str) -> None:
     store.set_meta(f"skipped:{suite}", {"arch": arch, "why": why})
 
 
-def _print_summary(runs: list[_SuiteRun]) -> None:
+def _print_summary(runs: list[_SuiteRun], quick: bool = False) -> None:
+    if quick:
+        console.print("quick profile (--quick): fewer lengths and configurations, a smoke run, not a reference",
+                      highlight=False, soft_wrap=True)
     console.print(f"{'suite':<14}{'items':>6}{'flagged':>9}{'wall s':>9}", highlight=False)
     for r in runs:
         console.print(f"{r.suite:<14}{r.items:>6}{r.flagged:>9}{r.wall_s:>9.1f}"

@@ -165,6 +165,12 @@ def _text_sections(cubin: bytes) -> dict[str, bytes]:
 
 def text_extents(cubin: bytes) -> dict[str, tuple[int, int]]:
     """{kernel name: (file offset, size) of its ``.text.<kernel>`` section}."""
+    return dict(_extents(cubin))
+
+
+@lru_cache(maxsize=32)  # a module's kernels are read one by one, a patched cubin edit by edit
+def _extents(cubin: bytes) -> dict[str, tuple[int, int]]:
+    """:func:`text_extents`, cached (callers copy it: the dict is shared)."""
     if len(cubin) < 64 or cubin[:4] != b"\x7fELF":
         raise ValueError("not an ELF file")
     if cubin[4] != 2 or cubin[5] != 1:
@@ -215,10 +221,14 @@ def kernel_words(cubin: bytes) -> dict[str, list[tuple[int, int, int]]]:
 def kernel_controls(cubin: bytes) -> dict[str, list[tuple[int, Control]]]:
     """Per kernel (section name without ``.text.``), ``(byte offset, Control)`` of every
     instruction, padding included."""
-    return {
-        name: [(off, decode_word(lo, hi)) for off, lo, hi in words]
-        for name, words in kernel_words(cubin).items()
-    }
+    return {name: controls_of(cubin, name) for name in _extents(cubin)}
+
+
+def controls_of(cubin: bytes, kernel: str) -> list[tuple[int, Control]]:
+    """``kernel``'s entry of :func:`kernel_controls`, decoding that kernel's words alone (a
+    module holds hundreds of kernels; a KeyError names one it does not hold)."""
+    start, size = _extents(cubin)[kernel]
+    return [(o, decode_word(*struct.unpack_from("<QQ", cubin, start + o))) for o in range(0, size, 16)]
 
 
 def attach(
@@ -323,7 +333,7 @@ def instance_stalls(region: Sequence[SassInstr], cubin: bytes, kernel: str, ops:
     ``region``: the median (lower) over its occurrences; {} where the control codes cannot be
     read (the maps of every suite record it per verified variant)."""
     try:
-        pairs = attach(region, kernel_controls(cubin)[kernel])
+        pairs = attach(region, controls_of(cubin, kernel))
     except (KeyError, ValueError):
         return {}
     out = {}

@@ -7,35 +7,72 @@ picklable top-level function over items in worker processes ('spawn': nothing of
 threads or GPU state is inherited) and yields the results in order as they come; ``jobs <= 1``
 runs inline. The workers ignore Ctrl-C (the parent stops, cancels what is queued and says so)
 and die with the parent.
+
+One pool of workers serves every call of a process with the same ``jobs`` (started on the first,
+kept until the process exits): a run makes many calls (the map, each batch's compile, the
+studies' builds, every suite's), and a pool of fresh 'spawn' workers costs a second of imports
+each time. Calls from several threads (a suite compiling ahead of its run) share it.
 """
 
 from __future__ import annotations
 
-import ctypes
+import atexit
 import multiprocessing as mp
+import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
-PR_SET_PDEATHSIG = 1  # prctl(2)
 # the resource tracker still unlinks the pool's semaphores when the parent exits at once (Ctrl-C),
 # without a warning on the user's terminal about it
 QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+PARENT_POLL_S = 0.5
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def _worker_init() -> None:
-    """A worker ignores Ctrl-C (the parent handles it) and, on Linux, dies with its parent (a
-    parent that exits at once must not leave workers holding its terminal or pipes)."""
+def _worker_init(parent: int) -> None:
+    """A worker ignores Ctrl-C (the parent handles it) and dies with its parent process (a
+    parent that exits at once must not leave workers holding its terminal or pipes): a thread
+    of the worker's watches its parent's pid. Not prctl's PDEATHSIG: that fires when the
+    parent *thread* that started the worker ends, and the shared pool's workers are started
+    by whichever thread submits first (a run's compile threads come and go)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
+    threading.Thread(target=_watch_parent, args=(parent,), name="gpudissect-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+_pools: dict[int, ProcessPoolExecutor] = {}
+_lock = threading.Lock()
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """The process's pool of ``jobs`` workers (a broken one, whose worker died, replaced)."""
+    with _lock:
+        pool = _pools.get(jobs)
+        if pool is None or getattr(pool, "_broken", False):
+            if QUIET_TRACKER not in sys.warnoptions:  # read when multiprocessing starts its tracker
+                sys.warnoptions.append(QUIET_TRACKER)
+            pool = _pools[jobs] = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                                      initializer=_worker_init, initargs=(os.getpid(),))
+        return pool
+
+
+@atexit.register
+def _shutdown() -> None:
+    with _lock:
+        for pool in _pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        _pools.clear()
 
 
 def pimap(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[R]:
@@ -45,14 +82,13 @@ def pimap(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[R]:
     if jobs <= 1 or len(items) <= 1:
         yield from (fn(x) for x in items)
         return
-    if QUIET_TRACKER not in sys.warnoptions:  # read when multiprocessing starts its tracker
-        sys.warnoptions.append(QUIET_TRACKER)
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(items)), mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init)
+    futures = [_pool(jobs).submit(fn, x) for x in items]
     try:
-        yield from pool.map(fn, items)
+        for f in futures:
+            yield f.result()
     finally:  # also on Ctrl-C or when the caller stops early: drop what is queued
-        pool.shutdown(wait=True, cancel_futures=True)
+        for f in futures:
+            f.cancel()
 
 
 def pmap(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> list[R]:

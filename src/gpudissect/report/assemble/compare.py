@@ -300,7 +300,7 @@ def set_name(rs: ResultSet) -> str:
     (reference)")."""
     gpu = rs.gpu.removeprefix("NVIDIA ").strip()
     if not rs.reference:
-        return gpu
+        return f"{gpu} (quick profile)" if rs.quick_suites() else gpu
     short = re.sub(r"\s*\(.*\)$", "", gpu) or gpu
     return f"{short} (reference)"
 
@@ -317,7 +317,8 @@ def headings(sets: list[ResultSet], terminal: bool = False) -> tuple[list[str], 
     ('A: H100 80GB HBM3', 'B: H200', 'C: A100 (reference)'). Differences: 'B vs A', ..."""
     letters = [letter(i) for i in range(len(sets))]
     if len(sets) == 2:
-        heads = [f"{c}: {s.label}" for c, s in zip(letters, sets, strict=True)] if terminal else letters
+        heads = ([f"{c}: {s.label}" + (" (quick profile)" if s.quick_suites() else "")
+                  for c, s in zip(letters, sets, strict=True)] if terminal else letters)
     else:
         heads = named_headings(sets)
     return heads, [f"{c} vs A" for c in letters[1:]]

@@ -123,7 +123,7 @@ def _summary_line(rs: ResultSet, prov: dict) -> str:
     bits = [f"{prov.get('sm_count')} SMs" if prov.get("sm_count") else "", prov.get("arch") or "",
             f"driver {prov['driver']}" if prov.get("driver") else "",
             f"SM clock {fmt_num(c['sm_mhz'])} MHz" if c.get("sm_mhz") is not None else "",
-            f"measured {fmt_timestamp(min(started))}" if started else ""]
+            f"measured {fmt_timestamp(min(started))}" if started else "", rs.quick_note()]
     return " · ".join(b for b in bits if b)
 
 

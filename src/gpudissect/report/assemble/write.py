@@ -26,7 +26,8 @@ def load(spec: Path) -> tuple[ResultSet, Path | None]:
 
 
 def _what(rs: ResultSet) -> str:
-    return f"{rs.gpu} ({', '.join(rs.suites())})"
+    quick = " [quick profile]" if rs.quick_suites() else ""
+    return f"{rs.gpu} ({', '.join(rs.suites())}){quick}"
 
 
 def html(rs: ResultSet, out: Path, data_dir: Path | None, others: list[ResultSet] | None = None,

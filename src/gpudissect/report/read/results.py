@@ -61,6 +61,18 @@ class ResultSet:
                     out.append({**r, "suite": s})
         return out
 
+    def quick_suites(self) -> list[str]:
+        """The suites measured with the quick profile (``gpudissect run --quick``: fewer lengths
+        and configurations, a smoke run), which every view names."""
+        return [s for s in self.suites()
+                if ((self.docs[s].get("provenance") or {}).get("params") or {}).get("quick")]
+
+    def quick_note(self) -> str:
+        """One line naming the quick profile's suites; empty for a set without them."""
+        q = self.quick_suites()
+        return (f"QUICK PROFILE ({', '.join(q)}): measured with `gpudissect run --quick`, fewer lengths and "
+                "configurations; a smoke run, not a reference") if q else ""
+
     def provenance(self) -> dict:
         """The provenance of the first suite (GPU, driver, clocks); others are listed per suite."""
         for s in self.suites():

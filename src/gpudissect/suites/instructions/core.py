@@ -26,6 +26,7 @@ from gpudissect.arch.limits import BRANCHES, Limit, check, checked_sass, limit_f
 from gpudissect.arch.target import Target, paired_sass
 from gpudissect.bench.contract import Outcome, Study, SuiteInputError
 from gpudissect.bench.runner import WORKER_FAILED
+from gpudissect.bench.spans import span
 from gpudissect.bench.stats import (
     Fit,
     fit_flag,
@@ -40,7 +41,7 @@ from gpudissect.bench.stats import (
 from gpudissect.catalog.model import CatalogError, UnknownVariant, Variant, load_catalog
 from gpudissect.device.device import Device
 from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.control import attach, kernel_controls, ptxas_latency
+from gpudissect.kernel.control import attach, controls_of, ptxas_latency
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
@@ -248,6 +249,7 @@ class VariantWork:
     record: MapRecord
     families: list[Family] = field(default_factory=list)
     results: list[list[Result]] = field(default_factory=list)  # per family, its latest measurement
+    index: int = 0  # its number in the run (kernel names; the same whichever batch prepared it)
 
 
 def select_variants(patterns: list[str] | None, catalog_paths=None) -> list[Variant]:
@@ -319,13 +321,45 @@ def timing_families(v: Variant, rec: MapRecord, target: Target, plan: Plan, idx:
     return fams
 
 
-def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str]) -> list[list[Family]]:
+# what a compile worker needs to generate a variant's families itself: the target, the plan and
+# the studies (timing_families)
+Generation = tuple[Target, Plan, tuple[VariantStudy, ...]]
+
+
+def _generated(chunk: list[tuple[Variant, MapRecord, list[Family] | None, int]],
+               gen: Generation | None) -> tuple[list[tuple[Variant, MapRecord, list[Family]]], dict[int, str]]:
+    """The chunk's variants with their families (those given, or generated here from ``gen``),
+    and why a variant's could not be generated (by its position in the chunk)."""
+    items, failed = [], {}
+    for pos, (v, rec, fams, idx) in enumerate(chunk):
+        if fams is None:
+            assert gen is not None, "families to generate, but no generation given"
+            target, plan, studies = gen
+            try:
+                fams = timing_families(v, rec, target, plan, idx, studies)
+            except GenerationError as e:
+                failed[pos] = f"timing kernels: {e}"
+                fams = []
+        items.append((v, rec, fams))
+    return items, failed
+
+
+def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family] | None, int]], str, Generation | None]
+                 ) -> list[list[Family] | str]:
     """Build one chunk's kernels in one module per optimisation level and check each family's
     SASS (runs in a worker process: everything in and out is picklable; a study's family by its
-    study). What comes back per family: its kernels built (without the parsed SASS, which only
-    the checks need), or why not; the registers per thread; ptxas's stall model for a chain
-    family."""
-    chunk, arch = job
+    study). A variant given no families has them generated here first (the generation is
+    Python: in the workers it runs beside the measurement, not in its process). What comes
+    back per variant: its families, each with its kernels built (without the parsed SASS, which
+    only the checks need) or why not, its registers per thread and ptxas's stall model for a
+    chain family; or, where its families could not be generated, why."""
+    raw, arch, gen = job
+    chunk, failed = _generated(raw, gen)
+    return [failed[pos] if pos in failed else fams for pos, fams in enumerate(_build_families(chunk, arch))]
+
+
+def _build_families(chunk: list[tuple[Variant, MapRecord, list[Family]]], arch: str) -> list[list[Family]]:
+    """:func:`_build_chunk` of variants with their families."""
     pairs = paired_sass(arch)
     by_opt: dict[int, list[tuple[Variant, MapRecord, list[Family]]]] = {}
     for item in chunk:
@@ -339,7 +373,7 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
         except PtxasError:
             if len(items) > 1:  # find the variant that does not assemble; then the next group
                 for item in items:
-                    _build_chunk(([item], arch))
+                    _build_families([item], arch)
                 continue
             for f in items[0][2]:
                 f.error = "ptxas failed on the timing kernels"
@@ -377,34 +411,39 @@ def _build_chunk(job: tuple[list[tuple[Variant, MapRecord, list[Family]]], str])
     return [fams for _, _, fams in chunk]
 
 
-def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 4) -> None:
+def compile_work(works: list[VariantWork], target: Target, jobs: int, per_module: int = 4,
+                 generate: tuple[Plan, tuple[VariantStudy, ...]] | None = None) -> None:
     """Build every family's kernels in batched modules, in parallel processes; verify each
-    family's SASS."""
+    family's SASS. ``generate`` (plan, studies): the works' families are generated in the
+    workers first (a variant whose kernels cannot be generated is marked unverified, with
+    why)."""
+    gen = (target, *generate) if generate is not None else None
     chunks = [works[i : i + per_module] for i in range(0, len(works), per_module)]
-    jobs_in = [([(w.variant, w.record, w.families) for w in c], target.arch) for c in chunks]
+    jobs_in = [([(w.variant, w.record, None if gen else w.families, w.index) for w in c], target.arch, gen)
+               for c in chunks]
     for c, fams_back in zip(chunks, pmap(_build_chunk, jobs_in, jobs), strict=True):
         for w, fams in zip(c, fams_back, strict=True):
-            w.families = fams
+            if isinstance(fams, str):
+                w.record.verified = False
+                w.record.status = "unverified"
+                w.record.reason = fams
+                w.families = []
+            else:
+                w.families = fams
 
 
 def prepare_works(variants: list[Variant], records: list[MapRecord], target: Target, plan: Plan,
-                  jobs: int, studies: tuple[VariantStudy, ...]) -> list[VariantWork]:
+                  jobs: int, studies: tuple[VariantStudy, ...], numbers: list[int] | None = None) -> list[VariantWork]:
     """Phase 2: the timing kernels of every verified variant (the core's and the studies'),
-    compiled and checked."""
-    works: list[VariantWork] = []
-    for i, (v, rec) in enumerate(zip(variants, records, strict=True)):
-        w = VariantWork(v, rec)
-        if rec.verified:
-            try:
-                w.families = timing_families(v, rec, target, plan, i, studies)
-            except GenerationError as e:
-                rec.verified = False
-                rec.status = "unverified"
-                rec.reason = f"timing kernels: {e}"
-        works.append(w)
-    compile_work([w for w in works if w.record.verified], target, jobs)
+    compiled and checked; ``numbers``: each variant's number in the run (a batch of a run's
+    variants; by default 0, 1, ...)."""
+    numbers = numbers if numbers is not None else list(range(len(variants)))
+    works = [VariantWork(v, rec, index=n) for v, rec, n in zip(variants, records, numbers, strict=True)]
+    with span("prepare", "generate and compile"):
+        compile_work([w for w in works if w.record.verified], target, jobs, generate=(plan, studies))
     for s in studies:
-        s.built([w for w in works if w.record.verified], target, plan, jobs)
+        with span("prepare", f"study {s.name} built"):
+            s.built([w for w in works if w.record.verified], target, plan, jobs)
     return works
 
 
@@ -456,20 +495,23 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
             w.results[i] = [skipped(w, fams[i], failed)]
             continue
         try:
-            w.results[i] = _measure_family(dev, w, fams[i], plan, texts)
+            with span("measure", _label(fams[i])):
+                w.results[i] = _measure_family(dev, w, fams[i], plan, texts)
         except Exception as e:  # a launch that fails (resources, fault) flags this family only
             w.results[i] = [_error_result(w, fams[i], f"error: {type(e).__name__}: {e}")]
             if type(e).__name__ == WORKER_FAILED:
                 failed = e
     studies = list(dict.fromkeys(f.study for f in fams if f.study is not None))
     for s in studies:  # on the chain results (a configuration against its control)
-        failed = s.after_chains(dev, w, todo, plan, target, failed)
+        with span("measure", s.name):
+            failed = s.after_chains(dev, w, todo, plan, target, failed)
     tp = [i for i in todo if fams[i].measure == "throughput"]
     if tp:
         swept: dict[int, list[Result]] = {i: [] for i in tp}
         if failed is None:
             try:
-                _sweep(dev, w, tp, plan, target, texts, swept)
+                with span("measure", "throughput"):
+                    _sweep(dev, w, tp, plan, target, texts, swept)
             except Exception as e:  # the worker failed: this configuration and the rest
                 failed = e
         for i in tp:
@@ -477,7 +519,8 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
     for s in studies:  # a study's families of many warps (the grid), after the sweep
         many = [i for i in todo if fams[i].study == s and many_warps(fams[i])]
         if many:
-            s.measure_families(dev, w, many, plan, target, texts, failed)
+            with span("measure", s.name):
+                s.measure_families(dev, w, many, plan, target, texts, failed)
     for i, f in enumerate(fams):
         if f.alias and f.study is not None:
             w.results[i] = [f.study.alias_result(w.variant, f, [r for rs in w.results for r in rs])]
@@ -495,6 +538,11 @@ def measure_work(dev: Device, w: VariantWork, plan: Plan, target: Target,
         for r in peaks:
             _as_pair(r)
     return Outcome(measured + peaks, texts)
+
+
+def _label(f: Family) -> str:
+    """A family's label in the run's profile: its study's name, else its measure."""
+    return f.study.name if f.study is not None else f.measure
 
 
 def skipped(w: VariantWork, f: Family, failed: Exception | None) -> Result:
@@ -673,7 +721,7 @@ def ptxas_stall(b: Built, rec: MapRecord) -> float | None:
     if len(rec.sass_counts) != 1 or len(ops) != 1:
         return None
     try:
-        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+        pairs = attach(b.region, controls_of(b.cubin, b.kernel.name))
     except (KeyError, ValueError):
         return None
     return ptxas_latency(pairs, ops[0])

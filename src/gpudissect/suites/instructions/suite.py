@@ -15,9 +15,12 @@ check.
 
 from __future__ import annotations
 
+import threading
+
 from gpudissect.arch.target import Target
 from gpudissect.bench.contract import Context, Item, Outcome, Redo, SuiteBase
 from gpudissect.bench.contract import Plan as RunPlan
+from gpudissect.bench.spans import span
 from gpudissect.catalog.model import Variant
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions import companion, conclusions
@@ -48,6 +51,9 @@ from gpudissect.suites.instructions.studies import (
 from gpudissect.suites.instructions.template import companion_references
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many
 
+ORDER = "variant_numbers"  # ctx.state: each planned variant's number (its kernels' names)
+_MERGE = threading.Lock()  # the batches prepared beside each other add their works one at a time
+
 # the studies, in the order their families follow the core's and their results are derived
 STUDIES: tuple[VariantStudy, ...] = (operand_latency.STUDY, configurations.STUDY, grid.STUDY,
                                      sass_steps.STUDY, value_classes.STUDY, stall_patch.STUDY)
@@ -77,6 +83,7 @@ class InstructionsSuite(SuiteBase):
     options = {"catalog": "catalog TOML file(s) instead of the built-in one",
                "selfcheck": "time a few instructions through nvcc too"}
     retry_flags = RETRY
+    prepare_batch = 64  # 16 compile chunks of 4 variants (core.compile_work): one per core of a 16-core host
 
     def __init__(self, full: Plan = FULL_PLAN, quick: Plan = QUICK_PLAN,
                  studies: tuple[VariantStudy, ...] = STUDIES):
@@ -103,19 +110,37 @@ class InstructionsSuite(SuiteBase):
             for s in self.studies:  # those a study needs (the per-SASS steps' proxies)
                 refs += s.variants([v.name for v in vs], ctx.target.arch)
             vs += [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in refs]
+        ctx.state[ORDER] = {v.name: i for i, v in enumerate(vs)}
         # a variant needs the architecture its catalog entry names (min_sm), or a later one
         return RunPlan([Item(v.name, v, (f"sm_{v.min_sm}",)) for v in vs], self.axes(ctx).to_json())
 
+    def profile_label(self, item: Item) -> str:
+        return "variant"  # each family and study inside it has a label of its own
+
     def prepare(self, ctx: Context, items: list[Item]) -> None:
         variants = [i.data for i in items]
-        self.prepare_mapped(ctx, variants, autoverify_many(variants, ctx.target, jobs=ctx.jobs))
+        with span("prepare", "map"):
+            records = autoverify_many(variants, ctx.target, jobs=ctx.jobs)
+        self.prepare_mapped(ctx, variants, records)
 
     def prepare_mapped(self, ctx: Context, variants: list[Variant], records: list[MapRecord]) -> None:
-        """Phase 2 alone, for variants already mapped (``gpudissect time``)."""
-        works = prepare_core_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs, self.studies)
-        ctx.state["works"] = {w.variant.name: w for w in works}
-        ctx.state["studies"] = {s.name: s.prepare(works, ctx.target, self.axes(ctx), ctx.jobs)
-                                for s in self.studies}
+        """Phase 2 alone, for variants already mapped (``gpudissect time``). Another call (the
+        runner's batches, two at a time) adds to what the others prepared; a variant's number
+        (its kernels' names) is its place in the run's plan, whichever batch prepares it."""
+        order = ctx.state.get(ORDER, {})
+        numbers = [order.get(v.name, i) for i, v in enumerate(variants)]
+        works = prepare_core_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs, self.studies,
+                                   numbers)
+        states = {}
+        for s in self.studies:
+            with span("prepare", f"study {s.name}"):
+                states[s.name] = s.prepare(works, ctx.target, self.axes(ctx), ctx.jobs)
+        with _MERGE:
+            have = ctx.state.setdefault("studies", {})
+            for name, new in states.items():
+                old = have.get(name)
+                have[name] = {**old, **new} if isinstance(old, dict) and isinstance(new, dict) else new
+            ctx.state.setdefault("works", {}).update({w.variant.name: w for w in works})
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         w: VariantWork = ctx.state["works"][item.name]
@@ -128,8 +153,9 @@ class InstructionsSuite(SuiteBase):
         if redo is not None:
             out.texts = {**redo.previous.texts, **out.texts}
         for s in self.studies:  # a study's own measurement of the variant (the value classes)
-            res, texts = s.measure_variant(ctx.dev, w, ctx.state.get("studies", {}).get(s.name), self.axes(ctx),
-                                           redo.previous.results if redo is not None else None)
+            with span("measure", s.name):
+                res, texts = s.measure_variant(ctx.dev, w, ctx.state.get("studies", {}).get(s.name), self.axes(ctx),
+                                               redo.previous.results if redo is not None else None)
             out.results += res
             out.texts = {**out.texts, **texts}
         return out
@@ -144,8 +170,11 @@ class InstructionsSuite(SuiteBase):
         the same run, removed: item ``derived/<variant>``), a study's chains with a companion of
         their own theirs; then each study derives its own (the per-SASS steps, the value classes'
         ranges)."""
-        companion.derive(ctx, self.studies)
-        super().derive(ctx)
+        with span("derive", "companion"):
+            companion.derive(ctx, self.studies)
+        for study in self.studies:
+            with span("derive", study.name):
+                study.derive(ctx)
 
     def error_results(self, item: Item, flag: str) -> list[Result]:
         v: Variant = item.data

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from gpudissect.arch.target import Target
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.control import attach, instance_stalls, kernel_controls, region_stalls
+from gpudissect.kernel.control import attach, controls_of, instance_stalls, region_stalls
 from gpudissect.kernel.parallel import pimap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
@@ -86,7 +86,7 @@ def compiler_stalls(b: Built) -> str | None:
     """Why the timed region's schedule is ptxas's conservative one rather than the hardware's
     (stall counts of 15 on most of its work: what -O0 emits), or None."""
     try:
-        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+        pairs = attach(b.region, controls_of(b.cubin, b.kernel.name))
     except (KeyError, ValueError) as e:
         return f"control codes unreadable: {e}"
     st = region_stalls(pairs)

@@ -32,7 +32,7 @@ from gpudissect.arch.target import Target
 from gpudissect.bench.stats import components, fit_line, slopes_per_repeat
 from gpudissect.catalog.model import Variant
 from gpudissect.kernel.build import Built
-from gpudissect.kernel.control import attach, kernel_controls
+from gpudissect.kernel.control import attach, controls_of
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.region import is_move
 from gpudissect.kernel.sass import REG_RE, SassInstr
@@ -730,7 +730,7 @@ def ptxas_gap(b: Built, own: dict[str, Fraction]) -> float | None:
     if _multi(own):
         return None
     try:
-        pairs = attach(b.region, kernel_controls(b.cubin)[b.kernel.name])
+        pairs = attach(b.region, controls_of(b.cubin, b.kernel.name))
     except (KeyError, ValueError):
         return None
     mine = set(_instances(b.region, own))

@@ -217,10 +217,10 @@ def retry_operands(works: list[VariantWork], target: Target, plan: Plan, jobs: i
             if not failed:
                 continue
             fams = [operand_family(w.variant, w.record, f.operand, attempt, target, plan,  # type: ignore[arg-type]
-                                   index[w.variant.name]) for _, f in failed]
+                                   w.index) for _, f in failed]
             for (_, old), new in zip(failed, fams, strict=True):
                 new.error = new.error and f"{old.error}; {new.error}"  # not generated: both reasons
-            redo.append(VariantWork(w.variant, w.record, fams))
+            redo.append(VariantWork(w.variant, w.record, fams, index=w.index))
         if not redo:
             return
         compile_work(redo, target, jobs)

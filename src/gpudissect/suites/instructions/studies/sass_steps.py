@@ -63,7 +63,8 @@ from dataclasses import dataclass, field
 
 from gpudissect.arch.limits import Limits, load_limits, parse_sass
 from gpudissect.bench.stats import fit_line, robust_halfwidth
-from gpudissect.kernel.control import Control, attach, kernel_controls
+from gpudissect.kernel.build import Built
+from gpudissect.kernel.control import Control, attach, controls_of
 from gpudissect.kernel.dataflow import dependence_graph, reads, writes
 from gpudissect.kernel.region import KINDS, MOVE_RE, RegionNotFound, find_region
 from gpudissect.kernel.sass import REG_RE, SassInstr
@@ -483,6 +484,20 @@ def same_sass(a: str, b: str) -> bool:
     return _LABEL_RE.sub(".L_x", a) == _LABEL_RE.sub(".L_x", b)
 
 
+def built_controls(b: Built) -> tuple[Pairs | None, str]:
+    """The timed region of a kernel of this run's build paired with its control codes, read
+    from the very cubin that was measured (nothing recompiled or disassembled again); (None,
+    why) where its region is not found."""
+    funcs = parse_sass_text(b.sass)
+    if len(funcs) != 1:
+        return None, f"its SASS holds {len(funcs)} functions, not 1"
+    (f,) = funcs.values()
+    try:
+        return attach(find_region(f.instrs), controls_of(b.cubin, b.kernel.name)), ""
+    except (RegionNotFound, KeyError, ValueError) as e:
+        return None, f"no control codes for its timed region: {e}"[:300]
+
+
 def whole_controls(row: dict, kernel_text: Callable[[str], str | None], arch: str) -> tuple[Pairs | None, str]:
     """The timed region of the kernel that the whole's latency ``row`` cites, paired with its
     control codes: its stored PTX recompiled alone with the project's cached toolchain (ptxas at
@@ -513,7 +528,7 @@ def whole_controls(row: dict, kernel_text: Callable[[str], str | None], arch: st
     if not same_sass("\n".join(i.text for i in f.instrs), stored):
         return None, f"its PTX recompiled at -O{opt} gives other SASS than the stored"
     try:
-        return attach(find_region(f.instrs), kernel_controls(cub)[name]), ""
+        return attach(find_region(f.instrs), controls_of(cub, name)), ""
     except (RegionNotFound, KeyError, ValueError) as e:
         return None, f"no control codes for its timed region: {e}"[:300]
 
@@ -886,18 +901,19 @@ def proxy_references(selected: list[str], arch: str) -> list[str]:
 
 
 def _compile_one(job: tuple[str, str, int]) -> None:
-    from gpudissect.kernel.toolchain import compile_ptx
+    from gpudissect.kernel.toolchain import compile_ptx, disassemble
 
     try:
-        compile_ptx(*job)
+        disassemble(compile_ptx(*job).cubin)
     except Exception:  # noqa: BLE001 - whole_controls says why, serially
         pass
 
 
 def _prewarm(rows: list[dict], kernel_text: Callable[[str], str | None], arch: str) -> None:
     """The compile cache filled, in parallel processes, with the cited PTX of every whole's
-    latency that is split into steps (:func:`is_candidate`; at -O3, the suite's level), so that
-    :func:`whole_controls` reads cubins instead of running ptxas one kernel after another."""
+    latency that is split into steps (:func:`is_candidate`; at -O3, the suite's level) and its
+    disassembly, so that :func:`whole_controls` reads cached cubins and SASS instead of running
+    ptxas and nvdisasm one kernel after another."""
     import os
 
     from gpudissect.kernel.parallel import pmap
@@ -912,16 +928,24 @@ def _prewarm(rows: list[dict], kernel_text: Callable[[str], str | None], arch: s
         pmap(_compile_one, jobs, os.cpu_count() or 1)
 
 
-def derive(store, run_id: int, arch: str, rate_tol: float = 0.0) -> str | None:
+def derive(store, run_id: int, arch: str, rate_tol: float = 0.0,
+           built: dict[str, Built] | None = None) -> str | None:
     """Store the steps of every multi-SASS CUDA-core variant of a run (with the variant's own
-    item), from its own results and the control codes of the wholes' kernels (their stored PTX
-    recompiled, :func:`whole_controls`: ptxas and nvdisasm, no GPU); None, or one line saying why
-    not (never raises: a failure is one flagged result under item ``sass_steps``)."""
+    item), from its own results and the control codes of the wholes' kernels: those of this
+    process's build where ``built`` (PTX hash -> kernel) has them (:func:`built_controls`), else
+    their stored PTX recompiled (:func:`whole_controls`: ptxas and nvdisasm, no GPU; a resumed
+    run); None, or one line saying why not (never raises: a failure is one flagged result under
+    item ``sass_steps``)."""
+    built = built or {}
+
+    def controls(row: dict) -> tuple[Pairs | None, str]:
+        b = built.get(row.get("ptx_hash") or "")
+        return built_controls(b) if b is not None else whole_controls(row, store.kernel_text, arch)
+
     try:
         rows = store.results(run_id)
-        _prewarm(rows, store.kernel_text, arch)
-        res = step_results(rows, store.kernel_text, load_limits(arch), rate_tol,
-                           lambda row: whole_controls(row, store.kernel_text, arch))
+        _prewarm([r for r in rows if r.get("ptx_hash") not in built], store.kernel_text, arch)
+        res = step_results(rows, store.kernel_text, load_limits(arch), rate_tol, controls)
         by_variant: dict[str, list[Result]] = {}
         for r in res:  # stored with each variant's own item: an item's results stay its own
             by_variant.setdefault(r.variant, []).append(r)
@@ -942,7 +966,9 @@ class SassSteps(VariantStudy):
         return proxy_references(selected, arch)
 
     def derive(self, ctx) -> None:
-        derive(ctx.store, ctx.run_id, ctx.target.arch, PEAK_TOL)
+        built = {b.ptx_hash: b for w in ctx.state.get("works", {}).values() for f in w.families
+                 if f.measure == "latency" and f.study is None for b in f.built}
+        derive(ctx.store, ctx.run_id, ctx.target.arch, PEAK_TOL, built)
 
 
 STUDY = SassSteps("sass_steps", needs=("latency", "throughput_peak"), adds=MEASURES)

@@ -36,7 +36,7 @@ from gpudissect.bench.runner import WORKER_FAILED
 from gpudissect.bench.stats import fit_line, rep_cycles
 from gpudissect.device.device import Device, forget
 from gpudissect.kernel.build import Built, build_module
-from gpudissect.kernel.control import Control, attach, decode_word, kernel_controls
+from gpudissect.kernel.control import Control, attach, controls_of, decode_word
 from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.patch import patch, read_word
 from gpudissect.kernel.ptx import Kernel
@@ -83,7 +83,7 @@ def chain_region(b: Built) -> list[SassInstr]:
 
 def region_controls(b: Built) -> list[tuple[SassInstr, Control]]:
     """``b``'s timed region with each instruction's control bits."""
-    return attach(chain_region(b), kernel_controls(b.cubin)[b.kernel.name])
+    return attach(chain_region(b), controls_of(b.cubin, b.kernel.name))
 
 
 def chain_instructions(b: Built, op: str) -> list[tuple[SassInstr, Control]]:
@@ -139,13 +139,13 @@ def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: 
     why not, and per edge strategy (EDGE_STRATEGIES) its kernels or why not}."""
     out: dict[str, dict] = {}
     items = []
-    for i, w in enumerate(works):
+    for w in works:
         if not (w.record.verified and single_sass(w)):
             continue
         out[w.variant.name] = {}
         for key, strat in (("own", None), *((e, e) for e in EDGE_STRATEGIES)):
             try:
-                ks = own_kernels(w, target, plan, i, strat)
+                ks = own_kernels(w, target, plan, w.index, strat)
             except GenerationError as e:
                 out[w.variant.name][key] = f"the kernels could not be generated: {e}"
                 continue

@@ -231,11 +231,11 @@ def prepare(works: list, target: Target, plan, jobs: int) -> dict[str, list[Valu
     """The value-class families of every verified variant the table lists (the suite's ``works``),
     built and checked: variant name -> its families."""
     items = []
-    for i, w in enumerate(works):
+    for w in works:
         if not (w.record.verified and selected(w.variant)):
             continue
         lens = lengths_for(plan.latency_units, 1, sass_per_instance(w.record) + 1, plan)
-        items.append((w.variant, own_counts(w.variant, w.record), families(w.variant, lens, target, plan.reps, i)))
+        items.append((w.variant, own_counts(w.variant, w.record), families(w.variant, lens, target, plan.reps, w.index)))
     done = compile_all(items, target.arch, jobs) if items else []
     return {v.name: fams for (v, _, _), fams in zip(items, done, strict=True)}
 

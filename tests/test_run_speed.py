@@ -1,0 +1,220 @@
+"""Issue 36: where a run's time goes (bench/spans.py) and the runner's compile in batches beside
+the measurement (bench/runner.py prepare_batches), the shared compile pool (kernel/parallel.py)
+and the control codes of one kernel read without the whole module's (kernel/control.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from gpudissect.arch.target import make_target
+from gpudissect.bench.contract import Context, Item, Outcome, Plan, SuiteBase
+from gpudissect.bench.runner import batches, prepare_in_background, run
+from gpudissect.bench.spans import Profile, TimedDevice, activated, span
+from gpudissect.device.device import FakeDevice
+from gpudissect.kernel.build import build_module
+from gpudissect.kernel.control import controls_of, kernel_controls, text_extents
+from gpudissect.kernel.parallel import pmap
+from gpudissect.store.db import Result, Store
+
+TARGET = make_target("sm_90")
+
+
+class Stub:
+    info = "a device"
+
+    def run(self, *a, **k):
+        time.sleep(0.001)
+        return []
+
+    def clocks(self):
+        return {}
+
+    def free_memory(self):
+        return 0
+
+
+def test_spans_nest_and_device_calls_are_charged_to_the_label_being_measured():
+    p, dev = Profile(), TimedDevice(Stub())
+    assert dev.info == "a device"  # everything else is the device's
+    with activated(p):
+        with span("measure", "variant"):
+            with span("measure", "grid"):
+                dev.free_memory()  # not a timed call
+                dev.clocks()
+            with span("prepare", "compile"):
+                pass
+    spans = p.to_json()
+    assert set(spans) == {"measure/variant", "measure/grid", "prepare/compile"}
+    assert spans["measure/variant"]["s"] >= spans["measure/grid"]["s"]
+    with activated(p), span("measure", "latency"):
+        dev.run(b"", "k", [], 1, 2, grid=1, block=32)
+    assert p.spans["device/latency"][0] == 1  # the run, under the label measured
+    assert "device/grid" not in p.spans
+
+
+def test_nothing_is_recorded_without_an_active_profile_nor_in_another_thread():
+    p = Profile()
+    with span("measure", "x"):
+        pass
+
+    def elsewhere() -> None:
+        with span("prepare", "y"):
+            pass
+
+    with activated(p):
+        t = threading.Thread(target=elsewhere)
+        t.start()
+        t.join()
+    assert p.spans == {}
+
+
+def test_batches_start_small_then_double_up_to_the_size():
+    items = [Item(str(i)) for i in range(300)]
+    sizes = [len(b) for b in batches(items, 64)]
+    assert sizes == [16, 32, 64, 64, 64, 60]
+    assert [it.name for b in batches(items, 64) for it in b] == [str(i) for i in range(300)]
+    assert [len(b) for b in batches(items[:3], 64)] == [3]
+
+
+class Batched(SuiteBase):
+    """Items prepared in batches (each prepare call adds to the state); ``fail_at``: the prepare
+    of the batch holding this item raises."""
+
+    name = "batched"
+    prepare_batch = 8
+
+    def __init__(self, n: int, fail_at: str | None = None, delay: float = 0.0):
+        self.n, self.fail_at, self.delay = n, fail_at, delay
+        self.calls: list[list[str]] = []
+        self.measured_before_prepared: list[str] = []
+
+    def plan(self, ctx, patterns):
+        return Plan([Item(f"i{k:03d}") for k in range(self.n)])
+
+    def prepare(self, ctx, items):
+        names = [it.name for it in items]
+        self.calls.append(names)
+        time.sleep(self.delay)
+        if self.fail_at in names:
+            raise RuntimeError(f"batch of {self.fail_at} does not compile")
+        ctx.state.setdefault("ready", set()).update(names)
+
+    def measure(self, ctx, item, redo=None):
+        if item.name not in ctx.state.get("ready", set()):
+            self.measured_before_prepared.append(item.name)
+        return Outcome([Result(item.name, "x", 1.0, "-", "s")])
+
+
+def test_the_runner_measures_each_item_after_its_batch_is_prepared(tmp_path):
+    suite = Batched(40, delay=0.01)
+    store = Store(tmp_path / "r.db")
+    ctx = Context(FakeDevice(), store, TARGET)
+    out = run(suite, ctx, None)
+    assert suite.measured_before_prepared == []
+    assert sorted(n for c in suite.calls for n in c) == [f"i{k:03d}" for k in range(40)]
+    assert [len(c) for c in suite.calls] == [2, 4, 8, 8, 8, 8, 2]
+    assert len(store.done_items(out.run_id)) == 40
+    prof = json.loads(store.runs()[0]["timing"])["profile"]
+    assert prof["prepare/all"]["n"] == 7
+    assert sum(v["n"] for k, v in prof.items() if k.startswith("measure/")) == 40
+
+
+def test_a_batch_that_fails_to_prepare_fails_the_run_there_and_keeps_what_came_before(tmp_path):
+    suite = Batched(40, fail_at="i020")
+    store = Store(tmp_path / "r.db")
+    ctx = Context(FakeDevice(), store, TARGET)
+    with pytest.raises(RuntimeError, match="batch of i020 does not compile"):
+        run(suite, ctx, None)
+    done = store.done_items(store.unfinished_run("batched", ctx.dev.info.uuid))
+    assert {f"i{k:03d}" for k in range(14)} <= done  # the batches before it (2 + 4 + 8 items)
+    assert "i020" not in done
+
+
+def test_a_suite_compiled_ahead_waits_for_the_first_suite_to_prepare_its_own():
+    first, order = threading.Event(), []
+
+    class Ahead(SuiteBase):
+        name = "ahead"
+
+        def plan(self, ctx, patterns):
+            return Plan([Item("a")])
+
+        def prepare(self, ctx, items):
+            order.append("ahead prepared")
+
+    ctx = Context(FakeDevice(), None, TARGET)
+    (fut,) = prepare_in_background([(Ahead(), ctx, None)], first)
+    time.sleep(0.05)
+    assert order == [] and not fut.done()
+    order.append("first prepared")
+    first.set()
+    fut.result(timeout=10)
+    assert order == ["first prepared", "ahead prepared"]
+
+
+def _pid(_x: int) -> int:
+    return os.getpid()
+
+
+def test_the_compile_workers_are_shared_by_calls_and_threads():
+    a = set(pmap(_pid, range(8), jobs=2))
+    got: list[set[int]] = []
+    t = threading.Thread(target=lambda: got.append(set(pmap(_pid, range(8), jobs=2))))
+    t.start()
+    t.join()
+    time.sleep(0.2)  # the thread that started them has ended: the workers live on
+    b = set(pmap(_pid, range(8), jobs=2))
+    assert os.getpid() not in a and len(a | got[0] | b) <= 2
+
+
+def test_one_kernels_control_codes_are_those_of_the_whole_module(catalog):
+    from gpudissect.suites.instructions.strategies import strategy
+    from gpudissect.suites.instructions.template import generate
+
+    v = catalog.get("add.u32")
+    ks = [generate(v, strategy("reg"), TARGET, chains=1, length=n, reps=2, name=f"k{n}") for n in (8, 16)]
+    cubin = next(iter(build_module(ks, TARGET.arch).values())).cubin
+    whole = kernel_controls(cubin)
+    assert set(text_extents(cubin)) == set(whole) == {"k8", "k16"}
+    for name in whole:
+        assert controls_of(cubin, name) == whole[name]
+    with pytest.raises(KeyError):
+        controls_of(cubin, "nope")
+
+
+def test_a_builds_own_control_codes_are_those_of_its_ptx_recompiled(catalog):
+    """sass_steps reads the timed region's control codes from the cubin the run built and
+    measured, instead of compiling and disassembling the stored PTX again: the same pairs."""
+    from gpudissect.suites.instructions.strategies import strategy
+    from gpudissect.suites.instructions.studies.sass_steps import built_controls, whole_controls
+    from gpudissect.suites.instructions.template import generate
+
+    v = catalog.get("mad.hi.u16")
+    ks = [generate(v, strategy("reg"), TARGET, chains=1, length=n, reps=2, name=f"w{n}") for n in (8, 16)]
+    b = build_module(ks, TARGET.arch)["w16"].light()
+    texts = dict(b.texts())
+    row = {"ptx_hash": b.ptx_hash, "sass_hash": b.sass_hash}
+    mine, why = built_controls(b)
+    again, why2 = whole_controls(row, lambda h: texts.get(h, (None, None))[1], TARGET.arch)
+    assert why == why2 == "" and mine is not None
+    assert [(i.text, c) for i, c in mine] == [(i.text, c) for i, c in again]
+
+
+def test_a_quick_run_says_so_in_the_timing_reference_and_the_comparison(tmp_path, sweep):
+    from gpudissect.report.assemble.compare import set_name
+    from gpudissect.report.assemble.timing_reference import timing_reference
+    from gpudissect.report.read.results import load_result_set
+
+    for quick in (True, False):
+        store = Store(tmp_path / f"{quick}.db")
+        sweep(FakeDevice(), store, ["add.u32"], quick=quick)
+        store.close()
+        rs = load_result_set(tmp_path / f"{quick}.db")
+        assert rs.quick_suites() == (["instructions"] if quick else [])
+        assert ("QUICK PROFILE (instructions)" in timing_reference(rs)) is quick
+        assert set_name(rs).endswith("(quick profile)") is quick
