@@ -84,8 +84,9 @@ def main() -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rec: dict = {"date": dt.date.today().isoformat(), "cores": len(os.sched_getaffinity(0)),
-                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                          text=True).stdout.strip() or None,
+                 "commit": os.environ.get("GPUDISSECT_COMMIT") or subprocess.run(
+                     ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+                 or None,  # a copy of the tree without its .git (the device tool's) names it in the environment
                  "compile_cache": "empty (a fresh GPUDISSECT_CACHE per run)"}
     for phase in ("full", "quick"):
         if (phase == "full" and a.skip_full) or (phase == "quick" and a.skip_quick):
