@@ -8,8 +8,9 @@ beside the JSON. The figures are measured here, so the JSON is generated, not ty
     python scripts/bench_run.py --out DIR [--skip-quick] [--skip-full] [--local data/benchmarks/local-2core.json]
                                 [-- extra 'gpudissect run' arguments]
 
-``DIR`` receives ``run-<gpu>.json`` (``h200`` for an H200), ``full.log``, ``quick.log`` and the
-run's stores (``full.db``, ``quick.db``); ``--local`` folds in the figures measured without a GPU
+``DIR`` receives ``run-<gpu>.json`` (``h200`` for an H200), ``full.log``, ``quick.log``, the
+runs' stores (``full.db``, ``quick.db``) and their runs tables (``full-runs.json``, ...); ``--runs
+F`` writes the record of a run that was cut short from such a table instead of running; ``--local`` folds in the figures measured without a GPU
 (``report_s``, ``tests_fast_s`` of ``scripts/bench_local.py``). ``scripts/compare_runs.py`` then
 compares ``full.db`` with a shipped data set.
 """
@@ -57,18 +58,26 @@ def timed_run(phase: str, out: Path, extra: list[str]) -> dict:
     return {"s": round(wall, 1), "exit": p.returncode}
 
 
-def suites_of(db: Path) -> tuple[dict, dict]:
-    """Per suite run of a store: its timing split and profile; and the GPU's provenance."""
-    con = sqlite3.connect(db)
+def runs_of(db: Path) -> list[dict]:
+    """The runs table of a store, its JSON columns read (what ``--runs`` takes)."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     con.row_factory = sqlite3.Row
+    cols = ("timing", "clocks_before", "clocks_after", "params")
+    return [{**dict(r), **{c: json.loads(r[c] or "{}") for c in cols}}
+            for r in con.execute("select * from runs order by id")]
+
+
+def suites_of(runs: list[dict]) -> tuple[dict, dict]:
+    """Per suite run: its timing split and profile (a run not finished: ``finished`` false, no
+    split); and the GPU's provenance."""
     out, gpu = {}, {}
-    for r in con.execute("select * from runs order by id"):
-        t = json.loads(r["timing"] or "{}")
+    for r in runs:
+        t = dict(r["timing"] or {})
         prof = t.pop("profile", {})
         out[r["suite"]] = {**{k: round(v, 1) for k, v in t.items() if isinstance(v, (int, float))},
-                           "profile": prof}
+                           "finished": r.get("finished") is not None, "profile": prof}
         gpu = {"name": r["gpu_name"], "uuid": r["gpu_uuid"], "driver": r["driver"], "toolkit": r["toolkit"],
-               "clocks_before": json.loads(r["clocks_before"] or "{}")}
+               "clocks_before": r["clocks_before"] or {}}
     return out, gpu
 
 
@@ -78,6 +87,8 @@ def main() -> int:
     ap.add_argument("--skip-quick", action="store_true")
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--local", help="bench_local.py's JSON: its report_s and tests_fast_s are folded in")
+    ap.add_argument("--runs", type=Path, help="no run: the record of a run cut short, from the runs table its "
+                                              "store had then (runs_of, as JSON; the wall time is then unknown)")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -88,11 +99,18 @@ def main() -> int:
                      ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
                  or None,  # a copy of the tree without its .git (the device tool's) names it in the environment
                  "compile_cache": "empty (a fresh GPUDISSECT_CACHE per run)"}
+    if a.runs:
+        suites, gpu = suites_of(json.loads(a.runs.read_text()))
+        rec.update(gpu=gpu, total_s=None, full={"s": None, "cut_short": True, "suites": suites,
+                                                "suites_s": round(sum(s.get("total_s", 0) for s in suites.values()), 1)})
+        rec["commit"] = os.environ.get("GPUDISSECT_COMMIT") or None
     for phase in ("full", "quick"):
-        if (phase == "full" and a.skip_full) or (phase == "quick" and a.skip_quick):
+        if a.runs or (phase == "full" and a.skip_full) or (phase == "quick" and a.skip_quick):
             continue
         got = timed_run(phase, out, extra)
-        suites, gpu = suites_of(out / f"{phase}.db")
+        runs = runs_of(out / f"{phase}.db")
+        (out / f"{phase}-runs.json").write_text(json.dumps(runs, indent=1) + "\n")
+        suites, gpu = suites_of(runs)
         rec["gpu"] = rec.get("gpu") or gpu
         rec["total_s" if phase == "full" else "quick_s"] = got["s"]
         rec[phase] = {**got, "suites": suites,

@@ -12,7 +12,8 @@ runs on a GPU differ by their noise; a record flagged by either run is not held 
     python scripts/compare_runs.py NEW BASE [--json OUT]
 
 NEW and BASE: a store (``.db``), or a folder of stores (``<suite>.db`` or ``<suite>.db.xz``, as
-``data/h200``). Exit 1 when a limit is broken (each one listed), 0 otherwise.
+``data/h200``). Exit 1 when a limit is broken (counted by kind and PTX opcode on the terminal,
+each one in ``--json``), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -127,8 +128,12 @@ def main() -> int:
         print(f"  {s}: {m['records']} values, median change {m['median_rel']:.2%}, largest {m['max_rel']:.1%}")
     print(f"{len(res['broken'])} beyond the limits (latency {a.cycles} cycles, clean throughput {a.rel:.0%}, "
           "verdicts equal)" + (":" if res["broken"] else ""))
-    for line in res["broken"][:60]:
-        print("  " + line)
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for line in res["broken"]:  # by kind and the PTX opcode of the variant (atom, ld, cvt, ...)
+        kind, _, variant = line.split()[:3]
+        groups[(kind, variant.split(".")[0])].append(line)
+    for (kind, op), lines in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {len(lines)} {kind} of {op}.*, e.g. {lines[0].split(' ', 2)[2]}")
     if a.json:
         a.json.write_text(json.dumps({**res, "new": str(a.new), "base": str(a.base), "cycles": a.cycles,
                                       "rel": a.rel}, indent=1) + "\n")

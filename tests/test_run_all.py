@@ -129,9 +129,12 @@ def test_every_suite_into_one_database_then_the_report(here, fake_gpu):
         items, flagged, wall = line.split()[1:4]
         assert int(items) > 0 and int(flagged) >= 0 and float(wall) >= 0, line
         assert "failed" not in line
-    assert "timing reference of FakeGPU (instructions, memory, tensor, behaviour) -> timing-reference.md" \
-        in res.output
-    assert "report of FakeGPU (instructions, memory, tensor, behaviour) -> report.html" in res.output
+    # a --quick run (FAKE) says so in each line and on top of the timing reference
+    assert "timing reference of FakeGPU (instructions, memory, tensor, behaviour) (quick profile) -> " \
+           "timing-reference.md" in res.output
+    assert "report of FakeGPU (instructions, memory, tensor, behaviour) (quick profile) -> report.html" in res.output
+    assert "quick profile (--quick)" in res.output
+    assert "QUICK PROFILE (instructions, memory, tensor, behaviour)" in (here / "timing-reference.md").read_text()
     assert "Tensor" in (here / "report.html").read_text()
     assert files(here) == {"results.db", "report.html", "timing-reference.md"}
 

@@ -218,3 +218,59 @@ def test_a_quick_run_says_so_in_the_timing_reference_and_the_comparison(tmp_path
         assert rs.quick_suites() == (["instructions"] if quick else [])
         assert ("QUICK PROFILE (instructions)" in timing_reference(rs)) is quick
         assert set_name(rs).endswith("(quick profile)") is quick
+
+
+def _script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _store_with(path, latency: float, peak: float, verdict: str, flags: list[str] | None = None) -> None:
+    store = Store(path)
+    run_id = store.start_run("instructions", FakeDevice().info, "ptxas", "sm_90", {}, {}, "0")
+    store.save(run_id, "add.u32", [
+        Result("add.u32", "latency", latency, "cycles", "slope", params={"chains": 1}, flags=flags or []),
+        Result("add.u32", "throughput_peak", peak, "warp_instr/cycle/SM", "max"),
+        Result("add.u32", "latency_write_write", 4.0, "cycles", "slope", params={"chains": 1, "verdict": verdict}),
+    ])
+    store.finish_run(run_id, {}, {})
+    store.close()
+
+
+def test_compare_runs_holds_a_run_to_the_limits_of_issue_36(tmp_path):
+    cmp = _script("compare_runs")
+    _store_with(tmp_path / "base.db", 4.0, 2.0, "same")
+    _store_with(tmp_path / "near.db", 4.4, 1.97, "same")  # within 0.5 cycle and 2%
+    _store_with(tmp_path / "far.db", 4.6, 1.9, "faster")
+    _store_with(tmp_path / "noisy.db", 9.0, 2.0, "same", flags=["noisy: +-9%"])  # a flagged record is not held
+
+    def broken(new: str) -> list[str]:
+        return cmp.compare(cmp.records(tmp_path / new, tmp_path), cmp.records(tmp_path / "base.db", tmp_path),
+                           0.5, 0.02)["broken"]
+
+    assert broken("near.db") == [] and broken("noisy.db") == []
+    far = broken("far.db")
+    assert len(far) == 3
+    assert any(b.startswith("latency instructions add.u32 latency") and "4 -> 4.6" in b for b in far)
+    assert any(b.startswith("throughput instructions add.u32 throughput_peak") for b in far)
+    assert any(b.startswith("verdict") and "same -> faster" in b for b in far)
+
+
+def test_the_fast_median_is_numpys_to_the_last_bit():
+    import numpy as np
+
+    from gpudissect.bench.stats import median
+
+    rng = np.random.default_rng(36)
+    for n in (1, 2, 3, 4, 5, 12, 131, 132, 1000):
+        for sample in (rng.normal(1000, 37, n), rng.integers(0, 10**9, n), rng.random(n) * 1e-3):
+            assert median(sample) == float(np.median(sample))
+            assert median(list(sample)) == float(np.median(sample))
+    assert np.isnan(median([1.0, float("nan"), 2.0]))
+    with pytest.raises(ValueError):
+        median([])

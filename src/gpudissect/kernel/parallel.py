@@ -31,17 +31,24 @@ from typing import TypeVar
 # without a warning on the user's terminal about it
 QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
 PARENT_POLL_S = 0.5
+WORKER_NICE = 10  # the workers' (and their ptxas and nvdisasm's) scheduling priority, lowered
 T = TypeVar("T")
 R = TypeVar("R")
 
 
 def _worker_init(parent: int) -> None:
-    """A worker ignores Ctrl-C (the parent handles it) and dies with its parent process (a
-    parent that exits at once must not leave workers holding its terminal or pipes): a thread
-    of the worker's watches its parent's pid. Not prctl's PDEATHSIG: that fires when the
-    parent *thread* that started the worker ends, and the shared pool's workers are started
-    by whichever thread submits first (a run's compile threads come and go)."""
+    """A worker ignores Ctrl-C (the parent handles it), yields the CPU to its parent (which
+    measures on the GPU while later batches compile: the GPU's turn must not wait on a
+    compile) and dies with its parent process (a parent that exits at once must not leave
+    workers holding its terminal or pipes): a thread of the worker's watches its parent's pid.
+    Not prctl's PDEATHSIG: that fires when the parent *thread* that started the worker ends,
+    and the shared pool's workers are started by whichever thread submits first (a run's
+    compile threads come and go)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # the process that measures on the GPU comes first (a run compiles beside it)
+        os.nice(WORKER_NICE)
+    except (OSError, AttributeError):
+        pass
     threading.Thread(target=_watch_parent, args=(parent,), name="gpudissect-parent-watch", daemon=True).start()
 
 

@@ -26,7 +26,7 @@ def load(spec: Path) -> tuple[ResultSet, Path | None]:
 
 
 def _what(rs: ResultSet) -> str:
-    quick = " [quick profile]" if rs.quick_suites() else ""
+    quick = " (quick profile)" if rs.quick_suites() else ""
     return f"{rs.gpu} ({', '.join(rs.suites())}){quick}"
 
 

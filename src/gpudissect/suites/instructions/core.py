@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar
 
-import numpy as np
-
 from gpudissect.arch.limits import BRANCHES, Limit, check, checked_sass, limit_for, parse_sass
 from gpudissect.arch.target import Target, paired_sass
 from gpudissect.bench.contract import Outcome, Study, SuiteInputError
@@ -31,6 +29,7 @@ from gpudissect.bench.stats import (
     Fit,
     fit_flag,
     fit_line,
+    median,
     noise_flag,
     per_sm,
     rep_cycles,
@@ -669,7 +668,7 @@ def chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str], 
         res = _launch_series(dev, b, plan, 1, 32)
         cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
         xs.append(b.kernel.length)
-        ys.append(float(np.median(cyc)))
+        ys.append(median(cyc))
         raw[str(b.kernel.length)] = cyc
         series.append(cyc)
     fit = fit_line(xs, ys)
@@ -746,13 +745,13 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
                 st = per_sm(r.times, rep)
                 full = st.warps == W
                 if full.any():
-                    spans.append(float(np.median(st.span[full])))
-                    idle.append(float(np.median(st.idle[full])))
+                    spans.append(median(st.span[full]))
+                    idle.append(median(st.idle[full]))
         if res:  # the evidence kept: the last repetition of the last launch
             windows[str(b.kernel.length)] = sm_windows(res[-1].times, plan.reps - 1)
         if spans:
             xs.append(b.kernel.length)
-            ys.append(float(np.median(spans)))
+            ys.append(median(spans))
             raw[str(b.kernel.length)] = spans
             series.append(spans)
     params = {"chains": f.chains, "warps": W, "blocks_per_sm": blocks, "lengths": xs,
@@ -775,7 +774,7 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
         over = check(rate, limit)
         if over:
             flags.append(over)
-    sm_idle = float(np.median(idle)) if idle else 0.0
+    sm_idle = median(idle) if idle else 0.0
     if sm_idle > IDLE_TOL:
         # no warp of the SM was inside its region for part of the span (late starts): the
         # span is not all work. Warps that run one after another (greedy issue) leave no gap.
