@@ -104,6 +104,7 @@ def main() -> int:
         rec.update(gpu=gpu, total_s=None, full={"s": None, "cut_short": True, "suites": suites,
                                                 "suites_s": round(sum(s.get("total_s", 0) for s in suites.values()), 1)})
         rec["commit"] = os.environ.get("GPUDISSECT_COMMIT") or None
+        rec["cores"] = None  # of the machine that ran it: not in its runs table
     for phase in ("full", "quick"):
         if a.runs or (phase == "full" and a.skip_full) or (phase == "quick" and a.skip_quick):
             continue

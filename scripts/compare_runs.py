@@ -122,6 +122,9 @@ def main() -> int:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as td:
         res = compare(records(a.new, Path(td)), records(a.base, Path(td)), a.cycles, a.rel)
+    if a.json:  # first: a reader of the lines below may stop early
+        a.json.write_text(json.dumps({**res, "new": str(a.new), "base": str(a.base), "cycles": a.cycles,
+                                      "rel": a.rel}, indent=1) + "\n")
     print(f"{res['matched']} records matched ({res['only_new']} only in {a.new}, {res['only_base']} only in "
           f"{a.base}); checked: " + ", ".join(f"{n} {k}" for k, n in res["checked"].items()))
     for s, m in res["moved"].items():
@@ -134,9 +137,6 @@ def main() -> int:
         groups[(kind, variant.split(".")[0])].append(line)
     for (kind, op), lines in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         print(f"  {len(lines)} {kind} of {op}.*, e.g. {lines[0].split(' ', 2)[2]}")
-    if a.json:
-        a.json.write_text(json.dumps({**res, "new": str(a.new), "base": str(a.base), "cycles": a.cycles,
-                                      "rel": a.rel}, indent=1) + "\n")
     return 1 if res["broken"] else 0
 
 

@@ -58,7 +58,7 @@ OWN_LENGTHS = (64, 65, 128)
 # companion, at two lengths; the strategies in order, with their kernels' name tags
 EDGE_STRATEGIES = {"companion-imm": "e1", "companion-add-imm": "a1"}
 EDGE_LENGTHS = (64, 65)
-PER_MODULE = 16  # variants whose kernels compile as one module
+PER_MODULE = 16  # kernel sets (a variant's own, each of its edges') that compile as one module
 INPUT_XOR = 0x2545  # the second input set: low bits of every operand slot flipped (values, not addresses)
 # where the chain's value does not move under those two, further sets are tried (seeded, so a run
 # is repeatable): every slot's low 16 bits flipped by a random mask, or random bits throughout
@@ -134,24 +134,34 @@ def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[s
     return out
 
 
-def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, dict]:
-    """Every single-SASS verified variant's own kernels, built: variant -> {"own": kernels or
-    why not, and per edge strategy (EDGE_STRATEGIES) its kernels or why not}."""
-    out: dict[str, dict] = {}
-    items = []
+def _generate_and_build(job: tuple[list[VariantWork], Target, Plan]) -> list[tuple[str, list[Built] | str]]:
+    """:func:`_build` of a chunk of variants whose kernels (own and each edge strategy's) are
+    generated here, in the worker (Python that would otherwise hold the measuring process);
+    a kernel set that cannot be generated comes back as why."""
+    works, target, plan = job
+    items, failed = [], []
     for w in works:
-        if not (w.record.verified and single_sass(w)):
-            continue
-        out[w.variant.name] = {}
         for key, strat in (("own", None), *((e, e) for e in EDGE_STRATEGIES)):
+            name = f"{w.variant.name}\t{key}"
             try:
                 ks = own_kernels(w, target, plan, w.index, strat)
             except GenerationError as e:
-                out[w.variant.name][key] = f"the kernels could not be generated: {e}"
+                failed.append((name, f"the kernels could not be generated: {e}"))
                 continue
-            items.append((f"{w.variant.name}\t{key}", get_strategy(strat or w.record.strategy or "reg").opt, ks))
-    chunks = [(items[k:k + PER_MODULE], target.arch) for k in range(0, len(items), PER_MODULE)]
-    for part in pmap(_build, chunks, jobs):
+            items.append((name, get_strategy(strat or w.record.strategy or "reg").opt, ks))
+    return failed + (_build((items, target.arch)) if items else [])
+
+
+def prepare_kernels(works: list[VariantWork], target: Target, plan: Plan, jobs: int) -> dict[str, dict]:
+    """Every single-SASS verified variant's own kernels, built: variant -> {"own": kernels or
+    why not, and per edge strategy (EDGE_STRATEGIES) its kernels or why not}."""
+    # the variants travel without their families (built cubins): generating needs none of them
+    todo = [VariantWork(w.variant, w.record, index=w.index) for w in works
+            if w.record.verified and single_sass(w)]
+    out: dict[str, dict] = {w.variant.name: {} for w in todo}
+    per = max(1, PER_MODULE // (1 + len(EDGE_STRATEGIES)))  # PER_MODULE kernel sets a module, as before
+    chunks = [(todo[k:k + per], target, plan) for k in range(0, len(todo), per)]
+    for part in pmap(_generate_and_build, chunks, jobs):
         for name, built in part:
             v, key = name.split("\t")
             out[v][key] = built

@@ -1,0 +1,28 @@
+#!/bin/bash
+# scripts/bench_run.py on the device machine, across calls of at most 600 s (issue 36): the run of
+# every suite (full, then --quick) takes longer than one call, so it runs in the background from a
+# copy of the tree outside the working tree (each call lays the tree anew) in a session of its own
+# (setsid: a call's time limit kills the call's process group, and a job left in it dies with it).
+#   start [S]  copy the tree, start the benchmark, follow it for S seconds (default 540)
+#   wait [S]   follow it for S seconds more; once it is done, its files go to $OUT
+# Issue the calls back to back: the machine is given back after 30 s idle, and the job with it.
+# COMMIT names the commit (the copy has no .git).
+B=/tmp/gd-bench; W=/tmp/gd-tree
+Q="nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv"
+if [ "$1" = start ]; then
+    rm -rf $W $B; mkdir -p $W $B; cp -a . $W/
+    $Q > $B/nvidia-smi.csv
+    (cd $W && PYTHONPATH=src GPUDISSECT_COMMIT=$COMMIT setsid nohup python3 scripts/bench_run.py --out $B \
+        > $B/bench.out 2>&1 < /dev/null; touch $B/DONE) > /dev/null 2>&1 &
+fi
+end=$(( $(date +%s) + ${2:-540} ))
+while [ ! -f $B/DONE ] && [ "$(date +%s)" -lt $end ]; do sleep 5; done
+echo "--- $(date -u) done: $([ -f $B/DONE ] && echo yes || echo no)"
+cat $B/bench.out
+for f in $B/full.log $B/quick.log; do [ -f $f ] && { echo "== $f"; grep -E "^run [0-9]|^[a-z]+ +[0-9]+ +[0-9]+ " $f | tail -12; }; done
+if [ -f $B/DONE ]; then
+    $Q,noheader >> $B/nvidia-smi.csv
+    (cd $W && PYTHONPATH=src python3 scripts/compare_runs.py $B/full.db data/h200 --json $B/compare-h200.json | head -30)
+    cp $B/run-*.json $B/full-runs.json $B/quick-runs.json $B/compare-h200.json $B/nvidia-smi.csv $OUT/ 2>/dev/null
+    gzip -c $B/full.log > $OUT/run-full.log.gz; gzip -c $B/quick.log > $OUT/run-quick.log.gz
+fi
