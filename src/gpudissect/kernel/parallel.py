@@ -58,18 +58,24 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-_pools: dict[int, ProcessPoolExecutor] = {}
+_pools: dict[tuple[int, int], ProcessPoolExecutor] = {}
 _lock = threading.Lock()
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
-    """The process's pool of ``jobs`` workers (a broken one, whose worker died, replaced)."""
+    """The process's pool of ``jobs`` workers (a broken one, whose worker died, replaced). The
+    workers keep the environment they were started with (the compile cache's folder, the
+    toolchain's path): where it has changed since (a test's own cache), the pools of the old
+    one are shut down and new workers started."""
+    env = hash(frozenset(os.environ.items()))
     with _lock:
-        pool = _pools.get(jobs)
+        for key in [k for k in _pools if k[1] != env]:
+            _pools.pop(key).shutdown(wait=False, cancel_futures=True)
+        pool = _pools.get((jobs, env))
         if pool is None or getattr(pool, "_broken", False):
             if QUIET_TRACKER not in sys.warnoptions:  # read when multiprocessing starts its tracker
                 sys.warnoptions.append(QUIET_TRACKER)
-            pool = _pools[jobs] = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+            pool = _pools[(jobs, env)] = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                                       initializer=_worker_init, initargs=(os.getpid(),))
         return pool
 

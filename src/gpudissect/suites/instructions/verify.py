@@ -142,6 +142,8 @@ def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapReco
     """One strategy on one chunk of variants (one module; in a worker process): each variant's
     record with this strategy's attempt added, and filled in when it verifies."""
     strat, chunk, arch = job
+    if not chunk:
+        return []
     kernels = [k for _, ks, _ in chunk for k in ks]
     try:
         built = build_module(kernels, arch, strat.opt)
@@ -172,7 +174,25 @@ def _verify_chunk(job: tuple[Strategy, list[tuple[Variant, list[Kernel], MapReco
     return [rec for _, _, rec in chunk]
 
 
-MODULE_VARIANTS = 24  # variants per module in a batch round
+MODULE_VARIANTS = 24  # variants per module in a batch round (at most: fewer where the workers would idle)
+
+
+def _generate_and_verify(job: tuple[Strategy, list[tuple[Variant, MapRecord, str]], Target]) -> list[MapRecord]:
+    """:func:`_verify_chunk` of variants whose kernels are generated here, in the worker (the
+    generation is Python that would otherwise hold the parent, which may be measuring); a
+    variant the strategy does not apply to gets the attempt that says why."""
+    strat, items, target = job
+    chunk, out = [], []
+    for v, rec, prefix in items:
+        try:
+            chunk.append((v, _family(v, strat, target, prefix), rec))
+        except GenerationError as e:
+            rec.attempts.append(Attempt(strat.name, False, f"not applicable: {e}"))
+            out.append(rec)
+        except Exception as e:  # a generator bug on one variant must not stop the others
+            rec.attempts.append(Attempt(strat.name, False, f"generator error: {type(e).__name__}: {e}"))
+            out.append(rec)
+    return out + _verify_chunk((strat, chunk, target.arch))
 
 
 def autoverify_many(
@@ -200,17 +220,11 @@ def autoverify_many(
     for strat in strategies or default_order():
         if not pending:
             break
-        items: list[tuple[Variant, list[Kernel]]] = []
-        for i, v in enumerate(pending):
-            try:
-                items.append((v, _family(v, strat, target, f"v{i}")))
-            except GenerationError as e:
-                recs[v.name].attempts.append(Attempt(strat.name, False, f"not applicable: {e}"))
-            except Exception as e:  # a generator bug on one variant must not stop the others
-                recs[v.name].attempts.append(Attempt(strat.name, False, f"generator error: {type(e).__name__}: {e}"))
-        chunks = [items[i : i + MODULE_VARIANTS] for i in range(0, len(items), MODULE_VARIANTS)]
-        jobs_in = [(strat, [(v, ks, recs[v.name]) for v, ks in c], arch) for c in chunks]
-        for done in pimap(_verify_chunk, jobs_in, jobs):  # progress as each chunk comes back
+        items = [(v, recs[v.name], f"v{i}") for i, v in enumerate(pending)]
+        per = max(1, min(MODULE_VARIANTS, -(-len(items) // max(jobs, 1))))  # every worker busy
+        chunks = [items[i : i + per] for i in range(0, len(items), per)]
+        jobs_in = [(strat, c, target) for c in chunks]
+        for done in pimap(_generate_and_verify, jobs_in, jobs):  # progress as each chunk comes back
             recs.update({r.variant: r for r in done})
             for r in done:
                 if progress and r.status in ("verified", "unsupported"):
