@@ -274,3 +274,29 @@ def test_the_fast_median_is_numpys_to_the_last_bit():
     assert np.isnan(median([1.0, float("nan"), 2.0]))
     with pytest.raises(ValueError):
         median([])
+
+
+def test_the_idle_share_sorts_by_sm_then_start_as_a_lexsort_does():
+    """stats._idle orders the warps with one argsort of an (SM, start) key: the same gaps as the
+    two-key lexsort it replaced, ties of equal starts included."""
+    import numpy as np
+
+    from gpudissect.bench import stats
+
+    def by_lexsort(inv, t0, t1, n):
+        order = np.lexsort((t0, inv))
+        g, a, b = inv[order], t0[order] - t0.min(), t1[order] - t0.min()
+        big = int(max(b.max(), 1)) + 1
+        reach = np.maximum.accumulate(b + g * big)
+        gap = np.zeros(len(order), dtype=np.int64)
+        gap[1:] = np.where(g[1:] == g[:-1], np.maximum(a[1:] + g[1:] * big - reach[:-1], 0), 0)
+        return np.bincount(g, weights=gap, minlength=n).astype(float)
+
+    rng = np.random.default_rng(36)
+    for _ in range(100):
+        n, sms = int(rng.integers(1, 3000)), int(rng.integers(1, 140))
+        inv = rng.integers(0, sms, n)
+        t0 = rng.integers(0, int(rng.choice([10, 1000, 10**6])), n) + 10**12
+        t0[rng.integers(0, n, n // 5)] = t0[0]
+        t1 = t0 + rng.integers(0, 5000, n)
+        assert np.array_equal(stats._idle(inv, t0, t1, sms), by_lexsort(inv, t0, t1, sms))

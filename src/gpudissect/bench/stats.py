@@ -127,8 +127,12 @@ def _idle(inv: np.ndarray, t0: np.ndarray, t1: np.ndarray, n: int) -> np.ndarray
     """Cycles of each SM's span covered by no warp's window (the union of the windows has
     gaps): sort the warps by (SM, start); a start after every earlier end of its SM is a gap.
     Warps that run one after another (a greedy scheduler) leave no gap; a late start does."""
-    order = np.lexsort((t0, inv))
-    g, a, b = inv[order], t0[order] - t0.min(), t1[order] - t0.min()
+    a0 = t0 - t0.min()
+    if a0.max(initial=0) < 1 << 40:  # one int64 key, SM then start: the lexsort's order, in one argsort
+        order = np.argsort((inv.astype(np.int64) << 40) | a0, kind="stable")
+    else:
+        order = np.lexsort((t0, inv))
+    g, a, b = inv[order], a0[order], t1[order] - t0.min()
     big = int(max(b.max(), 1)) + 1
     reach = np.maximum.accumulate(b + g * big)  # running end per SM (SM blocks never mix)
     gap = np.zeros(len(order), dtype=np.int64)
