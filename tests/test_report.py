@@ -84,6 +84,10 @@ def test_html_report_from_synthetic_data(full, monkeypatch):
     def broken(doc, outdir):
         raise RuntimeError("no data to draw")
 
+    from gpudissect.kernel import parallel
+
+    parallel.shutdown()  # an earlier test's compile workers: with their thread the figures would be drawn
+    # in spawned processes, which do not see the stand-in modules below
     monkeypatch.setitem(sys.modules, "gpudissect.suites.memory.figures", types.SimpleNamespace(figures=draw))
     monkeypatch.setitem(sys.modules, "gpudissect.suites.behaviour.figures", types.SimpleNamespace(figures=broken))
     html = render_html(load_result_set(full), full)

@@ -17,6 +17,7 @@ from rich.progress import Progress
 from gpudissect.catalog.model import CatalogError
 from gpudissect.cli.report_commands import write_reports
 from gpudissect.cli.run_options import RunOptions
+from gpudissect.kernel import parallel
 from gpudissect.terminal import console, err, fail, open_device, open_store, progress, target_of
 
 
@@ -136,6 +137,7 @@ def run_single(s, patterns: list[str] | None, opts: RunOptions, target) -> None:
     problem = _came_to_nothing(store, s.name, out)
     if problem:
         fail(str(problem), problem.code)
+    parallel.shutdown()  # the compile workers are done (see its text)
     write_reports(store.path, opts.reports.report, opts.reports.markdown)
 
 
@@ -179,6 +181,7 @@ def run_all(suites: dict, plan: dict[str, list[str] | None], opts: RunOptions, t
     store.close()
     _print_summary(runs, opts.manner.quick)
     failed = [r.suite for r in runs if r.error]
+    parallel.shutdown()  # the compile workers are done (see its text)
     if len(failed) < len(runs):
         write_reports(store.path, opts.reports.report, opts.reports.markdown)
     if failed:

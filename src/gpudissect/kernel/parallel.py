@@ -80,12 +80,18 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
         return pool
 
 
-@atexit.register
-def _shutdown() -> None:
+def shutdown(wait: bool = True) -> None:
+    """End the shared workers (a later call starts new ones). A run ends them before its
+    report: their pool's manager thread would make the report's figure processes start by
+    'spawn' instead of 'fork' (report/assemble/suite_figures.py)."""
     with _lock:
-        for pool in _pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+        pools = list(_pools.values())
         _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=wait, cancel_futures=True)
+
+
+atexit.register(shutdown, wait=False)
 
 
 def pimap(fn: Callable[[T], R], items: Iterable[T], jobs: int) -> Iterator[R]:
