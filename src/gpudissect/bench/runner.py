@@ -245,7 +245,7 @@ def _run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, resume: boo
         plan = gated(suite, ctx, patterns)
     store, dev = ctx.store, ctx.dev
     run_id = store.unfinished_run(suite.name, dev.info.uuid) if resume else None
-    if run_id is None:  # the profile is part of what the run is (a quick one says so everywhere)
+    if run_id is None:  # with its plan, whether it is a quick run (every view names one)
         run_id = store.start_run(suite.name, dev.info, f"ptxas {tool_version('ptxas')}",
                                  ctx.target.arch, clocks(ctx), {**plan.params, "quick": ctx.quick}, __version__)
     ctx.run_id = run_id
