@@ -132,8 +132,10 @@ class Sweep:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+# a quick run: the rates of every variant on fewer configurations, without the fragment-layout
+# probes and numerics (no key quantity reads them; a quick run says so in every view)
 QUICK = Sweep(mma_chains=(4, 8), mma_warps=(8, 16), wg_n_full=(64, 256), wg_n_other=(256,), wg_accs=(1,),
-              wg_groups=(1, 2), data_variants=())
+              wg_groups=(1, 2), data_variants=(), layouts=False)
 
 
 def _mma_chains(v: MmaVariant) -> int:
