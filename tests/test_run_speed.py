@@ -300,3 +300,15 @@ def test_the_idle_share_sorts_by_sm_then_start_as_a_lexsort_does():
         t0[rng.integers(0, n, n // 5)] = t0[0]
         t1 = t0 + rng.integers(0, 5000, n)
         assert np.array_equal(stats._idle(inv, t0, t1, sms), by_lexsort(inv, t0, t1, sms))
+
+
+def test_a_quick_run_leaves_out_the_studies_its_plan_does_not_shrink():
+    from gpudissect.suites import get_suite
+    from gpudissect.suites.instructions.suite import QUICK_SKIPS
+
+    suite = get_suite("instructions")
+    full = [s.name for s in suite.studies_for(Context(FakeDevice(), None, TARGET, quick=False))]
+    quick = [s.name for s in suite.studies_for(Context(FakeDevice(), None, TARGET, quick=True))]
+    assert set(QUICK_SKIPS) <= set(full) and quick == [n for n in full if n not in QUICK_SKIPS]
+    ctx = Context(FakeDevice(), None, TARGET, quick=True)
+    assert suite.plan(ctx, ["add.u32"]).params["studies"] == quick  # the run says which it measured

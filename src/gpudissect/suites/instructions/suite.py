@@ -51,6 +51,9 @@ from gpudissect.suites.instructions.studies import (
 from gpudissect.suites.instructions.template import companion_references
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many
 
+# a quick run leaves out the stall sweep and the value classes: their kernels and launches do not
+# shrink with the quick plan, and no key quantity or main-table column reads them
+QUICK_SKIPS = ("stall_patch", "value_classes")
 ORDER = "variant_numbers"  # ctx.state: each planned variant's number (its kernels' names)
 _MERGE = threading.Lock()  # the batches prepared beside each other add their works one at a time
 
@@ -93,6 +96,11 @@ class InstructionsSuite(SuiteBase):
     def axes(self, ctx: Context) -> Plan:
         return self.quick if ctx.quick else self.full
 
+    def studies_for(self, ctx: Context) -> tuple[VariantStudy, ...]:
+        """The studies a run measures: all of them, but a quick run leaves out those whose cost
+        its smaller plan does not shrink (QUICK_SKIPS)."""
+        return tuple(s for s in self.studies if not (ctx.quick and s.name in QUICK_SKIPS))
+
     def compile_levels(self) -> dict[str, int]:
         """Every strategy of strategies.toml with its ptxas -O level."""
         from gpudissect.suites.instructions.strategies import all_strategies
@@ -107,12 +115,13 @@ class InstructionsSuite(SuiteBase):
         if patterns:  # the variants that measure a companion alone, for those that need one
             have = {v.name for v in vs}
             refs = [r for r in companion_references() if r not in have]
-            for s in self.studies:  # those a study needs (the per-SASS steps' proxies)
+            for s in self.studies_for(ctx):  # those a study needs (the per-SASS steps' proxies)
                 refs += s.variants([v.name for v in vs], ctx.target.arch)
             vs += [v for v in select_variants(None, ctx.options.get("catalog")) if v.name in refs]
         ctx.state[ORDER] = {v.name: i for i, v in enumerate(vs)}
         # a variant needs the architecture its catalog entry names (min_sm), or a later one
-        return RunPlan([Item(v.name, v, (f"sm_{v.min_sm}",)) for v in vs], self.axes(ctx).to_json())
+        return RunPlan([Item(v.name, v, (f"sm_{v.min_sm}",)) for v in vs],
+                       {**self.axes(ctx).to_json(), "studies": [st.name for st in self.studies_for(ctx)]})
 
     def profile_label(self, item: Item) -> str:
         return "variant"  # each family and study inside it has a label of its own
@@ -129,10 +138,10 @@ class InstructionsSuite(SuiteBase):
         (its kernels' names) is its place in the run's plan, whichever batch prepares it."""
         order = ctx.state.get(ORDER, {})
         numbers = [order.get(v.name, i) for i, v in enumerate(variants)]
-        works = prepare_core_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs, self.studies,
+        works = prepare_core_works(variants, records, ctx.target, self.axes(ctx), ctx.jobs, self.studies_for(ctx),
                                    numbers)
         states = {}
-        for s in self.studies:
+        for s in self.studies_for(ctx):
             with span("prepare", f"study {s.name}"):
                 states[s.name] = s.prepare(works, ctx.target, self.axes(ctx), ctx.jobs)
         with _MERGE:
@@ -152,7 +161,7 @@ class InstructionsSuite(SuiteBase):
         out = measure_work(ctx.dev, w, self.axes(ctx), ctx.target, only)
         if redo is not None:
             out.texts = {**redo.previous.texts, **out.texts}
-        for s in self.studies:  # a study's own measurement of the variant (the value classes)
+        for s in self.studies_for(ctx):  # a study's own measurement of the variant (the value classes)
             with span("measure", s.name):
                 res, texts = s.measure_variant(ctx.dev, w, ctx.state.get("studies", {}).get(s.name), self.axes(ctx),
                                                redo.previous.results if redo is not None else None)
@@ -171,8 +180,8 @@ class InstructionsSuite(SuiteBase):
         their own theirs; then each study derives its own (the per-SASS steps, the value classes'
         ranges)."""
         with span("derive", "companion"):
-            companion.derive(ctx, self.studies)
-        for study in self.studies:
+            companion.derive(ctx, self.studies_for(ctx))
+        for study in self.studies_for(ctx):
             with span("derive", study.name):
                 study.derive(ctx)
 
@@ -183,7 +192,7 @@ class InstructionsSuite(SuiteBase):
     def summarize(self, ctx: Context) -> dict:
         """The suite's conclusions (conclusions.py): its studies' (value-dependent latency), signed
         vs unsigned."""
-        return conclusions.summarize(list(ctx.store.results(ctx.run_id)), self.studies)  # type: ignore[arg-type]
+        return conclusions.summarize(list(ctx.store.results(ctx.run_id)), self.studies_for(ctx))  # type: ignore[arg-type]
 
     def finish(self, ctx: Context) -> list[str]:
         """The nvcc self-check over the run's latencies (option ``selfcheck``), stored as
