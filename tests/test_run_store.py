@@ -252,13 +252,14 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     once = [(r["measure"], json.dumps(r["params"], sort_keys=True)) for r in store.results(run_id)
             if r["variant"] == "add.f32"]
     assert once and len(once) == len(set(once))
-    # prepared again: mul.lo.u32 (v0), cvt.u32.u64 (v1, unverified: never launched), the four
-    # references (v2..v5); add.f32 is not among them
+    # prepared again, numbered by their place in the plan (the kernels' names of the first
+    # attempt): mul.lo.u32 (v1), cvt.u32.u64 (v2, unverified: never launched), the four
+    # references (v3..v6); add.f32 (v0) is not among them
     by_variant: dict[str, int] = {}
     for k in second.runs:
         by_variant[k.split("_")[0]] = by_variant.get(k.split("_")[0], 0) + 1
-    assert set(by_variant) == {"v0", "v2", "v3", "v4", "v5"}
-    assert by_variant["v0"] == runs_alone(sweep, tmp_path, "mul.lo.u32")  # once, in full
+    assert set(by_variant) == {"v1", "v3", "v4", "v5", "v6"}
+    assert by_variant["v1"] == runs_alone(sweep, tmp_path, "mul.lo.u32")  # once, in full
     assert store.runs()[0]["finished"] is not None
 
 
