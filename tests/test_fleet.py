@@ -207,6 +207,7 @@ def test_two_gpus_are_compared_with_each_other(tmp_path):
     store.close()
 
 
+@pytest.mark.slow  # seconds of runs on a fake device: the fast tier stays under 5 minutes on 2 cores
 def test_merge_copies_runs_under_new_ids(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUDISSECT_FAKE_DEVICE", "1")
     r = run_gpu(GpuTask("n/0", "n", 0, "m", ITEMS, options={"catalog": [], "selfcheck": False},

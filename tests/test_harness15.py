@@ -405,6 +405,7 @@ def pair_model(kernel, chains, length, warps):
     return 20 + k * chains * length * warps / 2  # 2 warp-instr/clk/SM alone, 1 as a pair
 
 
+@pytest.mark.slow  # seconds of runs on a fake device: the fast tier stays under 5 minutes on 2 cores
 def test_finish_derives_the_variants_own_numbers_also_after_a_resume(tmp_path, sweep):
     store = Store(tmp_path / "r.db")
     pats = ["abs.s32", "not.b32"]  # IABS + an XOR's LOP3; LOP3 + an ADD's IMAD.IADD
@@ -626,6 +627,7 @@ def test_a_worker_failure_in_the_sweep_is_recorded_and_flags_the_peak(tmp_path, 
     assert any(f.startswith("sweep-aborted: WorkerFailed: faulted") for f in peak["flags"])
 
 
+@pytest.mark.slow  # seconds of runs on a fake device: the fast tier stays under 5 minutes on 2 cores
 def test_paired_lanes_are_timed_per_instance_against_their_own_limit(tmp_path, sweep):
     """min.f16: 2 chains share the two lanes of each HMNMX2 (a paired family). Its records
     carry that SASS and say so; its limit is per PTX instance (8 for HMNMX2's 4 per clock), so a

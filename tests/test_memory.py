@@ -222,6 +222,7 @@ def _run(dev, store, patterns, plan):
     return run(get_suite("memory"), ctx, patterns).run_id
 
 
+@pytest.mark.slow  # seconds of runs on a fake device: the fast tier stays under 5 minutes on 2 cores
 def test_suite_on_fake_device(tmp_path):
     from gpudissect.store.db import Store
     from gpudissect.store.export import suite_document
