@@ -81,6 +81,11 @@ def suites_of(runs: list[dict]) -> tuple[dict, dict]:
     return out, gpu
 
 
+def phase_record(suites: dict, **fields) -> dict:
+    """One run's entry of the JSON: its fields, its suites and the sum of their wall times."""
+    return {**fields, "suites": suites, "suites_s": round(sum(s.get("total_s", 0) for s in suites.values()), 1)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="folder for the JSON, the logs and the stores")
@@ -101,8 +106,7 @@ def main() -> int:
                  "compile_cache": "empty (a fresh GPUDISSECT_CACHE per run)"}
     if a.runs:
         suites, gpu = suites_of(json.loads(a.runs.read_text()))
-        rec.update(gpu=gpu, total_s=None, full={"s": None, "cut_short": True, "suites": suites,
-                                                "suites_s": round(sum(s.get("total_s", 0) for s in suites.values()), 1)})
+        rec.update(gpu=gpu, total_s=None, full=phase_record(suites, s=None, cut_short=True))
         rec["commit"] = os.environ.get("GPUDISSECT_COMMIT") or None
         rec["cores"] = None  # of the machine that ran it: not in its runs table
     for phase in ("full", "quick"):
@@ -114,8 +118,7 @@ def main() -> int:
         suites, gpu = suites_of(runs)
         rec["gpu"] = rec.get("gpu") or gpu
         rec["total_s" if phase == "full" else "quick_s"] = got["s"]
-        rec[phase] = {**got, "suites": suites,
-                      "suites_s": round(sum(s.get("total_s", 0) for s in suites.values()), 1)}
+        rec[phase] = phase_record(suites, **got)
     if a.local:
         loc = json.loads(Path(a.local).read_text())
         for k in ("report_s", "markdown_s", "tests_fast_s", "tests_slow_s"):

@@ -32,12 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from gpudissect.report.read.results import UNTRUSTED  # noqa: E402
+from gpudissect.suites.instructions.core import BAD as SWEEP_BAD  # noqa: E402
 
 # the parameters that name a configuration (not what was measured in it)
 IDENTITY = ("chains", "warps", "distance", "operand", "class", "blocks_per_sm", "config", "level", "footprint",
             "stride", "bytes", "threads", "block", "grid", "cluster", "size", "sm", "probe", "kind", "shape",
             "dtype", "layout", "where", "tile", "swizzle", "data", "pattern", "width", "mode", "op", "scope")
-BAD = (*UNTRUSTED, "sm-idle", "poor-fit", "below-issue-limit", "clock-changed", "error", "sass:")
+BAD = tuple(dict.fromkeys((*UNTRUSTED, *SWEEP_BAD)))  # what keeps a record out of a table or a peak
 
 
 def stores(path: Path, tmp: Path) -> list[Path]:

@@ -99,7 +99,3 @@ class TimedDevice:
 
         return timed
 
-
-def unwrapped(dev: Any) -> Any:
-    """The device under a :class:`TimedDevice` (any other device as it is)."""
-    return dev._dev if isinstance(dev, TimedDevice) else dev
