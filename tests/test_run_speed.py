@@ -303,6 +303,65 @@ def test_the_idle_share_sorts_by_sm_then_start_as_a_lexsort_does():
         assert np.array_equal(stats._idle(inv, t0, t1, sms), by_lexsort(inv, t0, t1, sms))
 
 
+def test_per_sm_of_many_repetitions_is_the_ufunc_at_reduction_to_the_last_bit():
+    """stats.per_sm_reps groups the rows by SM once (a sort and one reduceat per column) for
+    every repetition: the same SMs, warps, spans, overlaps and idle shares as the per-repetition
+    ``ufunc.at`` reduction it replaced, SMs missing or uneven included."""
+    import numpy as np
+
+    from gpudissect.bench import stats
+
+    def by_ufunc_at(times, rep):
+        smid = times[:, stats.SMID].astype(np.int64)
+        t0 = times[:, stats.start_word(rep)].astype(np.int64)
+        t1 = times[:, stats.end_word(rep)].astype(np.int64)
+        sms, inv = np.unique(smid, return_inverse=True)
+        n, big = sms.size, np.iinfo(np.int64).max
+        f0, l0, f1, l1 = np.full(n, big), np.full(n, -big), np.full(n, big), np.full(n, -big)
+        np.minimum.at(f0, inv, t0)
+        np.maximum.at(l0, inv, t0)
+        np.minimum.at(f1, inv, t1)
+        np.maximum.at(l1, inv, t1)
+        span = (l1 - f0).astype(float)
+        return (sms, np.bincount(inv, minlength=n), span, f1 > l0,
+                stats._idle(inv, t0, t1, n) / np.maximum(span, 1.0))
+
+    rng = np.random.default_rng(36)
+    for _ in range(60):
+        reps, sms, warps = 4, int(rng.integers(1, 140)), int(rng.integers(1, 70))
+        rows = max(1, sms * warps - int(rng.integers(0, warps)))
+        times = np.zeros((rows, 2 * reps + 1), dtype=np.uint64)
+        base = rng.integers(0, 10 ** int(rng.integers(1, 9)), rows) + 10**9
+        for r in range(reps):
+            times[:, 2 * r] = base + r * 10**5 + rng.integers(0, 5000, rows)
+            times[:, 2 * r + 1] = times[:, 2 * r] + rng.integers(0, 60000, rows)
+        times[:, -1] = rng.integers(0, sms, rows)
+        for rep, st in zip(range(1, reps), stats.per_sm_reps(times, range(1, reps)), strict=True):
+            want = by_ufunc_at(times, rep)
+            for got, ref in zip((st.sm, st.warps, st.span, st.overlap, st.idle), want, strict=True):
+                assert got.dtype == ref.dtype and np.array_equal(got, ref)
+            one = stats.per_sm(times, rep)
+            assert np.array_equal(one.span, st.span) and np.array_equal(one.idle, st.idle)
+
+
+def test_slopes_per_repeat_are_each_fits_slope_to_the_last_bit():
+    import numpy as np
+
+    from gpudissect.bench.stats import fit_line, slopes_per_repeat
+
+    rng = np.random.default_rng(36)
+    for _ in range(2000):
+        m = int(rng.integers(2, 6))
+        xs = sorted(rng.choice(np.arange(1, 400), m, replace=False).tolist())
+        scale = 10 ** rng.uniform(-3, 6)
+        series = [(np.array(xs) * rng.uniform(0, 5) + rng.normal(0, scale, m)).tolist()
+                  for _ in range(int(rng.integers(1, 8)))] + [[5.0] * m, [1.0]]
+        assert slopes_per_repeat(xs, series) == [fit_line(xs, ys).slope for ys in series[:-1]]
+    assert slopes_per_repeat([1, 2], [[1.0]]) == []
+    with pytest.raises(ValueError):
+        slopes_per_repeat([3, 3], [[1.0, 2.0]])
+
+
 def test_a_quick_run_leaves_out_the_studies_its_plan_does_not_shrink():
     from gpudissect.suites import get_suite
     from gpudissect.suites.instructions.suite import QUICK_SKIPS

@@ -58,14 +58,18 @@ class Fit:
         return asdict(self)
 
 
+def _two_xs(x: np.ndarray) -> None:
+    if x.size < 2 or np.unique(x).size < 2:
+        raise ValueError("need at least two distinct x values to fit a slope")
+
+
 def fit_line(xs, ys) -> Fit:
     """Least-squares line through (x, y); the slope is the cost per unit, the intercept the
     fixed overhead (clock reads, pipeline drain). Closed form (the fits are of a few points,
     thousands of them per run: scipy's general wrapper costs more than the arithmetic)."""
     x = np.asarray(xs, dtype=float)
     y = np.asarray(ys, dtype=float)
-    if x.size < 2 or np.unique(x).size < 2:
-        raise ValueError("need at least two distinct x values to fit a slope")
+    _two_xs(x)
     dx, dy = x - x.mean(), y - y.mean()
     sxx, syy, sxy = float(dx @ dx), float(dy @ dy), float(dx @ dy)
     slope = sxy / sxx
@@ -73,7 +77,7 @@ def fit_line(xs, ys) -> Fit:
     resid = y - (intercept + slope * x)
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         r2 = 0.0
-    elif syy == 0.0 or np.allclose(resid, 0.0, atol=1e-8 * max(1.0, float(np.abs(y).max()))):
+    elif syy == 0.0 or bool((np.abs(resid) <= 1e-8 * max(1.0, float(np.abs(y).max()))).all()):
         r2 = 1.0  # the points lie on the line (a constant series included)
     else:
         r2 = min(1.0, sxy * sxy / (sxx * syy))
@@ -105,22 +109,35 @@ def per_sm(times: np.ndarray, rep: int) -> SmStats:
     """%clock64 is a per-SM counter, so spans are only formed within one SM. ``times`` has one
     row per warp (lane 0 writes it: the threads of a warp share the SM and run the region
     together)."""
-    w = times
-    smid = w[:, SMID].astype(np.int64)
-    t0 = w[:, start_word(rep)].astype(np.int64)
-    t1 = w[:, end_word(rep)].astype(np.int64)
-    sms, inv = np.unique(smid, return_inverse=True)
-    n = sms.size
-    big = np.iinfo(np.int64).max
-    first0, last0 = np.full(n, big), np.full(n, -big)
-    first1, last1 = np.full(n, big), np.full(n, -big)
-    np.minimum.at(first0, inv, t0)
-    np.maximum.at(last0, inv, t0)
-    np.minimum.at(first1, inv, t1)
-    np.maximum.at(last1, inv, t1)
-    span = (last1 - first0).astype(float)
-    return SmStats(sms, np.bincount(inv, minlength=n), span, first1 > last0,
-                   _idle(inv, t0, t1, n) / np.maximum(span, 1.0))
+    return per_sm_reps(times, [rep])[0]
+
+
+def per_sm_reps(times: np.ndarray, reps) -> list[SmStats]:
+    """:func:`per_sm` of each repetition of ``reps``, the rows grouped by SM once (a sort by SM
+    and one reduction per column, in place of a ``ufunc.at`` per column and repetition: a
+    throughput sweep takes tens of thousands of these)."""
+    reps = list(reps)
+    smid = times[:, SMID].astype(np.int64)
+    order = np.argsort(smid, kind="stable")
+    s = smid[order]
+    starts = np.concatenate(([0], np.flatnonzero(s[1:] != s[:-1]) + 1))
+    n = starts.size
+    warps = np.diff(np.append(starts, s.size))
+    inv = np.empty(s.size, dtype=np.int64)
+    inv[order] = np.repeat(np.arange(n), warps)
+    sms = s[starts]
+    cols = [start_word(r) for r in reps] + [end_word(r) for r in reps]
+    clk = np.ascontiguousarray(times[:, cols].astype(np.int64).T)  # a row per column of ``cols``
+    by_sm = clk[:, order]
+    lo, hi = np.minimum.reduceat(by_sm, starts, axis=1), np.maximum.reduceat(by_sm, starts, axis=1)
+    out = []
+    for j in range(len(reps)):
+        k = len(reps) + j  # the end column of the repetition
+        span = (hi[k] - lo[j]).astype(float)
+        t0, t1 = clk[j], clk[k]
+        out.append(SmStats(sms, warps, span, lo[k] > hi[j],
+                           _idle(inv, t0, t1, n) / np.maximum(span, 1.0)))
+    return out
 
 
 def _idle(inv: np.ndarray, t0: np.ndarray, t1: np.ndarray, n: int) -> np.ndarray:
@@ -200,8 +217,20 @@ def fit_flag(fit: Fit) -> str | None:
 
 
 def slopes_per_repeat(xs, series: list[list[float]]) -> list[float]:
-    """The slope of each repeat: ``series[i][j]`` is repeat i's value at ``xs[j]``."""
-    return [fit_line(xs, ys).slope for ys in series if len(ys) == len(xs)]
+    """The slope of each repeat: ``series[i][j]`` is repeat i's value at ``xs[j]`` (each
+    :func:`fit_line`'s slope, the same float, without the rest of its fit)."""
+    rows = [ys for ys in series if len(ys) == len(xs)]
+    if not rows:
+        return []
+    x = np.asarray(xs, dtype=float)
+    _two_xs(x)
+    dx = x - x.mean()
+    sxx = float(dx @ dx)
+    out = []
+    for ys in rows:
+        y = np.asarray(ys, dtype=float)
+        out.append(float(dx @ (y - y.mean())) / sxx)
+    return out
 
 
 def components(n: int, edges: list[tuple[int, int]]) -> list[int]:
@@ -266,8 +295,7 @@ def sm_spans(times: np.ndarray, warps: int, reps: int) -> dict[tuple[int, int], 
     """(kept repetition, SM) -> span from the SM's first start to its last end, for SMs that
     held ``warps`` warps (the first repetition, cold, is dropped)."""
     out: dict[tuple[int, int], float] = {}
-    for rep in range(1, reps):
-        st = per_sm(times, rep)
+    for rep, st in zip(range(1, reps), per_sm_reps(times, range(1, reps)), strict=True):
         for sm, w, span in zip(st.sm, st.warps, st.span, strict=True):
             if w == warps:
                 out[(rep, int(sm))] = float(span)

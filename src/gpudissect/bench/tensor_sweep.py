@@ -23,7 +23,7 @@ from gpudissect.bench.stats import (
     fit_flag,
     fit_line,
     noise_flag,
-    per_sm,
+    per_sm_reps,
     slopes_per_repeat,
     sm_windows,
 )
@@ -115,8 +115,7 @@ def time_config(dev: Device, built: list[Built], words: np.ndarray, cfg: Config,
         for _ in range(LAUNCHES):
             t, gpu_ms = launch_times(dev, b, grid, block, words)
             ms += gpu_ms
-            for rep in range(1, TIMED_REPS):
-                st = per_sm(t, rep)
+            for st in per_sm_reps(t, range(1, TIMED_REPS)):
                 full = st.warps == cfg.warps
                 if full.any():
                     spans.append(float(np.median(st.span[full])))
@@ -281,8 +280,7 @@ def sustained(dev: Device, b: Built, cfg: Config, per_block: int, words: np.ndar
             t, ms = launch_times(dev, b, grid, block, w)
     per_rep = cfg.parallel * b.kernel.length
     spans = []
-    for rep in range(1, TIMED_REPS):
-        st = per_sm(t, rep)
+    for st in per_sm_reps(t, range(1, TIMED_REPS)):
         full = st.warps == cfg.warps
         if full.any():
             spans.append(float(np.median(st.span[full])))
