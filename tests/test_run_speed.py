@@ -372,3 +372,35 @@ def test_a_quick_run_leaves_out_the_studies_its_plan_does_not_shrink():
     assert set(QUICK_SKIPS) <= set(full) and quick == [n for n in full if n not in QUICK_SKIPS]
     ctx = Context(FakeDevice(), None, TARGET, quick=True)
     assert suite.plan(ctx, ["add.u32"]).params["studies"] == quick  # the run says which it measured
+
+
+def test_a_familys_lengths_go_to_the_device_in_one_batch_per_module():
+    """core._launch_lengths: the kernels of one module in one run_many call (one synchronisation
+    for all their launches), a second module in its own; each kernel gets its own launches back,
+    in the family's order."""
+    from types import SimpleNamespace
+
+    from gpudissect.suites.instructions.core import Plan as InstrPlan
+    from gpudissect.suites.instructions.core import _launch_lengths
+
+    class Recording(FakeDevice):
+        def __init__(self):
+            super().__init__(model=lambda k, c, n, w: 10.0 * n)
+            self.batches: list[tuple[bytes, list[str]]] = []
+
+        def run_many(self, cubin, specs):
+            self.batches.append((cubin, [s.kernel for s in specs]))
+            return super().run_many(cubin, specs)
+
+    def built(cubin: bytes, n: int):
+        k = SimpleNamespace(name=f"v0_t4_n{n}", inputs=[1], n_sink=1)
+        return SimpleNamespace(cubin=cubin, kernel=k)
+
+    a, b = b"module-a", b"module-b"
+    bs = [built(a, 32), built(b, 64), built(a, 128)]
+    dev, plan = Recording(), InstrPlan(reps=3, launches=2)
+    res = _launch_lengths(dev, bs, plan, grid=4, block=64)
+    assert dev.batches == [(a, ["v0_t4_n32", "v0_t4_n128"]), (b, ["v0_t4_n64"])]
+    assert [len(r) for r in res] == [2, 2, 2]
+    cycles = [int(r[0].times[0, 1]) - int(r[0].times[0, 0]) for r in res]
+    assert cycles == [320, 640, 1280]  # each kernel its own launches, in the family's order

@@ -31,14 +31,14 @@ from gpudissect.bench.stats import (
     fit_line,
     median,
     noise_flag,
-    per_sm,
+    per_sm_reps,
     rep_cycles,
     robust_halfwidth,
     slopes_per_repeat,
     sm_windows,
 )
 from gpudissect.catalog.model import CatalogError, UnknownVariant, Variant, load_catalog
-from gpudissect.device.device import Device
+from gpudissect.device.device import Device, RunSpec
 from gpudissect.kernel.build import Built, build_module
 from gpudissect.kernel.control import attach, controls_of, ptxas_latency
 from gpudissect.kernel.parallel import pmap
@@ -647,9 +647,19 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             return  # at the physical limit: no configuration can rise further
 
 
-def _launch_series(dev: Device, b: Built, plan: Plan, grid: int, block: int) -> list:
-    return dev.run(b.cubin, b.kernel.name, b.kernel.inputs, b.kernel.n_sink, plan.reps,
-                   grid=grid, block=block, launches=plan.launches)
+def _launch_lengths(dev: Device, built: list[Built], plan: Plan, grid: int, block: int) -> list[list]:
+    """Each kernel's ``plan.launches`` launches (a family's lengths), those of one module in one
+    batch (``Device.run_many``: one synchronisation and one copy for all of them, as the grid's
+    columns); per kernel, its launches' results."""
+    groups: dict[int, list[int]] = {}
+    for i, b in enumerate(built):
+        groups.setdefault(id(b.cubin), []).append(i)
+    out: dict[int, list] = {}
+    for idx in groups.values():
+        specs = [RunSpec(built[i].kernel.name, tuple(built[i].kernel.inputs), built[i].kernel.n_sink,
+                         plan.reps, grid, block, plan.launches) for i in idx]
+        out.update(zip(idx, dev.run_many(built[idx[0]].cubin, specs), strict=True))
+    return [out[i] for i in range(len(built))]
 
 
 def _flags_of(fit: Fit, per_repeat: list[float]) -> list[str]:
@@ -664,8 +674,7 @@ def chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str], 
     v = w.variant
     xs, ys, raw = [], [], {}
     series: list[list[float]] = []
-    for b in f.built:
-        res = _launch_series(dev, b, plan, 1, 32)
+    for b, res in zip(f.built, _launch_lengths(dev, f.built, plan, 1, 32), strict=True):
         cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
         xs.append(b.kernel.length)
         ys.append(median(cyc))
@@ -737,12 +746,11 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
     series: list[list[float]] = []
     idle: list[float] = []
     windows: dict[str, list] = {}
-    for b in f.built:
-        res = _launch_series(dev, b, plan, dev.info.sm_count * blocks, block)
+    for b, res in zip(f.built, _launch_lengths(dev, f.built, plan, dev.info.sm_count * blocks, block),
+                      strict=True):
         spans = []
         for r in res:
-            for rep in range(1, plan.reps):
-                st = per_sm(r.times, rep)
+            for st in per_sm_reps(r.times, range(1, plan.reps)):
                 full = st.warps == W
                 if full.any():
                     spans.append(median(st.span[full]))
