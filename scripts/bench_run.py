@@ -109,6 +109,13 @@ def main() -> int:
         rec.update(gpu=gpu, total_s=None, full=phase_record(suites, s=None, cut_short=True))
         rec["commit"] = os.environ.get("GPUDISSECT_COMMIT") or None
         rec["cores"] = None  # of the machine that ran it: not in its runs table
+    if a.local:
+        loc = json.loads(Path(a.local).read_text())
+        for k in ("report_s", "markdown_s", "tests_fast_s", "tests_slow_s"):
+            if k in loc:
+                rec[k] = loc[k]
+        rec["local"] = {k: loc.get(k) for k in ("machine", "cores", "date", "commit")}
+    path = None
     for phase in ("full", "quick"):
         if a.runs or (phase == "full" and a.skip_full) or (phase == "quick" and a.skip_quick):
             continue
@@ -119,17 +126,16 @@ def main() -> int:
         rec["gpu"] = rec.get("gpu") or gpu
         rec["total_s" if phase == "full" else "quick_s"] = got["s"]
         rec[phase] = phase_record(suites, **got)
-    if a.local:
-        loc = json.loads(Path(a.local).read_text())
-        for k in ("report_s", "markdown_s", "tests_fast_s", "tests_slow_s"):
-            if k in loc:
-                rec[k] = loc[k]
-        rec["local"] = {k: loc.get(k) for k in ("machine", "cores", "date", "commit")}
-    name = _gpu_key((rec.get("gpu") or {}).get("name") or "gpu")
-    path = out / f"run-{name}.json"
-    path.write_text(json.dumps(rec, indent=1) + "\n")
+        path = write(rec, out)  # after each phase: a later one cut short leaves this one's figures
+    path = path or write(rec, out)
     print(path)
     return 0
+
+
+def write(rec: dict, out: Path) -> Path:
+    path = out / f"run-{_gpu_key((rec.get('gpu') or {}).get('name') or 'gpu')}.json"
+    path.write_text(json.dumps(rec, indent=1) + "\n")
+    return path
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 # copy of the tree outside the working tree (each call lays the tree anew) in a session of its own
 # (setsid: a call's time limit kills the call's process group, and a job left in it dies with it).
 #   start [S]  copy the tree, start the benchmark, follow it for S seconds (default 540)
-#   wait [S]   follow it for S seconds more; once it is done, its files go to $OUT
+#   wait [S]   follow it for S seconds more; then its files, done or not, go to $OUT
 # Issue the calls back to back: the machine is given back after 30 s idle, and the job with it.
 # COMMIT names the commit (the copy has no .git).
 B=/tmp/gd-bench; W=/tmp/gd-tree
@@ -20,9 +20,9 @@ while [ ! -f $B/DONE ] && [ "$(date +%s)" -lt $end ]; do sleep 5; done
 echo "--- $(date -u) done: $([ -f $B/DONE ] && echo yes || echo no)"
 cat $B/bench.out
 for f in $B/full.log $B/quick.log; do [ -f $f ] && { echo "== $f"; grep -E "^run [0-9]|^[a-z]+ +[0-9]+ +[0-9]+ " $f | tail -12; }; done
-if [ -f $B/DONE ]; then
+if [ "$1" = wait ]; then  # done or not, what is there comes back (a phase cut short: its log)
     $Q,noheader >> $B/nvidia-smi.csv
-    (cd $W && PYTHONPATH=src python3 scripts/compare_runs.py $B/full.db data/h200 --json $B/compare-h200.json | head -30)
+    [ -f $B/full-runs.json ] && (cd $W && PYTHONPATH=src python3 scripts/compare_runs.py $B/full.db data/h200 --json $B/compare-h200.json | head -30)
     cp $B/run-*.json $B/full-runs.json $B/quick-runs.json $B/compare-h200.json $B/nvidia-smi.csv $OUT/ 2>/dev/null
-    gzip -c $B/full.log > $OUT/run-full.log.gz; gzip -c $B/quick.log > $OUT/run-quick.log.gz
+    for p in full quick; do [ -f $B/$p.log ] && gzip -c $B/$p.log > $OUT/run-$p.log.gz; done
 fi
