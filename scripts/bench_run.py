@@ -5,7 +5,7 @@ behind the GPU, GPU and the analysis inside the measurements, store, analysis af
 its profile (``bench/spans.py``: per step and study, the device calls apart); the run logs
 beside the JSON. The figures are measured here, so the JSON is generated, not typed.
 
-    python scripts/bench_run.py --out DIR [--skip-quick] [--skip-full] [--local data/benchmarks/local-2core.json]
+    python scripts/bench_run.py --out DIR [--skip-quick] [--skip-full] [--snapshot] [--local data/benchmarks/local-2core.json]
                                 [-- extra 'gpudissect run' arguments]
 
 ``DIR`` receives ``run-<gpu>.json`` (``h200`` for an H200), ``full.log``, ``quick.log``, the
@@ -92,6 +92,9 @@ def main() -> int:
     ap.add_argument("--skip-quick", action="store_true")
     ap.add_argument("--skip-full", action="store_true")
     ap.add_argument("--local", help="bench_local.py's JSON: its report_s and tests_fast_s are folded in")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="no run: the runs table of each store in --out whose run is not over, as "
+                         "<phase>-runs-sofar.json (a run in progress: what it has timed so far)")
     ap.add_argument("--runs", type=Path, help="no run: the record of a run cut short, from the runs table its "
                                               "store had then (runs_of, as JSON; the wall time is then unknown)")
     argv = sys.argv[1:]
@@ -99,6 +102,15 @@ def main() -> int:
     a = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    if a.snapshot:
+        for phase in ("full", "quick"):
+            db = out / f"{phase}.db"
+            if db.exists() and not (out / f"{phase}-runs.json").exists():
+                try:
+                    (out / f"{phase}-runs-sofar.json").write_text(json.dumps(runs_of(db), indent=1) + "\n")
+                except sqlite3.Error as e:  # not yet a store (the run has just begun)
+                    print(f"{db}: {e}", file=sys.stderr)
+        return 0
     rec: dict = {"date": dt.date.today().isoformat(), "cores": len(os.sched_getaffinity(0)),
                  "commit": os.environ.get("GPUDISSECT_COMMIT") or subprocess.run(
                      ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

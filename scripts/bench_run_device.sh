@@ -4,7 +4,8 @@
 # copy of the tree outside the working tree (each call lays the tree anew) in a session of its own
 # (setsid: a call's time limit kills the call's process group, and a job left in it dies with it).
 #   start [S]  copy the tree, start the benchmark, follow it for S seconds (default 540)
-#   wait [S]   follow it for S seconds more; then its files, done or not, go to $OUT
+#   wait [S]   follow it for S seconds more (at once, with exit 3, where the job is gone)
+# Either call ends by bringing back what there is: the runs tables so far, the logs, the JSON.
 # Issue the calls back to back: the machine is given back after 30 s idle, and the job with it.
 # COMMIT names the commit (the copy has no .git).
 B=/tmp/gd-bench; W=/tmp/gd-tree
@@ -15,14 +16,19 @@ if [ "$1" = start ]; then
     (cd $W && PYTHONPATH=src GPUDISSECT_COMMIT=$COMMIT setsid nohup python3 scripts/bench_run.py --out $B \
         > $B/bench.out 2>&1 < /dev/null; touch $B/DONE) > /dev/null 2>&1 &
 fi
+if [ "$1" = wait ] && [ ! -d $B ]; then  # the machine was given back between the calls: the job died with it
+    echo "no benchmark on this machine (a fresh one: the job died with the machine it ran on); start it again"; exit 3
+fi
 end=$(( $(date +%s) + ${2:-540} ))
 while [ ! -f $B/DONE ] && [ "$(date +%s)" -lt $end ]; do sleep 5; done
 echo "--- $(date -u) done: $([ -f $B/DONE ] && echo yes || echo no)"
 cat $B/bench.out
-for f in $B/full.log $B/quick.log; do [ -f $f ] && { echo "== $f"; grep -E "^run [0-9]|^[a-z]+ +[0-9]+ +[0-9]+ " $f | tail -12; }; done
-if [ "$1" = wait ]; then  # done or not, what is there comes back (a phase cut short: its log)
-    $Q,noheader >> $B/nvidia-smi.csv
-    [ -f $B/full-runs.json ] && (cd $W && PYTHONPATH=src python3 scripts/compare_runs.py $B/full.db data/h200 --json $B/compare-h200.json | head -30)
-    cp $B/run-*.json $B/full-runs.json $B/quick-runs.json $B/compare-h200.json $B/nvidia-smi.csv $OUT/ 2>/dev/null
-    for p in full quick; do [ -f $B/$p.log ] && gzip -c $B/$p.log > $OUT/run-$p.log.gz; done
-fi
+for f in $B/full.log $B/quick.log; do [ -f $f ] && { echo "== $f"; grep -A1 -E "^run [0-9]" $f | tail -24; }; done
+# done or not, what there is comes back with every call (a machine lost between calls keeps what
+# the last call brought): the runs tables so far, the logs, and once the full run is done, the comparison
+(cd $W && PYTHONPATH=src python3 scripts/bench_run.py --out $B --snapshot)
+$Q,noheader >> $B/nvidia-smi.csv
+[ -f $B/full-runs.json ] && [ ! -f $B/compare-h200.json ] && (cd $W && PYTHONPATH=src python3 scripts/compare_runs.py $B/full.db data/h200 --json $B/compare-h200.json | head -30)
+cp $B/run-*.json $B/*-runs*.json $B/compare-h200.json $B/nvidia-smi.csv $OUT/ 2>/dev/null
+for p in full quick; do [ -f $B/$p.log ] && gzip -c $B/$p.log > $OUT/run-$p.log.gz; done
+exit 0
