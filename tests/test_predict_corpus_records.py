@@ -74,3 +74,35 @@ def test_every_corpus_group_beats_or_names_its_baselines(group):
     """The error table holds the model and every baseline for each split (what the README shows)."""
     s = DOC["analysis"]["stats"][group]
     assert {"model", "bounds", "sum_latency", "max_pipe"} <= set(s) and s["model"]["n"] > 0
+
+
+def test_a_specs_unroll_is_its_loops_counter_step_over_the_source_stride():
+    """Where a corpus spec names its source loop's stride, the measured loop's counter moves by
+    unroll x stride per trip (the recorded SASS): the per-trip figures are of the right unit.
+    shoc_bottom_scan's loop does two windows per trip (counter +512, blockSize 256)."""
+    from gpudissect.predict.corpus import load_corpus
+    from gpudissect.predict.loops import _counter_step
+
+    specs = {k.name: k for k in load_corpus() if k.stride}
+    assert "shoc_bottom_scan" in specs and specs["shoc_bottom_scan"].unroll == 2
+    seen = 0
+    for r in RECORDS:
+        k = specs.get(r["name"])
+        if k is None:
+            continue
+        step = _counter_step(tuple(loop_body({"name": r["symbol"], "loop": r["loop"]})[0]))
+        assert step is not None and abs(step) == k.unroll * k.stride, (r["name"], step, k.unroll, k.stride)
+        seen += 1
+    assert seen == len(specs)
+
+
+def test_the_analysis_takes_a_corrected_unroll_from_the_spec():
+    """The stored slope is per source iteration; a spec's unroll corrected after the measurement
+    re-scales the per-trip figure the model is scored against."""
+    from gpudissect.predict.validate import per_trip
+
+    rec = {"name": "k", "unroll": 1}
+    pt = {"cycles_per_source_iter": 100.0, "cycles_per_iter": 100.0}
+    assert per_trip(rec, pt, {"k": 2}) == (200.0, 2)
+    assert per_trip(rec, pt, {}) == (100.0, 1)
+    assert per_trip(rec, {"cycles_per_iter": 70.0}, {"k": 2}) == (70.0, 1)

@@ -114,6 +114,10 @@ class CorpusKernel:
     loop: int
     args: tuple[dict, ...]
     cases: tuple[Case, ...]
+    # the source loop's counter step, in the unit of the SASS loop's counter, where the source
+    # shows it: the loop's counter step per trip is then ``unroll`` x ``stride`` (a test checks
+    # it on the stored SASS of the measured loop)
+    stride: int | None = None
 
     @property
     def source(self) -> str:
@@ -196,7 +200,8 @@ def load_project(folder: Path) -> list[CorpusKernel]:
             licence=k.get("licence", proj["licence"]), path=k["path"], what=k.get("what", ""),
             block=_block(k.get("block", "any"), where), smem=str(k.get("smem", "0")),
             unroll=int(k.get("unroll", 1)), loop=int(k.get("loop", 0)), args=tuple(k["args"]),
-            cases=tuple(_case(c, where) for c in k["cases"])))
+            cases=tuple(_case(c, where) for c in k["cases"]),
+            stride=int(k["stride"]) if "stride" in k else None))
     return out
 
 

@@ -132,12 +132,35 @@ def level_category(category: str, footprint: float | None, hierarchy: Hierarchy 
     return "dram" if footprint > l2.capacity else "l2"
 
 
+def spec_unrolls() -> dict[str, int]:
+    """Each corpus kernel's source iterations per SASS trip as its ``kernels.toml`` says now
+    (empty where the checkout has no corpus)."""
+    from gpudissect.predict.corpus import load_corpus
+
+    try:
+        return {k.name: k.unroll for k in load_corpus()}
+    except PredictError:
+        return {}
+
+
+def per_trip(rec: dict, pt: dict, unrolls: dict[str, int]) -> tuple[float, int]:
+    """(cycles per SASS trip, the unroll it is of): the measured slope per source iteration
+    times the kernel's unroll as its spec says now (a spec corrected after the measurement
+    re-scales the stored slope, which is per source iteration and stays right); the stored
+    per-trip value where the record has no per-source slope."""
+    u = int(unrolls.get(rec["name"], rec.get("unroll") or 1))
+    src = pt.get("cycles_per_source_iter")
+    return (src * u, u) if src is not None else (pt["cycles_per_iter"], int(rec.get("unroll") or 1))
+
+
 def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: Hierarchy | None = None,
-                   sms: int = 0) -> tuple[list[dict], list[str]]:
+                   sms: int = 0, unrolls: dict[str, int] | None = None) -> tuple[list[dict], list[str]]:
     """Rows of the corpus of public kernels: per kernel, case and occupancy point, the measured
-    slope (cycles per trip of the SASS loop) beside the model's slope and the baselines; the
-    model places the loop's data by the point's footprint in the measured hierarchy (none
-    given: the tables' nearest level)."""
+    slope (cycles per trip of the SASS loop: :func:`per_trip`) beside the model's slope and the
+    baselines; the model places the loop's data by the point's footprint in the measured
+    hierarchy (none given: the tables' nearest level). ``unrolls``: the kernels' unrolls
+    (default: the corpus specs', :func:`spec_unrolls`)."""
+    unrolls = spec_unrolls() if unrolls is None else unrolls
     rows, errors = [], []
     for rec in recs:
         if "error" in rec:
@@ -160,9 +183,10 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
                     if hierarchy is not None and pt.get("footprint") else None
                 pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where)
                 cat = level_category(case["category"], pt.get("footprint"), hierarchy)
+                measured, unroll = per_trip(rec, pt, unrolls)
                 rows.append({"loop": rec["name"], "set": "real", "category": cat,
                              "split": rec["split"], "source": rec["source"], "point": pt["point"],
-                             "warps": pt["warps"], "measured": pt["cycles_per_iter"], "unroll": rec["unroll"],
+                             "warps": pt["warps"], "measured": measured, "unroll": unroll,
                              "footprint": pt.get("footprint"), "sass_hash": rec["loop"]["sass_hash"],
                              "n_instr": len(body), **pr})
     return rows, errors
