@@ -106,3 +106,38 @@ def test_the_analysis_takes_a_corrected_unroll_from_the_spec():
     assert per_trip(rec, pt, {"k": 2}) == (200.0, 2)
     assert per_trip(rec, pt, {}) == (100.0, 1)
     assert per_trip(rec, {"cycles_per_iter": 70.0}, {"k": 2}) == (70.0, 1)
+
+
+def test_a_rare_path_weights_what_a_forward_branch_skips():
+    """hash_algos_md5's byte loop: 443 of its 463 instructions (the block transform) are what a
+    forward branch skips; its spec says they run once every 64 trips (the source's ``datalen ==
+    64``). The model is then the common path's cycles plus a 64th of what the rest adds, between
+    the two; without the hint, the whole body on every trip, as before."""
+    from gpudissect.predict.loop_model import common_path, loop_model, rare_weighted
+    from gpudissect.predict.tables import load_tables
+    from gpudissect.predict.validate import corpus_specs, predict_point
+
+    assert corpus_specs()["hash_algos_md5"].rare_every == 64
+    rec = next(r for r in RECORDS if r["name"] == "hash_algos_md5")
+    body, controls = loop_body({"name": rec["symbol"], "loop": rec["loop"]})
+    skip = rec["loop"]["skippable"]
+    assert len(skip) > 0.9 * len(body)
+    tables = load_tables(ROOT / "data" / "h200")
+    plain = predict_point("md5", body, controls, tables, 4, 1 << 10)
+    rare = predict_point("md5", body, controls, tables, 4, 1 << 10, skippable=skip, rare_every=64)
+    cb, cc = common_path(body, controls, skip)
+    assert len(cb) == len(body) - len(skip) and len(cc) == len(cb)
+    common = loop_model("md5", cb, tables, 4).cycles(cc, tables, 1 << 10, 0.0)
+    assert rare["model_full_path"] == plain["model"] and "model_full_path" not in plain
+    assert rare["model"] == rare_weighted(common, plain["model"], 64)
+    assert common < rare["model"] < plain["model"]
+    with pytest.raises(ValueError):
+        rare_weighted(1.0, 2.0, 0)
+
+
+def test_predict_refuses_a_rare_every_below_one(tmp_path):
+    from gpudissect.predict.answer import predict_lines
+
+    code, _lines, errors = predict_lines(tmp_path / "none.cubin", ROOT / "data" / "h200", None, None, 4,
+                                         False, False, rare_every=0)
+    assert code == 2 and errors == ["--rare-every must be at least 1 (got 0)"]

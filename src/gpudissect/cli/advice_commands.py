@@ -61,6 +61,10 @@ class LoopChoice:
                             "and bandwidth of the level the measured capacities put it in")] = None
     level: Annotated[str, typer.Option("--level", help="the level the loop's global data is in (l1, l2, dram), "
                                                         "instead of --footprint")] = None
+    rare_every: Annotated[int, typer.Option(
+        "--rare-every", help="the instructions a forward branch in the loop skips run once every N trips "
+                             "(from the source: e.g. a hash's block transform every 64th byte); without it "
+                             "they count on every trip")] = None
 
 
 @grouped
@@ -78,7 +82,8 @@ def predict_cmd(src: PredictInput, validation: Validation, choice: LoopChoice) -
         fail("give an input (a cubin, PTX file or SASS listing), or --validate")
     else:
         code, lines, errors = predict_lines(src.input, src.data, choice.kernel, choice.loop, choice.warps,
-                                            choice.timeline, choice.tables, choice.footprint, choice.level)
+                                            choice.timeline, choice.tables, choice.footprint, choice.level,
+                                            choice.rare_every)
     for ln in lines:
         console.print(ln, markup=False, highlight=False, soft_wrap=True)
     if errors:

@@ -10,13 +10,14 @@ the validation measurements shipped beside the tables (``VALIDATION``), else 0.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.loop_model import LoopModel, Model, loop_model
+from gpudissect.predict.loop_model import LoopModel, Model, common_path, loop_model, rare_weighted
 from gpudissect.predict.loops import select_loops
 from gpudissect.predict.memory import Where
 from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
@@ -102,11 +103,15 @@ def where_of(spec: Path, footprint: float | None, level: str | None) -> Where | 
 
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,
                   timeline: bool, show_tables: bool, footprint: float | None = None,
-                  level: str | None = None) -> tuple[int, list[str], list[str]]:
-    """(exit code, lines to print, error lines); the exit code is 0 only without errors."""
+                  level: str | None = None, rare_every: int | None = None) -> tuple[int, list[str], list[str]]:
+    """(exit code, lines to print, error lines); the exit code is 0 only without errors.
+    ``rare_every``: the instructions a forward branch skips run once every so many trips (the
+    model is :func:`loop_model.rare_weighted`, as the validation scores it)."""
     try:
         if warps < 1:
             raise PredictError(f"--warps must be at least 1 (got {warps})")
+        if rare_every is not None and rare_every < 1:
+            raise PredictError(f"--rare-every must be at least 1 (got {rare_every})")
         spec = Path(data or default_data())
         tables = load_tables(spec)
         prog = read_input(path, tables.arch)
@@ -128,12 +133,18 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         p = lm.prediction
         controls = prog.controls.get(lp.kernel)
         model = model_of(lm, body_controls(lp.body, controls), tables, branch)
+        rare, shown = None, lp.body
+        if rare_every and lp.skippable:  # what binds, and the timeline: the common path's
+            shown, cc = common_path(lp.body, body_controls(lp.body, controls), lp.skippable)
+            common = model_of(loop_model(lp.name, shown, tables, warps, data_at), cc, tables, branch)
+            rare = (rare_every, common.cycles, model.cycles)
+            model = replace(common, cycles=rare_weighted(common.cycles, model.cycles, rare_every))
         lines += summary(p, lp.body, controls, model)
-        lines += loop_facts(lp, lm.memory)
+        lines += loop_facts(lp, lm.memory, rare)
         if show_tables:
             lines += table_lines(p)
         if timeline:
-            lines += timeline_lines(lp.body, model.trace, controls, SHORT // 2)
+            lines += timeline_lines(shown, model.trace, controls, SHORT // 2)
     return (1 if errors else 0), lines, errors
 
 

@@ -118,6 +118,9 @@ class CorpusKernel:
     # shows it: the loop's counter step per trip is then ``unroll`` x ``stride`` (a test checks
     # it on the stored SASS of the measured loop)
     stride: int | None = None
+    # the instructions a forward branch in the loop skips run once every so many trips, as the
+    # source says (a hash's block transform every 64th byte): predict's --rare-every hint
+    rare_every: int | None = None
 
     @property
     def source(self) -> str:
@@ -201,7 +204,8 @@ def load_project(folder: Path) -> list[CorpusKernel]:
             block=_block(k.get("block", "any"), where), smem=str(k.get("smem", "0")),
             unroll=int(k.get("unroll", 1)), loop=int(k.get("loop", 0)), args=tuple(k["args"]),
             cases=tuple(_case(c, where) for c in k["cases"]),
-            stride=int(k["stride"]) if "stride" in k else None))
+            stride=int(k["stride"]) if "stride" in k else None,
+            rare_every=int(k["rare_every"]) if "rare_every" in k else None))
     return out
 
 

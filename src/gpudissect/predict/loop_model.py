@@ -61,6 +61,23 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
     return LoopModel(predict(name, body, tables, warps, memory=memory), plan, memory, tensor)
 
 
+def common_path(body, controls: list[Control] | None, skippable) -> tuple[list, list[Control] | None]:
+    """The body without the instructions a forward branch skips (``skippable``: their offsets),
+    and their control codes."""
+    skip = set(skippable)
+    keep = [k for k, i in enumerate(body) if i.offset not in skip]
+    return [body[k] for k in keep], (None if controls is None else [controls[k] for k in keep])
+
+
+def rare_weighted(common: float, full: float, rare_every: int) -> float:
+    """Cycles per trip of a loop whose skippable instructions run once every ``rare_every``
+    trips (the caller's hint, from the source: e.g. a hash's block transform every 64th byte):
+    the common path's cycles on the other trips, the whole body's on that one."""
+    if rare_every < 1:
+        raise ValueError(f"rare_every must be at least 1 (got {rare_every})")
+    return common + (full - common) / rare_every
+
+
 def bank_opcodes(arch: str) -> tuple[str, ...]:
     """The opcodes the register-bank rule is applied to (``predict.toml`` ``[banks] opcodes``;
     none where its ``apply`` is false: the validation decides)."""

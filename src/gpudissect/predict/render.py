@@ -53,10 +53,11 @@ def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Cont
     return lines
 
 
-def loop_facts(lp, memory=None) -> list[str]:
+def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None) -> list[str]:
     """What the loop is beside its cycles: its role among the kernel's loops, the counter step
-    (source iterations per trip = step / the source loop's stride), the common path, and the
-    level its memory instructions were taken at."""
+    (source iterations per trip = step / the source loop's stride), the common path (``rare``:
+    (every, the common path's cycles, the whole body's) where the caller weighted the skippable
+    instructions), and the level its memory instructions were taken at."""
     out = []
     role = {"main": "main loop (a shorter remainder copy follows: this one is the hot loop)",
             "remainder": "remainder loop (a tail of an unrolled main loop: cold when trips divide the unroll)"}
@@ -69,8 +70,13 @@ def loop_facts(lp, memory=None) -> list[str]:
         out.append("  counter step per trip: not a constant (a register step or no counter found)")
     if lp.left_out:
         out.append(f"  common path: {len(lp.left_out)} instructions of a guarded slow path (CALL) left out")
-    if lp.skippable:
-        out.append(f"  {len(lp.skippable)} instructions a forward branch may skip are counted on every trip")
+    if lp.skippable and rare:
+        every, common, full = rare
+        out.append(f"  {len(lp.skippable)} instructions a forward branch may skip run once every {every} trips "
+                   f"(--rare-every): the common path {common:.4g} cycles/trip, the whole body {full:.4g}")
+    elif lp.skippable:
+        out.append(f"  {len(lp.skippable)} instructions a forward branch may skip are counted on every trip "
+                   "(--rare-every N: once every N trips)")
     if memory is not None and memory.accesses:
         lv = sorted({f"{a.space} at {a.level}" for a in memory.accesses.values() if a.level})
         out.append("  memory: " + ", ".join(lv) + (f" (missing: {'; '.join(memory.missing)})" if memory.missing else ""))

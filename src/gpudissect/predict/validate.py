@@ -22,7 +22,7 @@ from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.loop_model import loop_model
+from gpudissect.predict.loop_model import common_path, loop_model, rare_weighted
 from gpudissect.predict.memory import Hierarchy, Where
 from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
@@ -82,11 +82,22 @@ def loop_body(rec: dict):
 
 
 def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
-                  branch: float = 0.0, where: Where | None = None) -> dict:
-    """Model v1 (a region of ``trips`` trips), v0's bounds and the baselines at one point."""
+                  branch: float = 0.0, where: Where | None = None, skippable=(),
+                  rare_every: int | None = None) -> dict:
+    """Model v1 (a region of ``trips`` trips), v0's bounds and the baselines at one point;
+    ``rare_every``: the instructions a forward branch skips (``skippable`` offsets) run once
+    every so many trips (:func:`loop_model.rare_weighted`; the whole body's model is kept as
+    ``model_full_path``)."""
     lm = loop_model(name, body, tables, warps, where)
     p = lm.prediction
-    out = {"model": lm.cycles(controls, tables, trips, branch), "bounds": p.cycles_per_iter,
+    model = lm.cycles(controls, tables, trips, branch)
+    extra = {}
+    if rare_every and skippable:
+        cb, cc = common_path(body, controls, skippable)
+        common = loop_model(name, cb, tables, warps, where).cycles(cc, tables, trips, branch)
+        extra = {"model_full_path": model, "rare_every": rare_every}
+        model = rare_weighted(common, model, rare_every)
+    out = {"model": model, **extra, "bounds": p.cycles_per_iter,
            "sum_latency": p.sum_latency, "max_pipe": p.max_pipe_pressure, "bound": p.bound,
            "lower_bound": p.lower_bound, "unknown": sorted(p.unknown)}
     if lm.tensor is not None:  # the tensor-core model took the tensor SASS from the per-SASS timings
@@ -132,13 +143,13 @@ def level_category(category: str, footprint: float | None, hierarchy: Hierarchy 
     return "dram" if footprint > l2.capacity else "l2"
 
 
-def spec_unrolls() -> dict[str, int]:
-    """Each corpus kernel's source iterations per SASS trip as its ``kernels.toml`` says now
-    (empty where the checkout has no corpus)."""
+def corpus_specs() -> dict:
+    """Each corpus kernel's spec (``kernels.toml``) as it is now, by name (empty where the
+    checkout has no corpus)."""
     from gpudissect.predict.corpus import load_corpus
 
     try:
-        return {k.name: k.unroll for k in load_corpus()}
+        return {k.name: k for k in load_corpus()}
     except PredictError:
         return {}
 
@@ -159,8 +170,10 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
     slope (cycles per trip of the SASS loop: :func:`per_trip`) beside the model's slope and the
     baselines; the model places the loop's data by the point's footprint in the measured
     hierarchy (none given: the tables' nearest level). ``unrolls``: the kernels' unrolls
-    (default: the corpus specs', :func:`spec_unrolls`)."""
-    unrolls = spec_unrolls() if unrolls is None else unrolls
+    (default: the corpus specs', :func:`corpus_specs`); a spec's ``rare_every`` weights the
+    loop's skippable instructions (:func:`predict_point`)."""
+    specs = corpus_specs()
+    unrolls = {n: k.unroll for n, k in specs.items()} if unrolls is None else unrolls
     rows, errors = [], []
     for rec in recs:
         if "error" in rec:
@@ -181,7 +194,9 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
                     continue
                 where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint")) \
                     if hierarchy is not None and pt.get("footprint") else None
-                pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where)
+                spec = specs.get(rec["name"])
+                pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where,
+                                   rec["loop"].get("skippable") or (), spec.rare_every if spec else None)
                 cat = level_category(case["category"], pt.get("footprint"), hierarchy)
                 measured, unroll = per_trip(rec, pt, unrolls)
                 rows.append({"loop": rec["name"], "set": "real", "category": cat,
