@@ -165,15 +165,15 @@ def per_trip(rec: dict, pt: dict, unrolls: dict[str, int]) -> tuple[float, int]:
 
 
 def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: Hierarchy | None = None,
-                   sms: int = 0, unrolls: dict[str, int] | None = None) -> tuple[list[dict], list[str]]:
+                   sms: int = 0) -> tuple[list[dict], list[str]]:
     """Rows of the corpus of public kernels: per kernel, case and occupancy point, the measured
     slope (cycles per trip of the SASS loop: :func:`per_trip`) beside the model's slope and the
     baselines; the model places the loop's data by the point's footprint in the measured
-    hierarchy (none given: the tables' nearest level). ``unrolls``: the kernels' unrolls
-    (default: the corpus specs', :func:`corpus_specs`); a spec's ``rare_every`` weights the
-    loop's skippable instructions (:func:`predict_point`)."""
+    hierarchy (none given: the tables' nearest level). The corpus specs (:func:`corpus_specs`)
+    give each kernel's unroll and ``rare_every`` (its skippable instructions weighted:
+    :func:`predict_point`)."""
     specs = corpus_specs()
-    unrolls = {n: k.unroll for n, k in specs.items()} if unrolls is None else unrolls
+    unrolls = {n: k.unroll for n, k in specs.items()}
     rows, errors = [], []
     for rec in recs:
         if "error" in rec:
