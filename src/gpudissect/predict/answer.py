@@ -17,7 +17,7 @@ from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.loop_model import LoopModel, Model, common_path, loop_model, rare_weighted
+from gpudissect.predict.loop_model import LoopModel, Model, common_model, loop_model, rare_weighted
 from gpudissect.predict.loops import select_loops
 from gpudissect.predict.memory import Where
 from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
@@ -135,8 +135,9 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         model = model_of(lm, body_controls(lp.body, controls), tables, branch)
         rare, shown = None, lp.body
         if rare_every and lp.skippable:  # what binds, and the timeline: the common path's
-            shown, cc = common_path(lp.body, body_controls(lp.body, controls), lp.skippable)
-            common = model_of(loop_model(lp.name, shown, tables, warps, data_at), cc, tables, branch)
+            cm, shown, cc = common_model(lp.name, lp.body, body_controls(lp.body, controls), lp.skippable,
+                                         tables, warps, data_at)
+            common = model_of(cm, cc, tables, branch)
             rare = (rare_every, common.cycles, model.cycles)
             model = replace(common, cycles=rare_weighted(common.cycles, model.cycles, rare_every))
         lines += summary(p, lp.body, controls, model)

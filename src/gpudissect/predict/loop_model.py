@@ -69,6 +69,14 @@ def common_path(body, controls: list[Control] | None, skippable) -> tuple[list, 
     return [body[k] for k in keep], (None if controls is None else [controls[k] for k in keep])
 
 
+def common_model(name: str, body, controls: list[Control] | None, skippable, tables: Tables, warps: int,
+                 where: Where | None = None) -> tuple[LoopModel, list, list[Control] | None]:
+    """The loop model of the common path (:func:`common_path`), its body and control codes: what
+    :func:`rare_weighted` takes the common path's cycles from (the validation and the command)."""
+    body_c, controls_c = common_path(body, controls, skippable)
+    return loop_model(name, body_c, tables, warps, where), body_c, controls_c
+
+
 def rare_weighted(common: float, full: float, rare_every: int) -> float:
     """Cycles per trip of a loop whose skippable instructions run once every ``rare_every``
     trips (the caller's hint, from the source: e.g. a hash's block transform every 64th byte):

@@ -22,7 +22,7 @@ from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.loop_model import common_path, loop_model, rare_weighted
+from gpudissect.predict.loop_model import common_model, loop_model, rare_weighted
 from gpudissect.predict.memory import Hierarchy, Where
 from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
@@ -93,8 +93,8 @@ def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: 
     model = lm.cycles(controls, tables, trips, branch)
     extra = {}
     if rare_every and skippable:
-        cb, cc = common_path(body, controls, skippable)
-        common = loop_model(name, cb, tables, warps, where).cycles(cc, tables, trips, branch)
+        cm, _, cc = common_model(name, body, controls, skippable, tables, warps, where)
+        common = cm.cycles(cc, tables, trips, branch)
         extra = {"model_full_path": model, "rare_every": rare_every}
         model = rare_weighted(common, model, rare_every)
     out = {"model": model, **extra, "bounds": p.cycles_per_iter,

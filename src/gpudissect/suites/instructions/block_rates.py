@@ -17,7 +17,7 @@ from gpudissect.bench.stats import SMID, robust_halfwidth
 from gpudissect.device.device import Device, LaunchResult, RunSpec
 from gpudissect.kernel.build import Built
 from gpudissect.kernel.timing import end_word, start_word
-from gpudissect.suites.instructions.core import Plan
+from gpudissect.suites.instructions.core import Plan, run_spec
 
 
 def block_spans(times: np.ndarray, warps: int, reps: int) -> np.ndarray:
@@ -71,7 +71,7 @@ def launch_column(dev: Device, b: Built, ws: list[int], plan: Plan, sm_count: in
     k = b.kernel
 
     def spec(W: int) -> RunSpec:
-        return RunSpec(k.name, tuple(k.inputs), k.n_sink, plan.reps, sm_count, 32 * W, plan.grid_launches)
+        return run_spec(b, plan.reps, sm_count, 32 * W, plan.grid_launches)
 
     try:
         return dict(zip(ws, dev.run_many(b.cubin, [spec(W) for W in ws]), strict=True))

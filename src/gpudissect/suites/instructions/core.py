@@ -647,6 +647,11 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             return  # at the physical limit: no configuration can rise further
 
 
+def run_spec(b: Built, reps: int, grid: int, block: int, launches: int) -> RunSpec:
+    """One ``Device.run_many`` entry: ``launches`` launches of ``b``'s kernel."""
+    return RunSpec(b.kernel.name, tuple(b.kernel.inputs), b.kernel.n_sink, reps, grid, block, launches)
+
+
 def _launch_lengths(dev: Device, built: list[Built], plan: Plan, grid: int, block: int) -> list[list]:
     """Each kernel's ``plan.launches`` launches (a family's lengths), those of one module in one
     batch (``Device.run_many``: one synchronisation and one copy for all of them, as the grid's
@@ -656,8 +661,7 @@ def _launch_lengths(dev: Device, built: list[Built], plan: Plan, grid: int, bloc
         groups.setdefault(id(b.cubin), []).append(i)
     out: dict[int, list] = {}
     for idx in groups.values():
-        specs = [RunSpec(built[i].kernel.name, tuple(built[i].kernel.inputs), built[i].kernel.n_sink,
-                         plan.reps, grid, block, plan.launches) for i in idx]
+        specs = [run_spec(built[i], plan.reps, grid, block, plan.launches) for i in idx]
         out.update(zip(idx, dev.run_many(built[idx[0]].cubin, specs), strict=True))
     return [out[i] for i in range(len(built))]
 
