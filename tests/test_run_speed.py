@@ -399,7 +399,7 @@ def test_a_familys_lengths_go_to_the_device_in_one_batch_per_module():
     a, b = b"module-a", b"module-b"
     bs = [built(a, 32), built(b, 64), built(a, 128)]
     dev, plan = Recording(), InstrPlan(reps=3, launches=2)
-    res = _launch_lengths(dev, bs, plan, grid=4, block=64)
+    res = _launch_lengths(dev, bs, plan, grid=4, block=64)[0]
     assert dev.batches == [(a, ["v0_t4_n32", "v0_t4_n128"]), (b, ["v0_t4_n64"])]
     assert [len(r) for r in res] == [2, 2, 2]
     cycles = [int(r[0].times[0, 1]) - int(r[0].times[0, 0]) for r in res]

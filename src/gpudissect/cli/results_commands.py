@@ -32,7 +32,10 @@ def show_answer(recs: list[dict]) -> str:
     if not vals:
         return "-"
     if len(recs) == 1:
-        return _fmt_value(vals[0])
+        from gpudissect.suites.instructions.placement import home_note
+
+        note = home_note(recs[0].get("params"))
+        return _fmt_value(vals[0]) + (f" ({note})" if note else "")
     lo, hi = min(vals), max(vals)
     span = _fmt_value(lo) if lo == hi else f"{_fmt_value(lo)} .. {_fmt_value(hi)}"
     return f"{span} ({len(recs)} records)"

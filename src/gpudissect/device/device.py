@@ -78,6 +78,7 @@ class RunSpec:
     grid: int
     block: int
     launches: int = 1
+    out_bytes: int = 0  # the output buffer at least so large (a target placed past the sinks)
 
 
 # A scalar kernel argument: a numpy scalar of the PTX parameter's width (np.uint32(5), ...).
@@ -440,7 +441,7 @@ class CudaDevice:
         for i, s in enumerate(specs):
             k = self._kernel(cubin, s.kernel)
             warps, tpt = s.grid * -(-s.block // 32), 2 * s.reps + 1
-            out_bytes = max(out_bytes, s.grid * s.block * max(s.n_sink, 1) * 8)
+            out_bytes = max(out_bytes, s.grid * s.block * max(s.n_sink, 1) * 8, s.out_bytes)
             words = np.concatenate([np.array(s.inputs or [0], dtype=np.uint64),
                                     np.zeros(SM_COUNTER_WORDS, dtype=np.uint64)])
             cfg = LaunchConfig(grid=(s.grid, 1, 1), block=(s.block, 1, 1))
@@ -675,12 +676,14 @@ class FakeDevice:
         self.rng = np.random.default_rng(seed)
         self.calls = 0
         self.forgotten = 0  # cubins dropped by forget()
+        self.last_inputs: list[int] = []
         self.info = DeviceInfo(name="FakeGPU", uuid="GPU-fake", index=0, sm_count=sm_count,
                                compute_capability=compute_capability, driver="fake", platform=fake_platform())
 
     def run(self, cubin: bytes, kernel: str, inputs: list[int], n_sink: int, reps: int,
             grid: int, block: int, launches: int = 1) -> list[LaunchResult]:
         self.calls += 1
+        self.last_inputs = list(inputs)  # what a test's model may read (a kernel's placement)
         m = KERNEL_NAME.search(kernel)
         if m is None:
             raise ValueError(f"FakeDevice cannot model kernel '{kernel}'")

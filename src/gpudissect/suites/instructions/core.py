@@ -45,11 +45,12 @@ from gpudissect.kernel.parallel import pmap
 from gpudissect.kernel.ptx import Kernel
 from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
+from gpudissect.suites.instructions import placement
 from gpudissect.suites.instructions.checks import CheckResult, region_mix
 from gpudissect.suites.instructions.records import PAIR, uncertainty
 from gpudissect.suites.instructions.strategies import Strategy
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
-from gpudissect.suites.instructions.template import GenerationError, generate
+from gpudissect.suites.instructions.template import GMEM_SLOT, GenerationError, generate
 from gpudissect.suites.instructions.verify import MapRecord, check_built
 
 
@@ -79,6 +80,8 @@ class Plan:
     # the warps x distance grid (studies/grid.py): warps per SM (one block) x independent chains
     # per thread; none unless a plan names them (FULL_PLAN and QUICK_PLAN do)
     grid_warps: tuple[int, ...] = ()
+    # a one-warp chain with a global target: timed at so many placements of it (placement.py)
+    gmem_placements: int = placement.PLACEMENTS
     grid_distances: tuple[int, ...] = ()
     grid_units: tuple[int, ...] = (64, 128)  # region sizes of the grid's own kernels (compile time)
     grid_launches: int = 1
@@ -647,27 +650,51 @@ def _sweep(dev: Device, w: VariantWork, tp: list[int], plan: Plan, target: Targe
             return  # at the physical limit: no configuration can rise further
 
 
-def run_spec(b: Built, reps: int, grid: int, block: int, launches: int) -> RunSpec:
-    """One ``Device.run_many`` entry: ``launches`` launches of ``b``'s kernel."""
-    return RunSpec(b.kernel.name, tuple(b.kernel.inputs), b.kernel.n_sink, reps, grid, block, launches)
+def run_spec(b: Built, reps: int, grid: int, block: int, launches: int, gmem: int | None = None) -> RunSpec:
+    """One ``Device.run_many`` entry: ``launches`` launches of ``b``'s kernel; ``gmem``: its
+    global target that many bytes past each thread's output slot (None: as generated)."""
+    if gmem is None:
+        return RunSpec(b.kernel.name, tuple(b.kernel.inputs), b.kernel.n_sink, reps, grid, block, launches)
+    inputs = list(b.kernel.inputs)
+    inputs[GMEM_SLOT] = gmem
+    return RunSpec(b.kernel.name, tuple(inputs), b.kernel.n_sink, reps, grid, block, launches,
+                   out_bytes=placement.out_bytes(gmem, b.kernel.n_sink, grid * block))
 
 
-def _launch_lengths(dev: Device, built: list[Built], plan: Plan, grid: int, block: int) -> list[list]:
-    """Each kernel's ``plan.launches`` launches (a family's lengths), those of one module in one
-    batch (``Device.run_many``: one synchronisation and one copy for all of them, as the grid's
-    columns); per kernel, its launches' results."""
+def _launch_lengths(dev: Device, built: list[Built], plan: Plan, grid: int, block: int,
+                    gmem: tuple[int | None, ...] = (None,)) -> list[list[list]]:
+    """Each kernel's ``plan.launches`` launches (a family's lengths) at each placement of its
+    global target (``gmem``: see :func:`run_spec`), those of one module in one batch
+    (``Device.run_many``: one synchronisation and one copy for all of them, as the grid's
+    columns); per placement, per kernel, its launches' results."""
     groups: dict[int, list[int]] = {}
     for i, b in enumerate(built):
         groups.setdefault(id(b.cubin), []).append(i)
-    out: dict[int, list] = {}
+    out: dict[tuple[int, int], list] = {}
     for idx in groups.values():
-        specs = [run_spec(built[i], plan.reps, grid, block, plan.launches) for i in idx]
-        out.update(zip(idx, dev.run_many(built[idx[0]].cubin, specs), strict=True))
-    return [out[i] for i in range(len(built))]
+        keys = [(p, i) for p in range(len(gmem)) for i in idx]
+        specs = [run_spec(built[i], plan.reps, grid, block, plan.launches, gmem[p]) for p, i in keys]
+        out.update(zip(keys, dev.run_many(built[idx[0]].cubin, specs), strict=True))
+    return [[out[(p, i)] for i in range(len(built))] for p in range(len(gmem))]
 
 
 def _flags_of(fit: Fit, per_repeat: list[float]) -> list[str]:
     return [f for f in (fit_flag(fit), noise_flag(per_repeat)) if f]
+
+
+def _chain_series(built: list[Built], res: list[list], plan: Plan) -> tuple[list[int], dict, list[float], Fit]:
+    """One placement's timing of a chain family: the lengths, the cycles of each repeat per
+    length, the slope of each repeat, the fit of the median cycles against the lengths."""
+    xs, ys, raw = [], [], {}
+    series: list[list[float]] = []
+    for b, runs in zip(built, res, strict=True):
+        cyc = [float(rep_cycles(r.times, rep)[0]) for r in runs for rep in range(1, plan.reps)]
+        xs.append(b.kernel.length)
+        ys.append(median(cyc))
+        raw[str(b.kernel.length)] = cyc
+        series.append(cyc)
+    per_repeat = slopes_per_repeat(xs, [list(col) for col in zip(*series, strict=True)])
+    return xs, raw, per_repeat, fit_line(xs, ys)
 
 
 def chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str], cite: dict) -> Result:
@@ -676,22 +703,21 @@ def chain(dev: Device, w: VariantWork, f: Family, plan: Plan, flags: list[str], 
     (:meth:`VariantStudy.chain_result`). Value: slope of the median cycles against the length;
     noise: the slope of each (launch, repetition) repeat."""
     v = w.variant
-    xs, ys, raw = [], [], {}
-    series: list[list[float]] = []
-    for b, res in zip(f.built, _launch_lengths(dev, f.built, plan, 1, 32), strict=True):
-        cyc = [float(rep_cycles(r.times, rep)[0]) for r in res for rep in range(1, plan.reps)]
-        xs.append(b.kernel.length)
-        ys.append(median(cyc))
-        raw[str(b.kernel.length)] = cyc
-        series.append(cyc)
-    fit = fit_line(xs, ys)
-    per_repeat = slopes_per_repeat(xs, [list(col) for col in zip(*series, strict=True)])
+    gmem: tuple[int | None, ...] = (None,)
+    if f.built[0].kernel.meta.get("uses_gmem") and plan.gmem_placements > 1:
+        gmem = tuple(placement.offsets(f.built[0].kernel.n_sink, 32, plan.gmem_placements))
+    timed = [_chain_series(f.built, res, plan) for res in _launch_lengths(dev, f.built, plan, 1, 32, gmem)]
+    lv = placement.levels([t[3].slope for t in timed]) if len(timed) > 1 else None
+    xs, raw, per_repeat, fit = timed[lv.near if lv else 0]
     flags = flags + _flags_of(fit, per_repeat)
     params = {"chains": f.chains, "lengths": xs, "launches": plan.launches,
               "repeats_per_launch": plan.reps - 1}
     if f.stall is not None:
         params["ptxas_stall_cycles"] = f.stall
     samples = {"cycles_per_repeat": raw, "slope_per_repeat": per_repeat}
+    if lv is not None:
+        params.update(lv.params(1.0 / f.chains if f.measure == "distance" else 1.0))
+        samples["slope_per_placement"] = lv.slopes
     if f.study is not None:
         return f.study.chain_result(w, f, ChainTiming(xs, fit, per_repeat, params, samples, flags), cite)
     if f.measure == "distance":
@@ -750,7 +776,7 @@ def _throughput(dev: Device, v: Variant, f: Family, plan: Plan, W: int, flags: l
     series: list[list[float]] = []
     idle: list[float] = []
     windows: dict[str, list] = {}
-    for b, res in zip(f.built, _launch_lengths(dev, f.built, plan, dev.info.sm_count * blocks, block),
+    for b, res in zip(f.built, _launch_lengths(dev, f.built, plan, dev.info.sm_count * blocks, block)[0],
                       strict=True):
         spans = []
         for r in res:

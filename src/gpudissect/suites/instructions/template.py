@@ -45,6 +45,9 @@ from gpudissect.suites.instructions.strategies import Strategy
 SMEM_BYTES_PER_THREAD = 8
 # the register an address operand of each kind reads (set up before the timed region)
 ADDRESS_REG = {"smem": "%smem", "gmem": "%gmem"}
+# a kernel with a global target (meta "uses_gmem"): the input slot that moves the target, in bytes
+# past the thread's output slot (0 as generated: the slot itself)
+GMEM_SLOT = 0
 
 
 class GenerationError(ValueError):
@@ -183,6 +186,8 @@ def generate(
     uses_gmem = any(o.ptype == "gmem" for o in variant.operands)
     if set(ADDRESS_REG) != set(ADDRESS_KINDS):
         raise GenerationError("an address kind of the catalog has no register in the template")
+    if uses_gmem:  # GMEM_SLOT (a chain's placements move the target: core.gmem_placements)
+        inputs.append(0)
 
     load = _Loader(regs, lines, inputs).load
 
@@ -343,9 +348,10 @@ def _assemble(variant: Variant, strategy: Strategy, target: Target, name: str, m
         if uses_smem
         else []
     )
-    # global memory: the thread's first output slot (its own address; the sinks are stored
-    # over it after the timed region), zeroed and so in L2 before the region starts
-    gmem_setup = ["  mov.b64 %gmem, %outp;", "  st.global.u64 [%gmem], 0;"] if uses_gmem else []
+    # global memory: the thread's first output slot (its own address; the sinks are stored over
+    # it after the timed region) moved by input 0, zeroed and so in L2 before the region starts
+    gmem_setup = ([f"  ld.global.b64 %gmem, [%in+{8 * GMEM_SLOT}];", "  add.u64 %gmem, %gmem, %outp;", "  st.global.u64 [%gmem], 0;"]
+                  if uses_gmem else [])
     entry = "\n".join(
         [
             f"// gpudissect: {variant.name}  strategy={strategy.name}  chains={K} length={length} reps={reps}",

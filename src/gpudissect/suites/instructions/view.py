@@ -19,6 +19,7 @@ from gpudissect.report.present.markdown import (
     conclusions,
 )
 from gpudissect.report.read.metrics import lookup
+from gpudissect.suites.instructions.placement import home_note
 from gpudissect.suites.instructions.records import PAIR
 from gpudissect.suites.instructions.studies import sass_steps as steps
 from gpudissect.suites.instructions.studies.dependence_types import CONFIGS, CONTROL_OF, MODES
@@ -40,6 +41,7 @@ class InstrRow:
     latency: float | None = None
     latency_flags: list[str] = field(default_factory=list)
     latency_kind: str = "latency"  # "issue interval" for instructions without a dependence chain
+    latency_home: str = ""  # a global target's: the value is the near L2 home's (placement.home_note)
     ptxas_stall: float | None = None  # ptxas's stall cycles before the dependent instruction
     throughput: float | None = None  # warp-instructions / cycle / SM, at saturation
     throughput_flags: list[str] = field(default_factory=list)
@@ -71,7 +73,10 @@ class InstrRow:
 
     @property
     def latency_label(self) -> str:
-        return "" if self.latency_kind == "latency" or self.latency is None else f" ({self.latency_kind})"
+        if self.latency is None:
+            return ""
+        notes = ([] if self.latency_kind == "latency" else [self.latency_kind]) + ([self.latency_home] if self.latency_home else [])
+        return f" ({'; '.join(notes)})" if notes else ""
 
     @property
     def opcode(self) -> str:
@@ -98,6 +103,7 @@ def instruction_rows(records: list[dict]) -> list[InstrRow]:
         if m in ("latency", "issue_interval"):
             row.latency = r.get("value")
             row.latency_flags = flags
+            row.latency_home = home_note(r.get("params"))
             row.latency_kind = m.replace("_", " ")
             row.ptxas_stall = (r.get("params") or {}).get("ptxas_stall_cycles")
             row.sass = list(r.get("sass") or row.sass)

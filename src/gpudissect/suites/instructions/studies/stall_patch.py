@@ -46,7 +46,7 @@ from gpudissect.kernel.toolchain import PtxasError
 from gpudissect.store.db import Result
 from gpudissect.suites.instructions.core import Plan, VariantStudy, VariantWork
 from gpudissect.suites.instructions.strategies import strategy as get_strategy
-from gpudissect.suites.instructions.template import GenerationError, generate
+from gpudissect.suites.instructions.template import GMEM_SLOT, GenerationError, generate
 
 MEASURE = "latency_hw"
 # the study's own one-chain kernels: two lengths one instance apart (a chain whose value repeats
@@ -267,6 +267,8 @@ def _sweep(dev: Device, w: VariantWork, plan: Plan, op: str, bs: list[Built], ke
     tried = []
     try:
         for name, x in input_sets(list(bs[0].kernel.inputs)):
+            if bs[0].kernel.meta.get("uses_gmem"):  # the target stays where it was generated
+                x[GMEM_SLOT] = bs[0].kernel.inputs[GMEM_SLOT]
             outs = [_outputs(dev, b, b.cubin, x, plan) for b in bs]
             tried.append(name)
             if any(not np.array_equal(outs[a][0], outs[c][0]) for a in range(len(bs)) for c in range(a + 1, len(bs))):
