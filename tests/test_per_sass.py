@@ -247,3 +247,22 @@ def test_reordered_split_is_not_measurable(tmp_path, monkeypatch):
     assert r["value"] is None and r["flags"] == ["not-measurable: split kernel: clock gap 1: 2 tensor SASS"]
     conc = st.get_meta(f"summary:{rid}")["conclusions"]
     assert any(c.startswith(WMMA) and "per-SASS timing not measurable" in c for c in conc)
+
+
+def test_the_suite_builds_the_per_sass_kernels_before_it_measures(monkeypatch):
+    """Prepare builds a multi-SASS variant's whole and split kernels in its pool; the
+    measurement launches those and builds nothing while the GPU waits."""
+    from gpudissect.bench.contract import Item
+
+    suite = T.TensorSuite(T.Sweep(lat_lengths=(2, 4), thr_lengths=(2, 4), mma_warps=(4,), layouts=False))
+    ctx = Context(FakeDevice(sm_count=4, launch_model=_model), None, TARGET, jobs=1)
+    v, single = _v(WMMA), _v(PARTNER)
+    suite.plan(ctx, [WMMA, PARTNER])
+    suite.prepare(ctx, [Item(WMMA, v), Item(PARTNER, single)])
+    pre = ctx.state["works"][WMMA].per_sass
+    assert pre is not None and pre.fail is None and pre.partner.name == PARTNER
+    assert pre.whole is not None and pre.split is not None and ctx.state["works"][PARTNER].per_sass is None
+    monkeypatch.setattr(PS, "_build", lambda *a: (_ for _ in ()).throw(AssertionError("built when measured")))
+    out = suite.measure(ctx, Item(WMMA, v))
+    r = next(r for r in out.results if r.measure == "per_sass")
+    assert r.value == INTERVAL and r.params["partner"] == PARTNER and r.sass_hash in out.texts

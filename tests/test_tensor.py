@@ -289,4 +289,4 @@ def test_a_variant_compiled_in_parts_gets_the_checks_of_one_module(monkeypatch):
     w = ctx.state["works"][v.name]
     assert w.check.to_json() == whole.check.to_json()
     assert [(k, c.to_json()) for k, c in w.checks.items()] == [(k, c.to_json()) for k, c in whole.checks.items()]
-    assert set(w.built) == set(whole.built) and w.probe is not None
+    assert set(w.built) == set(whole.built) and w.probe is None  # a quick sweep runs no layout probe

@@ -23,7 +23,12 @@ from gpudissect.suites.tensor.fragments import (
     unpack,
 )
 from gpudissect.suites.tensor.kernels import wmma_frag_probe
-from gpudissect.suites.tensor.layout_probe import frag_spec, mma_shapes_for, run_wmma_fragment
+from gpudissect.suites.tensor.layout_probe import (
+    build_wmma_probe,
+    frag_spec,
+    mma_shapes_for,
+    run_wmma_fragment,
+)
 from gpudissect.suites.tensor.layout_reference import Shape, reference_layout
 from gpudissect.suites.tensor.suite import Sweep, ldst_kernels
 
@@ -297,3 +302,25 @@ def test_conclusions_separate_direct_transposed_and_untiled_fragments():
     assert "1 equal the stated mma.sync layouts tiled, 1 equal them tiled and transposed" in text
     assert text.endswith("; not tiled: wmma.load.c.c.row.f32")
     assert "(col, row)): wmma.load.c.b.row.f32;" in text  # the transposed one is named
+
+
+def test_the_wmma_probe_is_built_in_the_compile_pool_and_used_when_measured(monkeypatch):
+    """The suite's prepare builds a wmma load's fragment probe beside its timing kernels (in the
+    pool, not while the GPU waits); the measurement launches that one and builds nothing."""
+    from gpudissect.bench.contract import Context, Item
+    from gpudissect.suites.tensor import layout_probe
+    from gpudissect.suites.tensor import suite as ts
+
+    v = WMMA["wmma.load.a.m16n16k16.col.f16"]
+    suite = ts.TensorSuite(sweep=ts.Sweep(thr_lengths=(16,), mma_warps=(4,)))
+    ctx = Context(FakeDevice(), None, TARGET, jobs=1)
+    suite.plan(ctx, [v.name])
+    suite.prepare(ctx, [Item(v.name, v)])
+    w = ctx.state["works"][v.name]
+    assert w.probe is not None and w.probe.cubin == build_wmma_probe(v, TARGET).cubin
+    s = frag_spec(v)
+    ref = reference_layout(Shape(16, 8, 16, "f16", "f16", "f32"))["a"]
+    dev = FakeDevice(sm_count=4, launch_model=_simulate(s, np.concatenate([ref, ref], axis=1)))
+    monkeypatch.setattr(layout_probe, "_build_probe", lambda *a: (_ for _ in ()).throw(AssertionError("built")))
+    r = run_wmma_fragment(dev, v, CAT.mma, TARGET, {}, w.probe)
+    assert r.measure == "layout" and r.value == 1.0 and not r.flags

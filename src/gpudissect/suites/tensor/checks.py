@@ -22,6 +22,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from gpudissect.arch.target import Target
 from gpudissect.catalog.tensor import LdstVariant, MmaVariant, WgmmaVariant
@@ -178,6 +179,7 @@ class Work:
     check: TensorCheck | None = None
     checks: dict[str, TensorCheck] = field(default_factory=dict)  # per family (wgmma: per N/source)
     probe: Built | None = None  # the fragment-layout probe kernel, built beside the timing kernels
+    per_sass: Any = None  # per_sass.PerSassBuild: a multi-SASS variant's per-SASS kernels, built ahead
 
 
 def family_key(k: Kernel) -> str:

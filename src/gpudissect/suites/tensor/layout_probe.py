@@ -160,15 +160,23 @@ def mma_shapes_for(v: LdstVariant, mma: list[MmaVariant]) -> list[Shape]:
     return list(out.values())
 
 
+WMMA_PROBE = "wprobe"
+
+
+def build_wmma_probe(v: LdstVariant, target: Target) -> Built:
+    """The wmma fragment probe kernel of ``v``, built."""
+    return _build_probe(wmma_frag_probe(v, WMMA_PROBE, target), target)
+
+
 def run_wmma_fragment(dev: Device, v: LdstVariant, mma: list[MmaVariant], target: Target,
-                      texts: dict) -> Result:
-    """The wmma fragment layout by raw data movement (fragments.py)."""
+                      texts: dict, probe: Built | None = None) -> Result:
+    """The wmma fragment layout by raw data movement (fragments.py); ``probe``: its kernel built
+    beforehand (the suite's compile pool), else built here."""
     s = frag_spec(v)
-    k = wmma_frag_probe(v, "wprobe", target)
-    b = _build_probe(k, target)
+    b = probe or build_wmma_probe(v, target)
     inp = np.frombuffer(design_frag(s), dtype=np.uint8)
     nout = output_bytes(s)
-    run = dev.launch(b.cubin, k.name, s.passes, 32, [
+    run = dev.launch(b.cubin, WMMA_PROBE, s.passes, 32, [
         Buf("wf_in", data=inp), Buf("wf_out", nbytes=nout, read=True, dtype="u1", zero=True),
         Buf("lay_unused", nbytes=8)])
     slots = decode_frag(s, run.outputs["wf_out"][:nout])

@@ -20,6 +20,7 @@ One warp, ``ROUNDS`` rounds (the first is dropped as a warm-up), medians over ro
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -97,13 +98,11 @@ def d_words(v: MmaVariant) -> int:
     return v.regs["d"] * element(v.ctype).reg_words
 
 
-def _build(v: MmaVariant, steps: Steps, name: str, target: Target, texts: dict
-           ) -> tuple[Built, list[SassInstr]]:
+def _build(v: MmaVariant, steps: Steps, name: str, target: Target) -> tuple[Built, list[SassInstr]]:
     k = stepped_kernel(v, steps, name, target)
     b = build_module([k], tensor_arch(target), region=False)[k.name]
     if not isinstance(b, Built):
         raise RuntimeError(f"{name} not built: {b}")
-    texts.update(b.texts())
     return b, b.instrs
 
 
@@ -153,44 +152,88 @@ def _fail(v: MmaVariant, sass: list[str], params: dict, flag: str, **cite) -> Re
     return Result(v.name, MEASURE, None, "cycles", "none", params=params, sass=sass, flags=[flag[:400]], **cite)
 
 
-def run_per_sass(dev: Device, v: MmaVariant, check: TensorCheck | None, target: Target, texts: dict,
-                 rounds: int = ROUNDS, candidates: list[MmaVariant] | None = None,
-                 known: dict[str, TensorCheck] | None = None) -> Result | None:
-    """The per-SASS Result of a multi-SASS native variant (None for any other variant).
-    Never raises: a failure is a flagged Result with value None."""
+@dataclass
+class PerSassBuild:
+    """A variant's per-SASS kernels, built (:func:`build_per_sass`: in the suite's compile pool,
+    beside the GPU), or the flag of why it cannot be timed (``fail``)."""
+
+    sass: list[str]
+    params: dict
+    n: int = 0
+    steps: Steps | None = None
+    partner: MmaVariant | None = None
+    whole: Built | None = None
+    split: Built | None = None
+    cite: dict = field(default_factory=dict)
+    fail: str | None = None
+
+    def texts(self) -> dict:
+        return {k: t for b in (self.whole, self.split) if b is not None for k, t in b.texts().items()}
+
+
+def build_per_sass(v: MmaVariant, check: TensorCheck | None, target: Target,
+                   candidates: list[MmaVariant] | None = None,
+                   known: dict[str, TensorCheck] | None = None) -> PerSassBuild | None:
+    """The whole and split kernels of a multi-SASS native variant, built and checked (None for
+    any other variant). Never raises: a failure is the build's ``fail`` flag."""
     counts = multi_sass(check)
     if counts is None:
         return None
-    sass = [f"{c}*{op}" for op, c in counts.items()]
-    params: dict = {"tensor_sass": counts}
+    pre = PerSassBuild([f"{c}*{op}" for op, c in counts.items()], {"tensor_sass": counts})
+    params = pre.params
     t0 = time.perf_counter()
     try:
         if len(counts) != 1:
-            return _fail(v, sass, params, "not-measurable: mixed tensor SASS kinds in one instruction "
-                                          "(no single partner)")
+            pre.fail = "not-measurable: mixed tensor SASS kinds in one instruction (no single partner)"
+            return pre
         (op, n), = counts.items()
-        wb, winstrs = _build(v, ONE_STEP, "ps_whole", target, texts)
-        steps = Steps(*sass_steps([i for i in find_region(winstrs) if TENSOR_OP.match(i.opcode)]))
+        pre.n = n
+        pre.whole, winstrs = _build(v, ONE_STEP, "ps_whole", target)
+        pre.steps = steps = Steps(*sass_steps([i for i in find_region(winstrs) if TENSOR_OP.match(i.opcode)]))
         params["steps"] = steps.to_json()
         # each tensor SASS writes one accumulator: the instruction's D split over the accumulators
         wchk = check_clock_gaps(winstrs, [n, 0], d_words(v) // steps.count("acc"))
         params["whole_check"] = {"ok": wchk.ok, "reason": wchk.reason, "gaps": wchk.gaps}
         if not wchk.ok:
-            return _fail(v, sass, params, f"not-measurable: whole kernel: {wchk.reason}")
+            pre.fail = f"not-measurable: whole kernel: {wchk.reason}"
+            return pre
         p = find_partner(v, op, candidates if candidates is not None else load_tensor_catalog().mma, target,
                          known)
         if p is None:
-            return _fail(v, sass, params, f"not-measurable: no single-SASS variant in the catalog maps to {op}")
+            pre.fail = f"not-measurable: no single-SASS variant in the catalog maps to {op}"
+            return pre
         params["partner"] = p.name
-        sb, sinstrs = _build(p, steps, "ps_split", target, texts)
+        pre.partner = p
+        pre.split, sinstrs = _build(p, steps, "ps_split", target)
         schk = check_clock_gaps(sinstrs, [1] * n + [0], d_words(p))
-        cite = {"ptx_hash": sb.ptx_hash, "sass_hash": sb.sass_hash}
+        pre.cite = {"ptx_hash": pre.split.ptx_hash, "sass_hash": pre.split.sass_hash}
         params["split_check"] = {"ok": schk.ok, "reason": schk.reason, "gaps": schk.gaps}
         params["compile_s"] = round(time.perf_counter() - t0, 3)
         if not schk.ok:
-            return _fail(v, sass, params, f"not-measurable: split kernel: {schk.reason}", **cite)
-        split = _launch(dev, sb, "ps_split", stepped_in_words(p, steps, rounds), n + 2, rounds)
-        whole = _launch(dev, wb, "ps_whole", stepped_in_words(v, ONE_STEP, rounds), 3, rounds)
+            pre.fail = f"not-measurable: split kernel: {schk.reason}"
+    except Exception as e:  # one failing benchmark never takes the sweep down
+        pre.fail = f"error: {type(e).__name__}: {e}"
+    return pre
+
+
+def run_per_sass(dev: Device, v: MmaVariant, check: TensorCheck | None, target: Target, texts: dict,
+                 rounds: int = ROUNDS, candidates: list[MmaVariant] | None = None,
+                 known: dict[str, TensorCheck] | None = None, pre: PerSassBuild | None = None) -> Result | None:
+    """The per-SASS Result of a multi-SASS native variant (None for any other variant), from its
+    kernels (``pre``: built beforehand, else built here). Never raises: a failure is a flagged
+    Result with value None."""
+    pre = pre or build_per_sass(v, check, target, candidates, known)
+    if pre is None:
+        return None
+    texts.update(pre.texts())
+    sass, params = pre.sass, dict(pre.params)
+    if pre.fail is not None:
+        return _fail(v, sass, params, pre.fail, **pre.cite)
+    assert pre.split is not None and pre.whole is not None and pre.partner is not None and pre.steps is not None
+    n = pre.n
+    try:
+        split = _launch(dev, pre.split, "ps_split", stepped_in_words(pre.partner, pre.steps, rounds), n + 2, rounds)
+        whole = _launch(dev, pre.whole, "ps_whole", stepped_in_words(v, ONE_STEP, rounds), 3, rounds)
         a = analyse(split, whole, n)
     except Exception as e:  # one failing benchmark never takes the sweep down
         return _fail(v, sass, params, f"error: {type(e).__name__}: {e}")
@@ -199,4 +242,4 @@ def run_per_sass(dev: Device, v: MmaVariant, check: TensorCheck | None, target: 
     value, flags = a.pop("value"), a.pop("flags")
     params.update(a, rounds=rounds)
     return Result(v.name, MEASURE, value, "cycles", STATISTIC if value is not None else "none", params=params,
-                  samples=samples, flags=flags, sass=sass, **cite)
+                  samples=samples, flags=flags, sass=sass, **pre.cite)

@@ -90,7 +90,7 @@ from gpudissect.suites.tensor.kernels import (
     operand_words,
     wgmma_kernel,
 )
-from gpudissect.suites.tensor.per_sass import run_per_sass
+from gpudissect.suites.tensor.per_sass import build_per_sass, multi_sass, run_per_sass
 
 REPS = TIMED_REPS
 
@@ -608,7 +608,8 @@ PART_KERNELS = 24  # kernels per module: a wgmma variant's 156 compile as severa
 def _compiled(job: tuple[Work, list[Kernel], Target, bool]) -> Work:
     """Some of a variant's kernels compiled and checked (in a worker process: the SASS reading
     is Python work that threads would run one at a time), each kernel's resource usage read;
-    with ``probe``, the variant's fragment-layout probe kernel built too."""
+    with ``probe``, the variant's fragment-layout probe kernel built too (an mma's, or a wmma
+    load's or store's)."""
     w, kernels, target, probe = job
     compile_part(w, kernels, target)
     for b in w.built.values():
@@ -620,7 +621,18 @@ def _compiled(job: tuple[Work, list[Kernel], Target, bool]) -> Work:
             w.probe = layouts.build_probe(v, target)
         except Exception:  # noqa: BLE001 - built again (and the failure recorded) when measured
             w.probe = None
+    if probe and isinstance(v, LdstVariant) and v.wmma:
+        try:
+            w.probe = layouts.build_wmma_probe(v, target)
+        except Exception:  # noqa: BLE001 - built again (and the failure recorded) when measured
+            w.probe = None
     return w
+
+
+def _per_sass_built(job: tuple[MmaVariant, TensorCheck, Target, dict]) -> tuple[str, object]:
+    """A multi-SASS variant's per-SASS kernels built (in a worker process)."""
+    v, check, target, known = job
+    return v.name, build_per_sass(v, check, target, known=known)
 
 
 class TensorSuite(SuiteBase):
@@ -660,7 +672,8 @@ class TensorSuite(SuiteBase):
             except (ValueError, PtxasError) as e:
                 w.check = TensorCheck("error", reason=f"generator: {e}")
             works[v.name] = w
-        jobs = [(Work(w.variant), part, ctx.target, i == 0) for w in works.values() if w.kernels
+        # the layout probes only where the sweep runs them
+        jobs = [(Work(w.variant), part, ctx.target, i == 0 and sweep.layouts) for w in works.values() if w.kernels
                 for i, part in enumerate(parts(w.kernels, PART_KERNELS))]
         jobs.sort(key=lambda j: -len(j[1]))  # the largest modules first: no long tail
         for done in pmap(_compiled, jobs, ctx.jobs):
@@ -678,8 +691,14 @@ class TensorSuite(SuiteBase):
                 settle_status(w)
         ctx.state["works"] = works
         # the static SASS maps made here: per-SASS timing picks its single-SASS partners from them
-        ctx.state["known"] = {w.variant.name: w.check for w in works.values()
-                              if isinstance(w.variant, MmaVariant) and w.check}
+        known = ctx.state["known"] = {w.variant.name: w.check for w in works.values()
+                                      if isinstance(w.variant, MmaVariant) and w.check}
+        # the per-SASS kernels of the multi-SASS variants (wmma), in the pool too: built when
+        # measured they kept the GPU waiting (each a whole kernel, its steps, then a split one)
+        multi = [(w.variant, w.check, ctx.target, known) for w in works.values()
+                 if isinstance(w.variant, MmaVariant) and w.kernels and w.built and multi_sass(w.check)]
+        for name, pre in pmap(_per_sass_built, multi, ctx.jobs):
+            works[name].per_sass = pre
 
     def _meter(self, ctx: Context, w: Work, texts: dict) -> tuple[Meter, str, Callable[[str], np.ndarray]]:
         """What the variant's throughput measurements share, its default operand data and the
@@ -750,13 +769,13 @@ class TensorSuite(SuiteBase):
                 results += measure_latency(dev, w, words_of(data_default), texts)
                 results += measure_throughput(m, sweep, target, data_default, words_of)
                 if isinstance(v, MmaVariant):  # multi-SASS instructions (wmma): cycles per tensor SASS
-                    per_sass = run_per_sass(dev, v, w.check, target, texts, known=ctx.state["known"])
+                    per_sass = run_per_sass(dev, v, w.check, target, texts, known=ctx.state["known"], pre=w.per_sass)
                     results += [per_sass] if per_sass else []
             except Exception as e:
                 results.append(_error(v, "throughput", "instr/cycle/SM", e))
         if sweep.layouts and isinstance(v, LdstVariant) and v.wmma:
             try:  # the wmma fragment layout: raw data movement, independent of the timing check
-                results.append(layouts.run_wmma_fragment(dev, v, load_tensor_catalog().mma, target, texts))
+                results.append(layouts.run_wmma_fragment(dev, v, load_tensor_catalog().mma, target, texts, w.probe))
             except Exception as e:
                 results.append(_error(v, "layout", "", e))
         # fragment-layout probes of the mma.sync / mma.sp fragments (not wmma's opaque ones),
