@@ -13,8 +13,11 @@ Q="nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.sm,clocks.mem,cl
 if [ "$1" = start ]; then
     rm -rf $W $B; mkdir -p $W $B; cp -a . $W/
     $Q > $B/nvidia-smi.csv
-    (cd $W && PYTHONPATH=src GPUDISSECT_COMMIT=$COMMIT setsid nohup python3 scripts/bench_run.py --out $B \
-        > $B/bench.out 2>&1 < /dev/null; touch $B/DONE) > /dev/null 2>&1 &
+    # the DONE mark is made inside the new session: a subshell around it stays in the call's
+    # process group and dies with the call, so a later call would wait for a mark never made
+    (cd $W && GPUDISSECT_COMMIT=$COMMIT setsid nohup bash -c \
+        "PYTHONPATH=src python3 scripts/bench_run.py --out $B > $B/bench.out 2>&1; touch $B/DONE" \
+        < /dev/null > /dev/null 2>&1 &)
 fi
 if [ "$1" = wait ] && [ ! -d $B ]; then  # the machine was given back between the calls: the job died with it
     echo "no benchmark on this machine (a fresh one: the job died with the machine it ran on); start it again"; exit 3
