@@ -37,7 +37,8 @@ from gpudissect.suites.instructions.core import BAD as SWEEP_BAD  # noqa: E402
 # the parameters that name a configuration (not what was measured in it)
 IDENTITY = ("chains", "warps", "distance", "operand", "class", "blocks_per_sm", "config", "level", "footprint",
             "stride", "bytes", "threads", "block", "grid", "cluster", "size", "sm", "probe", "kind", "shape",
-            "dtype", "layout", "where", "tile", "swizzle", "data", "pattern", "width", "mode", "op", "scope")
+            "dtype", "layout", "where", "tile", "swizzle", "data", "pattern", "width", "mode", "op", "scope",
+            "group")
 BAD = tuple(dict.fromkeys((*UNTRUSTED, *SWEEP_BAD)))  # what keeps a record out of a table or a peak
 
 

@@ -262,6 +262,23 @@ def test_compare_runs_holds_a_run_to_the_limits_of_issue_36(tmp_path):
     assert any(b.startswith("verdict") and "same -> faster" in b for b in far)
 
 
+def test_compare_runs_pairs_peaks_by_their_group(tmp_path):
+    """A tensor variant's peaks of several groups at one configuration pair group by group,
+    whichever order the two runs stored them in."""
+    cmp = _script("compare_runs")
+    for name, order in (("a.db", ("ss_n128", "rs_n128")), ("b.db", ("rs_n128", "ss_n128"))):
+        store = Store(tmp_path / name)
+        run_id = store.start_run("tensor", FakeDevice().info, "ptxas", "sm_90", {}, {}, "0")
+        value = {"ss_n128": 0.0123, "rs_n128": 0.0153}
+        store.save(run_id, "wgmma.sp.s32.u8", [
+            Result("wgmma.sp.s32.u8", "throughput_peak", value[g], "instr/cycle/SM", "max",
+                   params={"group": g, "chains": 1, "warps": 4}) for g in order])
+        store.finish_run(run_id, {}, {})
+        store.close()
+    out = cmp.compare(cmp.records(tmp_path / "a.db", tmp_path), cmp.records(tmp_path / "b.db", tmp_path), 0.5, 0.02)
+    assert out["broken"] == [] and out["checked"]["throughput peaks"] == 2
+
+
 def test_the_fast_median_is_numpys_to_the_last_bit():
     import numpy as np
 
