@@ -27,13 +27,12 @@ def show_answer(recs: list[dict]) -> str:
     """One measure of one variant as ``show`` says it: the value of its one record, or the
     lowest and highest of its records (configurations, sizes, ...) and how many there are."""
     from gpudissect.report.present.fmt import fmt_sig as _fmt_value
+    from gpudissect.report.present.fmt import home_note
 
     vals = [r["value"] for r in recs if r.get("value") is not None]
     if not vals:
         return "-"
     if len(recs) == 1:
-        from gpudissect.suites.instructions.placement import home_note
-
         note = home_note(recs[0].get("params"))
         return _fmt_value(vals[0]) + (f" ({note})" if note else "")
     lo, hi = min(vals), max(vals)

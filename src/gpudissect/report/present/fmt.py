@@ -114,3 +114,14 @@ def fmt_keyed(key: str, v):
     if k.endswith("_s"):
         return fmt_seconds(v)
     return fmt_num(v)
+
+
+def home_note(params: dict | None) -> str:
+    """What every view says beside a record timed at several placements of its global target
+    whose times fell into two levels (the instruction suite's ``placement.py``: ``far_home``,
+    ``far_share``): the value is the near L2 home's, the far home's beside it; "" otherwise."""
+    far = (params or {}).get("far_home")
+    if far is None:
+        return ""
+    share = (params or {}).get("far_share")
+    return f"near L2 home; far {far:.4g}" + (f" at {share:.0%} of placements" if share is not None else "")

@@ -73,12 +73,3 @@ def levels(slopes: list[float]) -> Levels:
     lower, upper = order[: k + 1], s[k + 1 :]
     return Levels(lower[(len(lower) - 1) // 2], median(upper), len(upper) / len(s), list(slopes))
 
-
-def home_note(params: dict | None) -> str:
-    """What every view says beside a record timed at placements with two levels: the value is
-    the near home's, and the far home's beside it ("" for any other record)."""
-    far = (params or {}).get("far_home")
-    if far is None:
-        return ""
-    share = (params or {}).get("far_share")
-    return f"near L2 home; far {far:.4g}" + (f" at {share:.0%} of placements" if share is not None else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from gpudissect.report.present.fmt import fmt_num
+from gpudissect.report.present.fmt import fmt_num, home_note
 from gpudissect.report.present.markdown import (
     NOT_MEASURED,
     TimingContext,
@@ -19,7 +19,6 @@ from gpudissect.report.present.markdown import (
     conclusions,
 )
 from gpudissect.report.read.metrics import lookup
-from gpudissect.suites.instructions.placement import home_note
 from gpudissect.suites.instructions.records import PAIR
 from gpudissect.suites.instructions.studies import sass_steps as steps
 from gpudissect.suites.instructions.studies.dependence_types import CONFIGS, CONTROL_OF, MODES
