@@ -41,6 +41,9 @@ def test_levels_split_at_the_largest_jump():
     one = placement.levels([33.0, 33.5, 32.8])
     assert one.far is None and one.slopes[one.near] == 33.0
     assert "far_home" not in one.params()
+    nan = float("nan")
+    assert placement.levels([nan, 300.0, 480.0, 296.0]).slopes[placement.levels([nan, 300.0, 480.0, 296.0]).near] == 296.0
+    assert placement.levels([nan, nan]).near == 0
 
 
 def built(name: str, n: int, gmem: bool):

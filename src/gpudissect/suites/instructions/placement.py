@@ -15,6 +15,7 @@ where they fall apart.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpudissect.bench.stats import median
@@ -63,8 +64,11 @@ class Levels:
 def levels(slopes: list[float]) -> Levels:
     """Split the placements' slopes into a near and a far level where sorted neighbours jump by
     more than LEVEL_GAP of the lower (the largest such jump); the near level's median placement
-    is the record's. One level: the median placement of all."""
-    order = sorted(range(len(slopes)), key=lambda i: slopes[i])
+    is the record's. One level: the median placement of all. A placement without a finite
+    slope takes no part."""
+    order = sorted((i for i in range(len(slopes)) if math.isfinite(slopes[i])), key=lambda i: slopes[i])
+    if not order:  # no placement gave a slope: the first's timing stands, with its flags
+        return Levels(0, None, 0.0, list(slopes))
     s = [slopes[i] for i in order]
     jumps = [(s[k + 1] - s[k], k) for k in range(len(s) - 1) if s[k] > 0 and s[k + 1] - s[k] > LEVEL_GAP * s[k]]
     if not jumps:
