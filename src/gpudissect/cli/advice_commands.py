@@ -65,6 +65,22 @@ class LoopChoice:
         "--rare-every", help="the instructions a forward branch in the loop skips run once every N trips "
                              "(from the source: e.g. a hash's block transform every 64th byte); without it "
                              "they count on every trip")] = None
+    block: Annotated[str, typer.Option(
+        "--block", help="the block's shape, X[,Y[,Z]] threads (which threads share a warp: how the lanes "
+                        "spread each access, with --footprint or --level)")] = "1024"
+
+
+def block_shape(text: str) -> tuple[int, int, int]:
+    """``--block`` as (x, y, z): one clear line for anything but 1 to 3 positive whole numbers
+    of at most 1024 threads in all."""
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        dims = []
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims) or dims[0] * (dims[1:2] or [1])[0] * (dims[2:3] or [1])[0] > 1024:
+        fail(f"--block {text}: expected X[,Y[,Z]] positive threads, at most 1024 in all (e.g. 256 or 32,8)")
+    return (dims + [1, 1])[:3]  # type: ignore[return-value]
 
 
 @grouped
@@ -83,7 +99,7 @@ def predict_cmd(src: PredictInput, validation: Validation, choice: LoopChoice) -
     else:
         code, lines, errors = predict_lines(src.input, src.data, choice.kernel, choice.loop, choice.warps,
                                             choice.timeline, choice.tables, choice.footprint, choice.level,
-                                            choice.rare_every)
+                                            choice.rare_every, tuple(block_shape(choice.block)))
     for ln in lines:
         console.print(ln, markup=False, highlight=False, soft_wrap=True)
     if errors:

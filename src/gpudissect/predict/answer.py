@@ -17,9 +17,10 @@ from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
+from gpudissect.predict.lanes import Lanes, address_forms, lines_of, misses_of
 from gpudissect.predict.loop_model import LoopModel, Model, common_model, loop_model, rare_weighted
 from gpudissect.predict.loops import select_loops
-from gpudissect.predict.memory import Where
+from gpudissect.predict.memory import Where, width
 from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
 from gpudissect.predict.sched import SHORT, binding, issue_trace
 from gpudissect.predict.source import Program, base_arch, read_input
@@ -101,12 +102,25 @@ def where_of(spec: Path, footprint: float | None, level: str | None) -> Where | 
     return Where(h, h.sms or 1, footprint, level)
 
 
+def lanes_at(where: Where | None, kernel: list, lp, block: tuple[int, ...]) -> Where | None:
+    """``where`` with how the lanes spread the loop's accesses (``lanes.py``: from the whole
+    kernel's SASS and the block's shape), as the validation gives them."""
+    if where is None:
+        return None
+    lanes = Lanes(address_forms(kernel, lp.start, list(lp.body)))
+    line = where.hierarchy.line
+    return replace(where, lines=lines_of(lanes, list(lp.body), block, line, width),
+                   misses=misses_of(lanes, list(lp.body), block, line, width))
+
+
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,
                   timeline: bool, show_tables: bool, footprint: float | None = None,
-                  level: str | None = None, rare_every: int | None = None) -> tuple[int, list[str], list[str]]:
+                  level: str | None = None, rare_every: int | None = None,
+                  block: tuple[int, ...] = (1024, 1, 1)) -> tuple[int, list[str], list[str]]:
     """(exit code, lines to print, error lines); the exit code is 0 only without errors.
     ``rare_every``: the instructions a forward branch skips run once every so many trips (the
-    model is :func:`loop_model.rare_weighted`, as the validation scores it)."""
+    model is :func:`loop_model.rare_weighted`, as the validation scores it); ``block``: the
+    block's shape (threads in x, y, z: which threads share a warp)."""
     try:
         if warps < 1:
             raise PredictError(f"--warps must be at least 1 (got {warps})")
@@ -129,14 +143,14 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         if lp.refused:
             errors.append(lp.refused)
             continue
-        lm = loop_model(lp.name, lp.body, tables, warps, data_at)
+        lm = loop_model(lp.name, lp.body, tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block))
         p = lm.prediction
         controls = prog.controls.get(lp.kernel)
         model = model_of(lm, body_controls(lp.body, controls), tables, branch)
         rare, shown = None, lp.body
         if rare_every and lp.skippable:  # what binds, and the timeline: the common path's
             cm, shown, cc = common_model(lp.name, lp.body, body_controls(lp.body, controls), lp.skippable,
-                                         tables, warps, data_at)
+                                         tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block))
             common = model_of(cm, cc, tables, branch)
             rare = (rare_every, common.cycles, model.cycles)
             model = replace(common, cycles=rare_weighted(common.cycles, model.cycles, rare_every))

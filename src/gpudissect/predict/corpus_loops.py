@@ -1,5 +1,6 @@
 """What the corpus's cubins hold (no GPU): each kernel's measured loop (its SASS and control
-words, as ``predict --validate`` analyses it), its registers and static shared memory, and the
+words, as ``predict --validate`` analyses it, and how the lanes spread its accesses: the address
+forms of ``lanes.py`` from the whole kernel), its registers and static shared memory, and the
 check that the harness's two clock reads bound that loop. ``scripts/build_corpus.py`` writes
 them to ``corpus/index.json``; the GPU half reads the index, not the toolchain."""
 
@@ -9,6 +10,7 @@ from gpudissect.kernel.control import kernel_words
 from gpudissect.kernel.sass import labels_of, parse_sass
 from gpudissect.kernel.toolchain import disassemble, resource_usage, sha256
 from gpudissect.predict import PredictError
+from gpudissect.predict.lanes import Lanes, address_forms
 from gpudissect.predict.loops import innermost_loops
 
 CLOCK_READS = ("SR_CLOCKLO", "SR_CLOCKHI")
@@ -38,5 +40,6 @@ def loop_of(cubin: bytes, symbol: str, index: int) -> dict:
             "control_hi": [f"{words[i.offset]:#018x}" for i in lp.body],
             "sass_hash": sha256("\n".join(lines)), "loops": len(loops),
             "skippable": list(lp.skippable), "left_out": len(lp.left_out),
+            "lanes": Lanes(address_forms(instrs, lp.start, list(lp.body))).to_json(),
             "regs": int(res.get("REG", 0)), "smem_static": int(res.get("SHARED", 0)),
             "cubin_sha256": sha256(cubin)}

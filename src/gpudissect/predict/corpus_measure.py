@@ -30,7 +30,7 @@ from gpudissect.predict.corpus import (
 )
 
 REPEATS = 3
-LOOP_KEYS = ("start", "end", "sass", "control_hi", "sass_hash", "skippable", "left_out")  # of the index
+LOOP_KEYS = ("start", "end", "sass", "control_hi", "sass_hash", "skippable", "left_out", "lanes")  # of the index
 SCHEMA = "gpudissect.corpus-measurement/1"
 
 

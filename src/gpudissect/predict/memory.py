@@ -133,6 +133,7 @@ class Hierarchy:
     sms: int  # the SMs of the GPU the tables were measured on (0: not named)
     levels: dict[str, Level] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # "<level> <figure>: why"
+    line: int | None = None  # the L1's line (tag) bytes, from the memory suite's capacity steps
 
     def level_of_space(self, space: str) -> str | None:
         return next((n for n, lv in self.levels.items() if space in lv.spaces), None)
@@ -227,6 +228,10 @@ def hierarchy_from(rs, spec: dict | None = None) -> Hierarchy:
     summary = _memory_summary(rs, records)
     for name, lv_spec in spec.items():
         h.levels[name] = _level(name, lv_spec, recs, summary, h.missing)
+    line = _dig(summary, LINE_SUMMARY)
+    h.line = int(line) if line else None
+    if h.line is None:
+        h.missing.append(f"L1 line: the memory summary has no {LINE_SUMMARY} (an uncoalesced access is not charged)")
     return h
 
 
@@ -240,6 +245,9 @@ def load_hierarchy(spec: Path | str) -> Hierarchy:
 
 
 # ------------------------------------------------------------------ one instruction
+LINE_SUMMARY = "cache_lines.L1.bytes"  # where the memory suite's summary keeps the L1's line size
+
+
 @dataclass(frozen=True)
 class Access:
     """What one memory instruction of a body moves and where (``level`` None: unknown)."""
@@ -335,6 +343,8 @@ class MemoryPlan:
     bandwidth_interval: dict[int, float] = field(default_factory=dict)  # bytes / scheduler's share
     share: dict[tuple[str, str], float] = field(default_factory=dict)  # (level, read|write) -> B/clk/SM
     missing: list[str] = field(default_factory=list)
+    lines: dict[int, int] = field(default_factory=dict)  # an uncoalesced access's L1 lines (its unit)
+    miss: dict[int, float] = field(default_factory=dict)  # a reused load's share of accesses that miss
 
     def level_intervals(self) -> dict[str, float]:
         """Per level: the cycles of one scheduler's share its instructions of one warp-iteration
@@ -353,10 +363,13 @@ def _pipe(tables: Tables, i: SassInstr) -> tuple[str | None, float]:
 
 
 def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, warps_per_sm: int, sms: int,
-                footprint: float | None = None, level: str | None = None) -> MemoryPlan:
+                footprint: float | None = None, level: str | None = None,
+                lines: dict[int, int] | None = None, misses: dict[int, float] | None = None) -> MemoryPlan:
     """The memory plan of a loop body run by ``warps_per_sm`` warps on each of ``sms`` SMs;
     ``footprint`` (bytes the loop touches over the GPU) or ``level`` ("l1", "l2", "dram") says
-    where its global data is (see the module's assumptions)."""
+    where its global data is (see the module's assumptions); ``lines``: per instruction offset,
+    the distinct L1 lines one warp-instruction touches (``lanes.py``; none given: coalesced);
+    ``misses``: per load offset, the share of its accesses whose line is not in the L1 yet."""
     if warps_per_sm < 1 or sms < 1:
         raise PredictError(f"warps per SM and SMs must be at least 1 (got {warps_per_sm}, {sms})")
     plan = MemoryPlan(missing=list(hierarchy.missing))
@@ -369,7 +382,39 @@ def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, war
         a = access_of(j, i, hierarchy, glob)
         plan.accesses[j] = a
         _plan_access(plan, a, i, tables, hierarchy, sms)
+        _l1_lines(plan, a, (lines or {}).get(i.offset), tables, hierarchy, sms, warps_per_sm)
+        _l1_reuse(plan, a, (misses or {}).get(i.offset), hierarchy)
     return plan
+
+
+def _l1_reuse(plan: MemoryPlan, a: Access, miss: float | None, h: Hierarchy) -> None:
+    """A load whose lanes come back to lines the L1 holds (``miss``: the share of its accesses
+    that reach the level, ``lanes.misses_of``) waits the L1's latency on the others."""
+    l1 = h.levels.get("L1")
+    lat = plan.latency.get(a.index)
+    if miss is None or a.store or l1 is None or l1.latency is None or lat is None or lat <= l1.latency:
+        return
+    plan.latency[a.index] = l1.latency + (lat - l1.latency) * miss
+    plan.miss[a.index] = miss
+
+
+def _l1_lines(plan: MemoryPlan, a: Access, n: int | None, tables: Tables, h: Hierarchy, sms: int,
+              warps_per_sm: int) -> None:
+    """A global access whose lanes touch more lines than its bytes fill (lanes a row apart) goes
+    through the SM's L1 one line at a time: ``n`` lines at the L1's measured read bandwidth per
+    SM, shared by the schedulers that have warps (fewer warps than schedulers leave the others
+    idle), and the warp waits for it at issue, as for a pipe. Where that is
+    longer than its unit's interval it becomes the instruction's unit (its bytes at the level
+    it reaches stay what they are: the lanes' next elements are in the lines it brought in)."""
+    l1 = h.levels.get("L1")
+    if a.space != "global" or not n or not h.line or l1 is None or l1.read is None or n * h.line <= a.bytes:
+        return
+    ival = n * h.line * max(1, min(tables.schedulers, warps_per_sm)) / l1.read.share(sms)
+    if ival > plan.unit_interval.get(a.index, 0.0):
+        plan.unit[a.index] = "L1 lines"
+        plan.unit_interval[a.index] = ival
+        plan.asynchronous.discard(a.index)
+        plan.lines[a.index] = n
 
 
 def _plan_access(plan: MemoryPlan, a: Access, i: SassInstr, tables: Tables, h: Hierarchy, sms: int) -> None:
@@ -439,12 +484,16 @@ def rate_cap(memory: MemoryPlan, schedulers: int) -> tuple[float, str] | None:
 @dataclass
 class Where:
     """Where a loop's data is: the measured hierarchy, the SMs running, the caller's hint
-    (``footprint`` bytes over the GPU, or ``level``: l1, l2, dram)."""
+    (``footprint`` bytes over the GPU, or ``level``: l1, l2, dram), and how the lanes spread
+    each access (``lines``: from the kernel's SASS and the block's shape, ``lanes.py``)."""
 
     hierarchy: Hierarchy
     sms: int
     footprint: float | None = None
     level: str | None = None
+    lines: dict[int, int] | None = None  # per instruction offset: L1 lines per warp-instruction
+    misses: dict[int, float] | None = None  # per load offset: the share that misses the L1
 
     def plan(self, body, tables: Tables, warps: int) -> MemoryPlan:
-        return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level)
+        return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level,
+                           self.lines, self.misses)

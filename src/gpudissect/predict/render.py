@@ -80,6 +80,14 @@ def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None) ->
     if memory is not None and memory.accesses:
         lv = sorted({f"{a.space} at {a.level}" for a in memory.accesses.values() if a.level})
         out.append("  memory: " + ", ".join(lv) + (f" (missing: {'; '.join(memory.missing)})" if memory.missing else ""))
+        if memory.lines:
+            n = sorted(set(memory.lines.values()))
+            out.append(f"  {len(memory.lines)} accesses spread their lanes over {'/'.join(map(str, n))} lines per "
+                       "warp-instruction: the L1 takes them a line at a time (--block: the block's shape)")
+        if memory.miss:
+            m = sorted(set(memory.miss.values()))
+            out.append(f"  {len(memory.miss)} loads give every lane a line of its own: "
+                       f"{'/'.join(f'{x:.3g}' for x in m)} of their accesses reach the level, the others hit the L1")
     return out
 
 

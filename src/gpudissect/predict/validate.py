@@ -22,8 +22,9 @@ from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
+from gpudissect.predict.lanes import Lanes, lines_of, misses_of
 from gpudissect.predict.loop_model import common_model, loop_model, rare_weighted
-from gpudissect.predict.memory import Hierarchy, Where
+from gpudissect.predict.memory import Hierarchy, Where, width
 from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
 from gpudissect.predict.tables import Tables
@@ -184,6 +185,7 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
         except PredictError as e:
             errors.append(f"{rec['name']}: {e}")
             continue
+        lanes = Lanes.from_json(rec["loop"].get("lanes"))  # how each access's lanes spread
         for case in rec.get("cases", []):
             for pt in case.get("points", []):
                 why = pt.get("error") or ("no positive slope" if not pt.get("cycles_per_iter", 0) > 0 else
@@ -192,7 +194,10 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
                 if why:
                     errors.append(f"{rec['name']} {case['category']} @ {pt.get('point')}: {why}")
                     continue
-                where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint")) \
+                block = tuple(pt.get("block") or (1024,))
+                where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint"),
+                              lines=lines_of(lanes, body, block, hierarchy.line, width),
+                              misses=misses_of(lanes, body, block, hierarchy.line, width)) \
                     if hierarchy is not None and pt.get("footprint") else None
                 spec = specs.get(rec["name"])
                 pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where,

@@ -1,0 +1,277 @@
+"""How the 32 lanes of a warp spread a loop's memory accesses (issue 32): from the kernel's SASS,
+each address register as a linear form of the thread index.
+
+A register's :class:`Form` is ``sum(coeff[v] * v)`` over the thread-index components ``x``,
+``y``, ``z`` (``SR_TID.X`` ...) and ``lane`` (``SR_LANEID``), plus what every lane of the warp
+shares (block index, kernel parameters, uniform registers, loop counters). A coefficient is a
+number of bytes, or None where it is a run-time value the code multiplies by (a row length read
+from a parameter). ``opaque``: the register depends on the thread index through an operation the
+form cannot follow (a division, a mask, a loaded value).
+
+:func:`address_forms` walks the instructions before the loop once, in order, then the body once
+(a register the body writes later keeps its form from before the loop: its per-trip update is
+taken as the same for every lane). :func:`lines_per_access` turns a form into the number of
+distinct cache lines one warp-instruction touches for a block shape: coefficients in bytes give
+the lanes' offsets; a run-time coefficient is taken as at least a line (a row length), so each
+value of its component is a line of its own. The first warp of the block is the one counted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpudissect.kernel.sass import SassInstr
+
+VARS = ("x", "y", "z", "lane")
+SPECIAL = {"SR_TID.X": "x", "SR_TID.Y": "y", "SR_TID.Z": "z", "SR_LANEID": "lane"}
+LANES = 32
+IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
+GREG = re.compile(r"^(-?)R(\d+)(?:\.64)?(?:\.reuse)?$")
+ADDR_REG = re.compile(r"\[(R\d+)(?:\.64)?(?:\.[A-Z0-9]+)*(?:\s*[+-][^\]]*)?\]\s*$")
+MEMORY = ("LDG", "STG", "LD", "ST", "ATOMG", "RED", "REDG", "LDGSTS")
+
+
+@dataclass(frozen=True)
+class Form:
+    coeffs: tuple[tuple[str, int | None], ...] = ()  # (component, bytes or None: run-time)
+    opaque: bool = False
+
+    @property
+    def uniform(self) -> bool:
+        return not self.coeffs and not self.opaque
+
+    def to_json(self) -> dict:
+        return {"coeffs": dict(self.coeffs), "opaque": self.opaque}
+
+    @staticmethod
+    def from_json(d: dict) -> Form:
+        return Form(tuple(sorted((k, v) for k, v in (d.get("coeffs") or {}).items())), bool(d.get("opaque")))
+
+
+UNIFORM = Form()
+OPAQUE = Form((), True)
+
+
+def _form(c: dict[str, int | None], opaque: bool = False) -> Form:
+    return Form(tuple(sorted((k, v) for k, v in c.items() if v != 0)), opaque)
+
+
+def add(a: Form, b: Form) -> Form:
+    c: dict[str, int | None] = dict(a.coeffs)
+    for k, v in b.coeffs:
+        if k not in c:
+            c[k] = v
+        else:
+            old = c[k]
+            c[k] = None if (old is None or v is None) else old + v
+    return _form(c, a.opaque or b.opaque)
+
+
+def scale(a: Form, k: int | None) -> Form:
+    """``a`` times a value every lane shares: a number, or None (a run-time value)."""
+    if k == 0:
+        return UNIFORM
+    return _form({v: (None if (c is None or k is None) else c * k) for v, c in a.coeffs}, a.opaque)
+
+
+def _imm(tok: str) -> int | None:
+    t = tok.strip()
+    return int(t, 0) if IMM.match(t) else None
+
+
+class _Env:
+    """Register forms while walking the code (a register never written is shared by the lanes:
+    a parameter or a value the walk did not see)."""
+
+    def __init__(self) -> None:
+        self.regs: dict[int, Form] = {}
+        self.vals: dict[int, int] = {}  # registers holding a number the code put there
+
+    def get(self, tok: str) -> tuple[Form, int | None]:
+        """(the operand's form, its value where it is a number every lane shares)."""
+        t = tok.strip().removesuffix(".reuse")
+        if t in ("RZ", "-RZ", "URZ"):
+            return UNIFORM, 0
+        n = _imm(t)
+        if n is not None:
+            return UNIFORM, n
+        m = GREG.match(t)
+        if m:
+            r = int(m.group(2))
+            f = self.regs.get(r, UNIFORM)
+            v = self.vals.get(r)
+            return (scale(f, -1) if m.group(1) else f), (None if v is None else -v if m.group(1) else v)
+        return UNIFORM, None  # uniform registers, constant banks, predicates: the same for every lane
+
+    def set(self, tok: str, f: Form, value: int | None = None) -> None:
+        m = GREG.match(tok.strip())
+        if m:
+            r = int(m.group(2))
+            self.regs[r] = f
+            if value is None:
+                self.vals.pop(r, None)
+            else:
+                self.vals[r] = value
+
+
+def _half_bits(tok: str) -> int | None:
+    """The bits of an FP16 immediate (HFMA2.MMA R, -RZ, RZ, a, b puts a number in R this way)."""
+    try:
+        return int(np.array(float(tok), dtype=np.float16).view(np.uint16))
+    except ValueError:
+        return None
+
+
+def _mul(env: _Env, a: str, b: str) -> Form:
+    fa, va = env.get(a)
+    fb, vb = env.get(b)
+    if fa.uniform and fb.uniform:
+        return UNIFORM
+    if fa.uniform:
+        return scale(fb, va)
+    if fb.uniform:
+        return scale(fa, vb)
+    return OPAQUE
+
+
+def _step(env: _Env, i: SassInstr) -> None:
+    """One instruction's effect on the forms of the registers it writes."""
+    ops, op, mods = list(i.operands), i.opcode, set(i.modifiers)
+    if not ops or op in ("ISETP", "FSETP", "DSETP", "PLOP3", "BRA", "EXIT", "BAR", "NOP", "BSSY", "BSYNC",
+                         "WARPSYNC", "STG", "ST", "STS", "RED", "REDG", "CALL", "RET"):
+        return
+    dest = ops[0]
+    if not GREG.match(dest.strip()):
+        return
+    src = [o for o in ops[1:] if not re.match(r"^!?U?P(\d+|T)$", o.strip())]  # carries in and out
+    if op == "S2R":
+        env.set(dest, _form({SPECIAL[src[0].strip()]: 1}) if src and src[0].strip() in SPECIAL else UNIFORM)
+        return
+    if "X" in mods or ("HI" in mods and op != "LEA"):  # the high word of a 64-bit sum, IMAD.HI
+        lanes = any(not env.get(o)[0].uniform for o in src)
+        env.set(dest, OPAQUE if (lanes and op == "IMAD") else UNIFORM)
+        return
+    if op == "MOV" and src:
+        env.set(dest, *env.get(src[0]))
+    elif op == "IMAD" and ("MOV" in mods or "U32" in mods and len(mods) == 1) and len(src) >= 3 \
+            and src[0].strip() in ("RZ", "-RZ") and src[1].strip() in ("RZ", "-RZ"):
+        env.set(dest, *env.get(src[2]))
+    elif op == "HFMA2" and "MMA" in mods and len(src) >= 4 and src[0].strip() in ("RZ", "-RZ") \
+            and src[1].strip() in ("RZ", "-RZ"):
+        hi, lo = _half_bits(src[2]), _half_bits(src[3])
+        env.set(dest, UNIFORM, None if hi is None or lo is None else (hi << 16) | lo)
+    elif op == "IMAD" and "SHL" in mods and len(src) >= 2:
+        env.set(dest, _mul(env, src[0], src[1]))
+    elif op == "IMAD" and "IADD" in mods and len(src) >= 3:
+        env.set(dest, add(_mul(env, src[0], src[1]), env.get(src[2])[0]))
+    elif op == "IMAD" and len(src) >= 3 and not (mods & {"HI"}):
+        env.set(dest, add(_mul(env, src[0], src[1]), env.get(src[2])[0]))
+    elif op in ("IADD3", "IADD"):
+        f = UNIFORM
+        for o in src:
+            f = add(f, env.get(o)[0])
+        env.set(dest, f)
+    elif op == "VIADD" and src:
+        env.set(dest, add(env.get(src[0])[0], env.get(src[1])[0] if len(src) > 1 else UNIFORM))
+    elif op == "LEA" and len(src) >= 3:
+        k = _imm(src[-1])
+        env.set(dest, add(scale(env.get(src[0])[0], None if k is None else 1 << k), env.get(src[1])[0]))
+    elif op == "SHF" and "L" in mods and len(src) >= 2 and _imm(src[1]) is not None and "HI" not in mods:
+        env.set(dest, scale(env.get(src[0])[0], 1 << (_imm(src[1]) or 0)))
+    elif op in ("LDC", "ULDC", "S2UR", "CS2R"):
+        env.set(dest, UNIFORM)
+    else:  # anything else: shared where its sources are, else not followed
+        lanes = any(not env.get(o)[0].uniform for o in src if not o.strip().startswith(("desc[", "c[")))
+        addr = ADDR_REG.search(" ".join(src))
+        if addr and not env.get(addr.group(1))[0].uniform:
+            lanes = True  # a value loaded from a per-lane address
+        env.set(dest, OPAQUE if lanes else UNIFORM)
+        if i.pair or "WIDE" in mods:
+            m = GREG.match(dest.strip())
+            if m:
+                env.regs[int(m.group(2)) + 1] = OPAQUE if lanes else UNIFORM
+
+
+def address_forms(kernel: list[SassInstr], start: int, body: list[SassInstr]) -> dict[int, Form]:
+    """Per memory instruction of ``body`` (by offset): its address register's form. ``kernel``:
+    the function's instructions; those before ``start`` (the loop's first offset) are walked
+    first."""
+    env = _Env()
+    for i in kernel:
+        if i.offset >= start:
+            break
+        _step(env, i)
+    out: dict[int, Form] = {}
+    for i in body:
+        if i.opcode.startswith(MEMORY) and i.opcode not in ("LDS", "STS", "LDSM"):
+            m = ADDR_REG.search(" ".join(i.operands))
+            if m:
+                out[i.offset] = env.get(m.group(1))[0]
+        _step(env, i)
+    return out
+
+
+@dataclass
+class Lanes:
+    """A loop's address forms (per memory instruction offset), as stored with a corpus loop."""
+
+    forms: dict[int, Form] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {str(k): f.to_json() for k, f in self.forms.items()}
+
+    @staticmethod
+    def from_json(d: dict | None) -> Lanes:
+        return Lanes({int(k): Form.from_json(v) for k, v in (d or {}).items()})
+
+
+def lines_per_access(f: Form, block: tuple[int, ...], width: int, line: int) -> int | None:
+    """Distinct ``line``-byte lines the first warp of a ``block`` touches with one access of
+    ``width`` bytes per lane at address form ``f`` (None: the form is not known)."""
+    if f.opaque:
+        return None
+    bx = max(block[0] if block else 1, 1)
+    by = max(block[1] if len(block) > 1 else 1, 1)
+    coeff = dict(f.coeffs)
+    keys = set()
+    for lane in range(LANES):
+        val = {"x": lane % bx, "y": (lane // bx) % by, "z": lane // (bx * by), "lane": lane}
+        runtime = tuple(val[v] for v, c in sorted(coeff.items()) if c is None)
+        off = sum(c * val[v] for v, c in coeff.items() if c is not None)
+        for b in (off, off + width - 1):
+            keys.add((runtime, b // line))
+    return len(keys)
+
+
+def lines_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: int | None,
+             width_of) -> dict[int, int]:
+    """Per memory instruction offset of ``body`` whose form is known: the L1 lines one
+    warp-instruction touches (``width_of(instr)``: bytes per lane); empty without a line size."""
+    if not line:
+        return {}
+    out = {}
+    for i in body:
+        f = lanes.forms.get(i.offset)
+        n = lines_per_access(f, block, width_of(i), line) if f is not None else None
+        if n is not None:
+            out[i.offset] = n
+    return out
+
+
+
+def misses_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: int | None,
+              width_of) -> dict[int, float]:
+    """Per load offset of ``body``: the share of its accesses that find their line not yet in
+    the L1, where every lane has a line of its own (a row per lane: its next element is in the
+    line its first one brought in, one access in line / width misses)."""
+    if not line:
+        return {}
+    out = {}
+    for i in body:
+        f = lanes.forms.get(i.offset)
+        if f is not None and (lines_per_access(f, block, width_of(i), line) or 0) >= LANES:
+            out[i.offset] = min(1.0, width_of(i) / line)
+    return out

@@ -1,0 +1,131 @@
+"""How a warp's lanes spread a loop's accesses (issue 32): address forms from the kernel's SASS,
+the lines one warp-instruction touches, and the L1's line-at-a-time charge in the memory plan
+(GPU-free, on the shipped H200 tables; every expected figure is computed from them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpudissect.kernel.sass import parse_sass
+from gpudissect.predict.lanes import (
+    Form,
+    Lanes,
+    address_forms,
+    lines_of,
+    lines_per_access,
+    misses_of,
+)
+from gpudissect.predict.memory import hierarchy_from, memory_plan, width
+from gpudissect.predict.tables import tables_from
+from gpudissect.report.read.results import load_result_set
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+# a row per thread (llm.c layernorm's mean, cut down): the row stride is a kernel parameter, a
+# second stream shared by the warp (a block-wide vector), a third coalesced, a fourth opaque
+KERNEL = """
+.text.rows:
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   S2R R3, SR_CTAID.X ;
+        /*0020*/                   IMAD R0, R3, c[0x0][0x0], R0 ;
+        /*0030*/                   HFMA2.MMA R7, -RZ, RZ, 0, 2.384185791015625e-07 ;
+        /*0040*/                   IMAD R5, R0, c[0x0][0x218], RZ ;
+        /*0050*/                   IMAD.WIDE R8, R5, 0x4, R10 ;
+        /*0060*/                   IMAD.WIDE R12, R3, 0x4, R14 ;
+        /*0070*/                   IMAD.WIDE R16, R0, R7, R18 ;
+        /*0080*/                   IMAD.HI.U32 R20, R0, 0x55555556, RZ ;
+        /*0090*/                   IMAD.WIDE R22, R20, 0x4, R24 ;
+        /*00a0*/                   LDG.E R26, desc[UR4][R8.64] ;
+        /*00b0*/                   LDG.E R27, desc[UR4][R12.64] ;
+        /*00c0*/                   LDG.E R28, desc[UR4][R16.64] ;
+        /*00d0*/                   LDG.E R29, desc[UR4][R22.64] ;
+        /*00e0*/                   FADD R30, R26, R27 ;
+        /*00f0*/                   IADD3 R8, P0, R8, 0x4, RZ ;
+        /*0100*/                   BRA 0xa0 ;
+"""
+
+
+@pytest.fixture(scope="module")
+def instrs():
+    return next(iter(parse_sass(KERNEL).values())).instrs
+
+
+@pytest.fixture(scope="module")
+def forms(instrs):
+    return address_forms(instrs, 0xA0, [i for i in instrs if i.offset >= 0xA0])
+
+
+def test_address_forms_follow_the_thread_index(forms):
+    assert forms[0xA0] == Form((("x", None),))  # tid times a run-time row length
+    assert forms[0xB0].uniform  # the block's index only: every lane the same address
+    assert forms[0xC0] == Form((("x", 4),))  # tid x 4, the 4 put in a register by an HFMA2.MMA
+    assert forms[0xD0].opaque  # through a division (IMAD.HI): not followed
+
+
+def test_lines_per_warp_instruction(forms):
+    assert lines_per_access(forms[0xA0], (256, 1, 1), 4, 128) == 32  # a row per lane
+    assert lines_per_access(forms[0xB0], (256, 1, 1), 4, 128) == 1  # broadcast
+    assert lines_per_access(forms[0xC0], (256, 1, 1), 4, 128) == 1  # coalesced
+    assert lines_per_access(Form((("x", 16),)), (256, 1, 1), 16, 128) == 4  # 16 bytes per lane
+    assert lines_per_access(forms[0xD0], (256, 1, 1), 4, 128) is None
+    # a 16 x 16 block: a warp is two rows of 16 lanes; a run-time stride in y: two lines
+    assert lines_per_access(Form((("x", 4), ("y", None))), (16, 16, 1), 4, 128) == 2
+    assert Lanes.from_json(Lanes(forms).to_json()).forms == forms
+
+
+def test_a_row_per_lane_takes_the_l1_a_line_at_a_time(instrs, forms):
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    body = [i for i in instrs if i.offset >= 0xA0]
+    lines = lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width)
+    assert lines == {0xA0: 32, 0xB0: 1, 0xC0: 1}
+    plain = memory_plan(body, tables, hier, 8, hier.sms, level="dram")
+    plan = memory_plan(body, tables, hier, 8, hier.sms, level="dram", lines=lines)
+    l1 = hier.levels["L1"].read.share(hier.sms)
+    assert plan.unit[0] == "L1 lines" and 0 not in plan.asynchronous
+    assert plan.unit_interval[0] == pytest.approx(32 * hier.line * tables.schedulers / l1)
+    for j in (1, 2, 3):  # one line or unknown: as without the lanes
+        assert plan.unit[j] == plain.unit[j] and plan.unit_interval[j] == plain.unit_interval[j]
+    assert plan.bandwidth_interval == plain.bandwidth_interval  # the DRAM's bytes are the same
+
+
+def test_a_row_per_lane_finds_its_next_elements_in_the_l1(instrs, forms):
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    body = [i for i in instrs if i.offset >= 0xA0]
+    misses = misses_of(Lanes(forms), body, (256, 1, 1), hier.line, width)
+    assert misses == {0xA0: 4 / hier.line}  # one access in line / width reaches the level
+    plan = memory_plan(body, tables, hier, 8, hier.sms, level="dram", misses=misses)
+    l1, dram = hier.levels["L1"].latency, hier.levels["DRAM"].latency
+    assert plan.latency[0] == pytest.approx(l1 + (dram - l1) * 4 / hier.line)
+    assert plan.latency[1] == dram and plan.miss == {0: 4 / hier.line}
+
+
+def test_the_corpus_loops_carry_their_lanes():
+    """The stored records of real kernels: llm.c's layernorm mean reads a row per lane, its
+    matmul_forward1 a row per lane beside a weight row the warp shares (its block is 32 x 8)."""
+    from gpudissect.predict.validate import loop_body, read_measured
+
+    doc = read_measured(DATA / "predict-validation.json.xz")
+    line = hierarchy_from(load_result_set(DATA)).line
+
+    def lines(name: str, block) -> list[int]:
+        rec = next(r for r in doc["corpus"] if r["name"] == name)
+        body, _ = loop_body({"name": rec["symbol"], "loop": rec["loop"]})
+        got = lines_of(Lanes.from_json(rec["loop"]["lanes"]), body, block, line, width)
+        return sorted(got.values())
+
+    assert lines("llm_c_layernorm_mean", (32, 1, 1)) == [32] * 16
+    assert lines("llm_c_matmul_forward1", (32, 8, 1)) == [1] * 16 + [32] * 16
+    assert lines("polybench_atax_kernel2", (128, 1, 1)) == [1] * 32  # coalesced and broadcast
+
+
+def test_predict_refuses_a_bad_block(tmp_path):
+    from typer.testing import CliRunner
+
+    from gpudissect.cli import app
+
+    r = CliRunner().invoke(app, ["predict", str(tmp_path / "k.cubin"), "--block", "32,0"])
+    assert r.exit_code == 2 and "--block 32,0: expected X[,Y[,Z]]" in r.output
