@@ -17,9 +17,13 @@ level's unit. :func:`merged_plan` joins it with the tensor plan into what ``_run
 
 The model's assumptions:
 
-* every lane of a warp-instruction moves its own element, coalesced: width x 32 bytes (an
-  address in uniform registers only is the same for every lane: one 32-byte sector); a
-  scattered access (more sectors than that) is not seen and is predicted too fast;
+* every lane of a warp-instruction moves its own element: width x 32 bytes reach the level (an
+  address in uniform registers only is the same for every lane: one 32-byte sector). Where the
+  caller says how the lanes spread the access (``lines``, from ``lanes.py``: lanes a row apart),
+  the L1 takes its lines one at a time at its measured read rate (the warp waits at issue), and
+  where every lane has a line of its own (a row each, ``misses``) its next elements are L1 hits:
+  one access in line / width waits the level's latency. An access whose spread is not known is
+  taken as coalesced; a scattered one (a gather) is then predicted too fast;
 * the level is one for the whole loop: shared memory and constants by their space; global and
   texture by the caller's ``level``, else its ``footprint`` (the bytes the loop touches over
   the whole GPU) against the measured L2 capacity (within it: L2; else DRAM; an L1 hit needs
