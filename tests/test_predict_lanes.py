@@ -129,3 +129,19 @@ def test_predict_refuses_a_bad_block(tmp_path):
 
     r = CliRunner().invoke(app, ["predict", str(tmp_path / "k.cubin"), "--block", "32,0"])
     assert r.exit_code == 2 and "--block 32,0: expected X[,Y[,Z]]" in r.output
+
+
+def test_the_l1_lines_are_a_bound_and_a_rate_cap(instrs, forms):
+    """v0's bounds and advise's cap read the same limit: the SM's L1 rate over the lines."""
+    from gpudissect.predict.memory import L1_LINES, bandwidth_pressures, rate_cap
+
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    body = [i for i in instrs if i.offset >= 0xA0]
+    lines = lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width)
+    plan = memory_plan(body, tables, hier, 16, hier.sms, level="dram", lines=lines)
+    l1 = hier.levels["L1"].read.share(hier.sms)
+    assert plan.level_intervals()[L1_LINES] == pytest.approx(32 * hier.line * tables.schedulers / l1)
+    assert bandwidth_pressures(plan, 4)[f"bandwidth {L1_LINES}"] == pytest.approx(4 * 32 * hier.line * 4 / l1)
+    cap, level = rate_cap(plan, tables.schedulers)
+    assert level == L1_LINES and cap == pytest.approx(l1 / (32 * hier.line))  # iterations per clock per SM

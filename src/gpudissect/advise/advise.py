@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudissect.advise import AdviseError
 from gpudissect.advise import efficiency as ef
-from gpudissect.predict.memory import Where
+from gpudissect.predict.memory import L1_LINES, Where
 from gpudissect.report.present.fmt import fmt_num
 from gpudissect.report.read.results import LoadError, ResultSet, load_result_set
 
@@ -312,6 +312,11 @@ def padding_text(regs: int, smem: int, rules: dict, nsm: int) -> str:
 def _bandwidth_text(plan, where: Where, level: str) -> str:
     """The measured bandwidths of ``level`` the plan's instructions use: as measured, and the
     share of one SM."""
+    if level == L1_LINES:
+        l1 = where.hierarchy.levels["L1"]
+        n = sorted(set(plan.lines.values()))
+        return (f"{'/'.join(map(str, n))} lines of {where.hierarchy.line} B per warp-instruction at the L1's "
+                f"read rate, {fmt_num(l1.read.per_sm)} B/clk/SM [{l1.read.source}]")
     lv = where.hierarchy.levels[level]
     parts = []
     for (name, d), share in sorted(plan.share.items()):
@@ -337,7 +342,8 @@ def memory_lines(lp, tables, where: Where, best: float, w_best: int) -> list[str
     for a in plan.accesses.values():
         by_why.setdefault(a.why, []).append(a.full)
     whys = "; ".join(f"{', '.join(dict.fromkeys(ops))}: {w}" for w, ops in by_why.items())
-    L = [f"  memory: {len(plan.accesses)} instructions, {nbytes} B per iteration per warp (coalesced), "
+    spread = (f"{len(plan.l1_interval)} of them with their lanes a row apart" if plan.l1_interval else "coalesced")
+    L = [f"  memory: {len(plan.accesses)} instructions, {nbytes} B per iteration per warp ({spread}), "
          f"level {', '.join(lvls)} ({whys})"]
     cap = rate_cap(plan, tables.schedulers)
     if cap is not None:
@@ -402,7 +408,7 @@ def kernel_lines(path: Path, data_spec: Path, nsm: int, footprint: float | None 
     from gpudissect.arch.occupancy import occupancy_rules
     from gpudissect.arch.target import make_target
     from gpudissect.predict import PredictError
-    from gpudissect.predict.answer import check_arch
+    from gpudissect.predict.answer import check_arch, lanes_at
     from gpudissect.predict.loops import select_loops
     from gpudissect.predict.memory import HINTS, load_hierarchy
     from gpudissect.predict.source import read_input
@@ -440,7 +446,8 @@ def kernel_lines(path: Path, data_spec: Path, nsm: int, footprint: float | None 
             if lp.refused:
                 L.append(f"- {lp.name}: not predicted: {lp.refused}")
                 continue
-            L += loop_lines(lp, tables, max(top, 1), where)
+            # how the lanes spread each access, as predict gives it (a block of at least a warp in x)
+            L += loop_lines(lp, tables, max(top, 1), lanes_at(where, body, lp, (1024, 1, 1)))
     return L
 
 

@@ -249,6 +249,7 @@ def load_hierarchy(spec: Path | str) -> Hierarchy:
 
 
 # ------------------------------------------------------------------ one instruction
+L1_LINES = "L1 lines"  # the unit, and the bound, of accesses the L1 takes a line at a time
 LINE_SUMMARY = "cache_lines.L1.bytes"  # where the memory suite's summary keeps the L1's line size
 
 
@@ -348,6 +349,7 @@ class MemoryPlan:
     share: dict[tuple[str, str], float] = field(default_factory=dict)  # (level, read|write) -> B/clk/SM
     missing: list[str] = field(default_factory=list)
     lines: dict[int, int] = field(default_factory=dict)  # an uncoalesced access's L1 lines (its unit)
+    l1_interval: dict[int, float] = field(default_factory=dict)  # its lines / the L1 rate's share
     miss: dict[int, float] = field(default_factory=dict)  # a reused load's share of accesses that miss
 
     def level_intervals(self) -> dict[str, float]:
@@ -357,6 +359,8 @@ class MemoryPlan:
         for j, v in self.bandwidth_interval.items():
             lv = self.accesses[j].level
             out[lv] = out.get(lv, 0.0) + v  # type: ignore[index]
+        for v in self.l1_interval.values():  # the L1 a line at a time: a limit of its own
+            out[L1_LINES] = out.get(L1_LINES, 0.0) + v
         return out
 
 
@@ -413,9 +417,12 @@ def _l1_lines(plan: MemoryPlan, a: Access, n: int | None, tables: Tables, h: Hie
     l1 = h.levels.get("L1")
     if a.space != "global" or not n or not h.line or l1 is None or l1.read is None or n * h.line <= a.bytes:
         return
+    # the bound: the SM's rate over its schedulers, as every level's; the unit of the simulation:
+    # shared only by the schedulers with warps
+    plan.l1_interval[a.index] = n * h.line * tables.schedulers / l1.read.share(sms)
     ival = n * h.line * max(1, min(tables.schedulers, warps_per_sm)) / l1.read.share(sms)
     if ival > plan.unit_interval.get(a.index, 0.0):
-        plan.unit[a.index] = "L1 lines"
+        plan.unit[a.index] = L1_LINES
         plan.unit_interval[a.index] = ival
         plan.asynchronous.discard(a.index)
         plan.lines[a.index] = n
