@@ -95,7 +95,7 @@ def test_a_row_per_lane_finds_its_next_elements_in_the_l1(instrs, forms):
     rs = load_result_set(DATA)
     tables, hier = tables_from(rs), hierarchy_from(rs)
     body = [i for i in instrs if i.offset >= 0xA0]
-    misses = misses_of(Lanes(forms), body, (256, 1, 1), hier.line, width)
+    misses = misses_of(lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width), body, hier.line, width)
     assert misses == {0xA0: 4 / hier.line}  # one access in line / width reaches the level
     plan = memory_plan(body, tables, hier, 8, hier.sms, level="dram", misses=misses)
     l1, dram = hier.levels["L1"].latency, hier.levels["DRAM"].latency

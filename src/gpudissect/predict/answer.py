@@ -17,10 +17,10 @@ from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.lanes import Lanes, address_forms, lines_of, misses_of
+from gpudissect.predict.lanes import Lanes, address_forms
 from gpudissect.predict.loop_model import LoopModel, Model, common_model, loop_model, rare_weighted
 from gpudissect.predict.loops import select_loops
-from gpudissect.predict.memory import Where, width
+from gpudissect.predict.memory import Where
 from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
 from gpudissect.predict.sched import SHORT, binding, issue_trace
 from gpudissect.predict.source import Program, base_arch, read_input
@@ -107,10 +107,7 @@ def lanes_at(where: Where | None, kernel: list, lp, block: tuple[int, ...]) -> W
     kernel's SASS and the block's shape), as the validation gives them."""
     if where is None:
         return None
-    lanes = Lanes(address_forms(kernel, lp.start, list(lp.body)))
-    line = where.hierarchy.line
-    return replace(where, lines=lines_of(lanes, list(lp.body), block, line, width),
-                   misses=misses_of(lanes, list(lp.body), block, line, width))
+    return where.with_lanes(Lanes(address_forms(kernel, lp.start, list(lp.body))), lp.body, block)
 
 
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,

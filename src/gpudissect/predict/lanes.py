@@ -25,7 +25,6 @@ import numpy as np
 
 from gpudissect.kernel.sass import SassInstr
 
-VARS = ("x", "y", "z", "lane")
 SPECIAL = {"SR_TID.X": "x", "SR_TID.Y": "y", "SR_TID.Z": "z", "SR_LANEID": "lane"}
 LANES = 32
 IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
@@ -165,9 +164,7 @@ def _step(env: _Env, i: SassInstr) -> None:
         env.set(dest, UNIFORM, None if hi is None or lo is None else (hi << 16) | lo)
     elif op == "IMAD" and "SHL" in mods and len(src) >= 2:
         env.set(dest, _mul(env, src[0], src[1]))
-    elif op == "IMAD" and "IADD" in mods and len(src) >= 3:
-        env.set(dest, add(_mul(env, src[0], src[1]), env.get(src[2])[0]))
-    elif op == "IMAD" and len(src) >= 3 and not (mods & {"HI"}):
+    elif op == "IMAD" and len(src) >= 3:  # a x b + c (IMAD.IADD, IMAD.WIDE: the low word's form)
         env.set(dest, add(_mul(env, src[0], src[1]), env.get(src[2])[0]))
     elif op in ("IADD3", "IADD"):
         f = UNIFORM
@@ -261,17 +258,11 @@ def lines_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: 
     return out
 
 
-
-def misses_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: int | None,
-              width_of) -> dict[int, float]:
-    """Per load offset of ``body``: the share of its accesses that find their line not yet in
-    the L1, where every lane has a line of its own (a row per lane: its next element is in the
-    line its first one brought in, one access in line / width misses)."""
+def misses_of(lines: dict[int, int], body: list[SassInstr], line: int | None, width_of) -> dict[int, float]:
+    """Per access offset of ``body`` whose lanes each have a line of their own (``lines``: from
+    :func:`lines_of`, at least one line per lane): the share of its accesses that find their
+    line not yet in the L1 (a row per lane: its next element is in the line its first one
+    brought in, one access in line / width misses)."""
     if not line:
         return {}
-    out = {}
-    for i in body:
-        f = lanes.forms.get(i.offset)
-        if f is not None and (lines_per_access(f, block, width_of(i), line) or 0) >= LANES:
-            out[i.offset] = min(1.0, width_of(i) / line)
-    return out
+    return {i.offset: min(1.0, width_of(i) / line) for i in body if lines.get(i.offset, 0) >= LANES}

@@ -57,11 +57,12 @@ from __future__ import annotations
 import copy
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
+from gpudissect.predict.lanes import Lanes, lines_of, misses_of
 from gpudissect.predict.tables import Tables
 from gpudissect.predict.tensor_model import TensorPlan
 
@@ -508,3 +509,9 @@ class Where:
     def plan(self, body, tables: Tables, warps: int) -> MemoryPlan:
         return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level,
                            self.lines, self.misses)
+
+    def with_lanes(self, lanes: Lanes, body, block: tuple[int, ...]) -> Where:
+        """This place with how the lanes of a ``block`` spread the accesses of ``body`` (their
+        address forms: ``lanes.py``), as the command and the validation both take it."""
+        lines = lines_of(lanes, list(body), block, self.hierarchy.line, width)
+        return replace(self, lines=lines, misses=misses_of(lines, list(body), self.hierarchy.line, width))

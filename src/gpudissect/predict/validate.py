@@ -22,9 +22,9 @@ from gpudissect.kernel.control import decode_word
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.lanes import Lanes, lines_of, misses_of
+from gpudissect.predict.lanes import Lanes
 from gpudissect.predict.loop_model import common_model, loop_model, rare_weighted
-from gpudissect.predict.memory import Hierarchy, Where, width
+from gpudissect.predict.memory import Hierarchy, Where
 from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
 from gpudissect.predict.tables import Tables
@@ -194,10 +194,8 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
                 if why:
                     errors.append(f"{rec['name']} {case['category']} @ {pt.get('point')}: {why}")
                     continue
-                block = tuple(pt.get("block") or (1024,))
-                where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint"),
-                              lines=lines_of(lanes, body, block, hierarchy.line, width),
-                              misses=misses_of(lanes, body, block, hierarchy.line, width)) \
+                where = Where(hierarchy, sms or hierarchy.sms or 1, pt.get("footprint")).with_lanes(
+                    lanes, body, tuple(pt.get("block") or (1024,))) \
                     if hierarchy is not None and pt.get("footprint") else None
                 spec = specs.get(rec["name"])
                 pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where,
