@@ -65,7 +65,10 @@ def measured(dev, tmp_path, sweep) -> dict:
     # the stall sweep below ptxas compares the chain's values, which these stand-in GPUs do not
     # compute (tests/test_stall_patch.py): the guard is the core's and the other studies'
     studies = tuple(s for s in STUDIES if s.name != "stall_patch")
-    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=PLAN, studies=studies), quick=False).run_id
+    # one item at a time: the scripted clock is one sequence of readings for the whole device,
+    # which items measured beside each other would take turns in
+    run_id = sweep(dev, store, ["add.f32"], suite=InstructionsSuite(full=PLAN, studies=studies, overlap=False),
+                   quick=False).run_id
     return {(r["measure"], r["params"].get("warps"), r["params"].get("distance")): r
             for r in store.results(run_id) if r["variant"] == "add.f32"}
 

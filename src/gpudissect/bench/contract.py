@@ -157,6 +157,10 @@ class SuiteBase:
     # prepared before the first is measured. A suite that sets it adds to its earlier batches'
     # state on each prepare call, never replaces it
     prepare_batch: int = 0
+    # items measured two at a time (bench/runner.py): one item's analysis on the host beside the
+    # other's calls into the GPU, which take one lock (never two batches at once on the GPU).
+    # Only for items that :meth:`overlaps` says are independent of every other item's outcome
+    overlap: bool = False
 
     def validate(self, patterns: list[str] | None, options: dict) -> None:
         return None
@@ -174,6 +178,13 @@ class SuiteBase:
         """The label of ``item``'s measurement in the run's profile (``bench/spans.py``): by
         default its name's leading part (``latency/l1`` -> ``latency``)."""
         return re.split(r"[/:.]", item.name, maxsplit=1)[0]
+
+    def overlaps(self, item: Item) -> bool:
+        """Whether ``item`` may be measured beside another (``overlap``): its measurement reads
+        nothing that another item's writes (no stored result, no state it sets) and calls no
+        store. An item that may not waits until every item before it is stored and is measured
+        alone, in the run's own thread."""
+        return self.overlap
 
     def prepare(self, ctx: Context, items: list[Item]) -> None:
         return None

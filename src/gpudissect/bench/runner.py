@@ -4,10 +4,12 @@ and the timing split. Suites declare their work through the contract in ``bench/
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gpudissect import __version__
@@ -23,6 +25,7 @@ from gpudissect.bench.contract import (
     skipped_reasons,
 )
 from gpudissect.bench.spans import Profile, TimedDevice, activated, span
+from gpudissect.device.device import SerialDevice
 from gpudissect.kernel.toolchain import tool_version
 
 CLOCK_TOL = 0.02  # relative SM clock change during an item that triggers a re-measurement
@@ -205,6 +208,72 @@ def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item],
     return wait
 
 
+DEPTH = 2  # items in flight at once where the suite overlaps them
+
+
+def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Callable[[Item], None] | None,
+                   progress: Callable[[str, int, int], None] | None, run_id: int, timing: dict) -> None:
+    """Measure ``todo`` and store each item's outcome, in order (one transaction per item: an
+    interrupted run keeps every item stored before it). Where the suite overlaps its items
+    (``SuiteBase.overlap``), up to DEPTH are measured at once in threads of their own: one's
+    analysis on the host beside the other's calls into the GPU, which the device's lock
+    (``SerialDevice``) keeps one at a time; an item that does not overlap waits for every item
+    before it and is measured alone in this thread. Adds to ``timing``: ``compile_s``, the waits
+    for an item's batch with nothing in flight (compile time the GPU did not hide); ``store_s``;
+    ``gpu_s``, the rest of the loop's wall time (the items' spans overlap, their sum is more)."""
+    store = ctx.store
+    pool = ThreadPoolExecutor(DEPTH, thread_name_prefix=f"gpudissect-measure-{suite.name}") if suite.overlap else None
+    inflight: deque[tuple[Item, Future]] = deque()
+    waited = stored = 0.0
+    t0 = time.perf_counter()
+
+    def measure(item: Item) -> Outcome:
+        with span("measure", suite.profile_label(item)):
+            return measure_guarded(suite, ctx, item)
+
+    def save_oldest() -> None:
+        nonlocal stored
+        item, fut = inflight.popleft()
+        out = fut.result()
+        t = time.perf_counter()
+        store.save(run_id, item.name, out.results, out.texts)
+        stored += time.perf_counter() - t
+
+    try:
+        for n, item in enumerate(todo):
+            if progress:
+                progress(item.name, n, len(todo))
+            if ready is not None:  # its batch compiled
+                t = time.perf_counter()
+                try:
+                    ready(item)
+                except BaseException:
+                    while inflight:  # what was measured before the failing batch is stored
+                        save_oldest()
+                    raise
+                if not inflight:
+                    waited += time.perf_counter() - t
+            fut: Future = Future()
+            if pool is not None and suite.overlaps(item):
+                fut = pool.submit(contextvars.copy_context().run, measure, item)
+            else:
+                while inflight:
+                    save_oldest()
+                fut.set_result(measure(item))
+            inflight.append((item, fut))
+            while len(inflight) >= (DEPTH if pool is not None else 1):
+                save_oldest()
+        while inflight:
+            save_oldest()
+    finally:
+        if pool is not None:  # an interrupted run: the item in flight ends before the device closes
+            pool.shutdown(wait=True, cancel_futures=True)
+    if ready is not None:
+        timing["compile_s"] += waited
+    timing["store_s"] += stored
+    timing["gpu_s"] += time.perf_counter() - t0 - waited - stored
+
+
 def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: bool = True,
         progress: Callable[[str, int, int], None] | None = None, ahead: Future | None = None) -> RunOutcome:
     """Run ``suite`` on ``ctx.dev`` into ``ctx.store``; an unfinished run of the same suite and
@@ -212,7 +281,7 @@ def run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, *, resume: b
     :func:`prepare_ahead` on this context (its time still to wait is the run's compile time)."""
     prof = Profile()
     dev = ctx.dev
-    ctx.dev = TimedDevice(dev)
+    ctx.dev = SerialDevice(TimedDevice(dev))  # timed inside the lock: a wait for it is no device time
     try:
         with activated(prof):
             run_id, timing, lines, plan = _run(suite, ctx, patterns, resume, progress, ahead, prof)
@@ -265,20 +334,7 @@ def _run(suite: SuiteBase, ctx: Context, patterns: list[str] | None, resume: boo
     if ready is None:
         _prepared(ctx)
     timing["compile_s" if ahead is None else "compile_wait_s"] = time.perf_counter() - t + waited
-    for n, item in enumerate(todo):
-        if progress:
-            progress(item.name, n, len(todo))
-        if ready is not None:  # its batch compiled: the wait is compile time the GPU did not hide
-            t = time.perf_counter()
-            ready(item)
-            timing["compile_s"] += time.perf_counter() - t
-        t = time.perf_counter()
-        with span("measure", suite.profile_label(item)):
-            out = measure_guarded(suite, ctx, item)
-        timing["gpu_s"] += time.perf_counter() - t
-        t = time.perf_counter()
-        store.save(run_id, item.name, out.results, out.texts)
-        timing["store_s"] += time.perf_counter() - t
+    _measure_items(suite, ctx, todo, ready, progress, run_id, timing)
     if progress:
         progress("summary", len(todo), len(todo))
     t = time.perf_counter()

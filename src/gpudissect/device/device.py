@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import platform
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -118,6 +119,36 @@ class Device(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class SerialDevice:
+    """A device whose calls take one lock, so that threads measuring beside each other never
+    interleave their calls (two batches are never on the GPU at once: a kernel is timed alone);
+    a thread's first call binds it to the device where the device asks for it
+    (``bind_thread``: the in-process device makes its CUDA context current there). Attributes
+    that are not calls (``info``) are the wrapped device's."""
+
+    def __init__(self, dev: Any):
+        self._dev = dev
+        self._lock = threading.Lock()
+        self._bound: set[int] = {threading.get_ident()}  # the thread that opened it
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._dev, name)
+        if not callable(attr):
+            return attr
+
+        def serial(*a: Any, **k: Any) -> Any:
+            with self._lock:
+                tid = threading.get_ident()
+                if tid not in self._bound:
+                    bind = getattr(self._dev, "bind_thread", None)
+                    if callable(bind):
+                        bind()
+                    self._bound.add(tid)
+                return attr(*a, **k)
+
+        return serial
 
 
 def forget(dev, cubin: bytes) -> None:
@@ -267,6 +298,11 @@ class CudaDevice:
             platform=nvml_platform(index),
         )
         self.cuda_driver_api = f"{ver // 1000}.{(ver % 1000) // 10}"
+
+    def bind_thread(self) -> None:
+        """Make this device's CUDA context current in the calling thread (a thread of its own
+        that measures beside the run's: :class:`SerialDevice`)."""
+        self.dev.set_current()
 
     def _check(self, res) -> tuple:
         err = res[0]

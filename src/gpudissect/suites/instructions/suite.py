@@ -89,9 +89,10 @@ class InstructionsSuite(SuiteBase):
     prepare_batch = 64  # 16 compile chunks of 4 variants (core.compile_work): one per core of a 16-core host
 
     def __init__(self, full: Plan = FULL_PLAN, quick: Plan = QUICK_PLAN,
-                 studies: tuple[VariantStudy, ...] = STUDIES):
+                 studies: tuple[VariantStudy, ...] = STUDIES, overlap: bool = True):
         self.full, self.quick = full, quick
         self.studies = tuple(studies)
+        self.overlap = overlap  # a variant's measurement reads only its own work and the studies' prepared state
 
     def axes(self, ctx: Context) -> Plan:
         return self.quick if ctx.quick else self.full

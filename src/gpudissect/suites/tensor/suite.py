@@ -641,6 +641,7 @@ class TensorSuite(SuiteBase):
 
     name = "tensor"
     description = "tensor cores: mma.sync, wmma, mma.sp, wgmma, ldmatrix/stmatrix, wmma.load/store"
+    overlap = True  # but a sustained run (overlaps)
 
     def __init__(self, sweep: Sweep | None = None):
         self.sweep = sweep
@@ -743,6 +744,10 @@ class TensorSuite(SuiteBase):
                            {"data": data, "order": order}, stamped)
                for order, data in enumerate(("zero", "random", "zero"), 1)]
         return Outcome(out, texts)
+
+    def overlaps(self, item: Item) -> bool:
+        """Every item but a sustained run, which reads its variant's stored results."""
+        return not isinstance(item.data, Sustain)
 
     def measure(self, ctx: Context, item: Item, redo: Redo | None = None) -> Outcome:
         if isinstance(item.data, Sustain):
