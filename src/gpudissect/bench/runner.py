@@ -164,13 +164,30 @@ def batches(items: list[Item], size: int) -> list[list[Item]]:
 BATCHES_AT_ONCE = 2  # batches prepared beside each other: one's serial steps, the other's compile
 
 
-def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item],
-                    prof: Profile) -> Callable[[Item], None]:
+@dataclass
+class Prepared:
+    """The batches being prepared (:func:`prepare_batches`): whether an item's is done, and the
+    wait for it, which raises what that batch's prepare raised (the run fails there, with what
+    was measured before it stored)."""
+
+    futs: list[Future]
+    where: dict[str, int]  # item -> its batch
+
+    def done(self, item: Item) -> bool:
+        return self.futs[self.where[item.name]].done()
+
+    def failed(self, item: Item) -> bool:
+        f = self.futs[self.where[item.name]]
+        return f.done() and f.exception() is not None
+
+    def wait(self, item: Item) -> None:
+        self.futs[self.where[item.name]].result()
+
+
+def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item], prof: Profile) -> Prepared:
     """Prepare ``items`` batch by batch (:func:`batches` of ``suite.prepare_batch``; two at a
     time, in order, so that the compile workers always have work) in threads of their own,
-    recording into ``prof``, and return the wait for an item: it returns once the item's batch
-    is prepared and raises what that batch's prepare raised (the run fails there, with what
-    was measured before it stored)."""
+    recording into ``prof``."""
     parts = batches(items, suite.prepare_batch)
     where = {it.name: k for k, part in enumerate(parts) for it in part}
 
@@ -202,24 +219,22 @@ def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item],
     for n in range(min(BATCHES_AT_ONCE, len(parts))):
         threading.Thread(target=worker, name=f"gpudissect-prepare-{suite.name}-{n}", daemon=True).start()
 
-    def wait(item: Item) -> None:
-        futs[where[item.name]].result()  # raises the batch's error
-
-    return wait
+    return Prepared(futs, where)
 
 
 DEPTH = 2  # items in flight at once where the suite overlaps them
 
 
-def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Callable[[Item], None] | None,
+def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prepared | None,
                    progress: Callable[[str, int, int], None] | None, run_id: int, timing: dict) -> None:
     """Measure ``todo`` and store each item's outcome, in order (one transaction per item: an
     interrupted run keeps every item stored before it). Where the suite overlaps its items
     (``SuiteBase.overlap``), up to DEPTH are measured at once in threads of their own: one's
     analysis on the host beside the other's calls into the GPU, which the device's lock
     (``SerialDevice``) keeps one at a time; an item that does not overlap waits for every item
-    before it and is measured alone in this thread. Adds to ``timing``: ``compile_s``, the waits
-    for an item's batch with nothing in flight (compile time the GPU did not hide); ``store_s``;
+    before it and is measured alone in this thread. An item whose batch is still being prepared
+    waits with nothing in flight. Adds to ``timing``: ``compile_s``, those waits (compile time
+    the GPU did not hide); ``store_s``;
     ``gpu_s``, the rest of the loop's wall time (the items' spans overlap, their sum is more)."""
     store = ctx.store
     pool = ThreadPoolExecutor(DEPTH, thread_name_prefix=f"gpudissect-measure-{suite.name}") if suite.overlap else None
@@ -243,15 +258,16 @@ def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Call
         for n, item in enumerate(todo):
             if progress:
                 progress(item.name, n, len(todo))
-            if ready is not None:  # its batch compiled
+            if ready is not None:
+                if not ready.done(item) or ready.failed(item):
+                    # its batch still compiling (or failed): what is in flight is finished and
+                    # stored first, so that the wait is what the GPU spent idle for the compile
+                    while inflight:
+                        save_oldest()
                 t = time.perf_counter()
                 try:
-                    ready(item)
-                except BaseException:
-                    while inflight:  # what was measured before the failing batch is stored
-                        save_oldest()
-                    raise
-                if not inflight:
+                    ready.wait(item)  # raises what its batch's prepare raised
+                finally:
                     waited += time.perf_counter() - t
             fut: Future = Future()
             if pool is not None and suite.overlaps(item):

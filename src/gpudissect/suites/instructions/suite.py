@@ -51,9 +51,11 @@ from gpudissect.suites.instructions.studies import (
 from gpudissect.suites.instructions.template import companion_references
 from gpudissect.suites.instructions.verify import MapRecord, autoverify_many
 
-# a quick run leaves out the stall sweep and the value classes: their kernels and launches do not
-# shrink with the quick plan, and no key quantity or main-table column reads them
-QUICK_SKIPS = ("stall_patch", "value_classes")
+# a quick run leaves out the studies that no key quantity or main-table column (latency,
+# throughput, issue interval, dependence distances) reads: the stall sweep and the value classes
+# (their kernels and launches do not shrink with the quick plan), the per-operand latencies, the
+# configurations (guarded, read-read, write-write) and the warps x distance grid
+QUICK_SKIPS = ("stall_patch", "value_classes", "operand_latency", "configurations", "grid")
 ORDER = "variant_numbers"  # ctx.state: each planned variant's number (its kernels' names)
 _MERGE = threading.Lock()  # the batches prepared beside each other add their works one at a time
 

@@ -46,6 +46,7 @@ from gpudissect.bench.clock import measure_sm_clock
 from gpudissect.bench.contract import Context, Item, Outcome, Plan, Redo, SuiteBase
 from gpudissect.bench.power import nvml_index
 from gpudissect.bench.runner import WORKER_FAILED
+from gpudissect.bench.spans import span
 from gpudissect.bench.stats import fit_flag, fit_line
 from gpudissect.bench.tensor_sweep import (
     Config,
@@ -127,15 +128,18 @@ class Sweep:
         "mma.sync.m16n8k32.s32.s8.s32", "wgmma.f32.f16", "wgmma.f32.bf16", "wgmma.f32.tf32",
         "wgmma.f32.e4m3", "wgmma.s32.s8", "mma.sync.m16n8k16.f64.f64.f64")
     layouts: bool = True
+    # variants (globs) a run of every variant leaves out (a run that names them measures them)
+    left_out: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-# a quick run: the rates of every variant on fewer configurations, without the fragment-layout
-# probes and numerics (no key quantity reads them; a quick run says so in every view)
+# a quick run: the rates on fewer configurations, without the fragment-layout probes and
+# numerics, and without the wmma variants, whose tensor SASS is mma.sync's (their per-SASS
+# study times it so): no key quantity needs them; a quick run says so in every view
 QUICK = Sweep(mma_chains=(4, 8), mma_warps=(8, 16), wg_n_full=(64, 256), wg_n_other=(256,), wg_accs=(1,),
-              wg_groups=(1, 2), data_variants=(), layouts=False)
+              wg_groups=(1, 2), data_variants=(), layouts=False, left_out=("wmma.*",))
 
 
 def _mma_chains(v: MmaVariant) -> int:
@@ -650,6 +654,8 @@ class TensorSuite(SuiteBase):
         sweep = self.sweep or (QUICK if ctx.quick else Sweep())
         ctx.state["sweep"] = sweep
         vs = select(load_tensor_catalog(), patterns)
+        if not patterns:
+            vs = [v for v in vs if not any(fnmatch.fnmatchcase(v.name, g) for g in sweep.left_out)]
         items = [Item(v.name, v, needs(v)) for v in vs]
         if movm.wanted(patterns):  # the movmatrix layout experiment (movm.py)
             items.append(Item(movm.NAME, movm.MovmJob(), ("movmatrix",)))
@@ -677,7 +683,9 @@ class TensorSuite(SuiteBase):
         jobs = [(Work(w.variant), part, ctx.target, i == 0 and sweep.layouts) for w in works.values() if w.kernels
                 for i, part in enumerate(parts(w.kernels, PART_KERNELS))]
         jobs.sort(key=lambda j: -len(j[1]))  # the largest modules first: no long tail
-        for done in pmap(_compiled, jobs, ctx.jobs):
+        with span("prepare", "compile and check"):
+            compiled = pmap(_compiled, jobs, ctx.jobs)
+        for done in compiled:
             w = works[done.variant.name]
             w.built.update(done.built)
             w.checks.update(done.checks)
@@ -698,8 +706,9 @@ class TensorSuite(SuiteBase):
         # measured they kept the GPU waiting (each a whole kernel, its steps, then a split one)
         multi = [(w.variant, w.check, ctx.target, known) for w in works.values()
                  if isinstance(w.variant, MmaVariant) and w.kernels and w.built and multi_sass(w.check)]
-        for name, pre in pmap(_per_sass_built, multi, ctx.jobs):
-            works[name].per_sass = pre
+        with span("prepare", "per-SASS kernels"):
+            for name, pre in pmap(_per_sass_built, multi, ctx.jobs):
+                works[name].per_sass = pre
 
     def _meter(self, ctx: Context, w: Work, texts: dict) -> tuple[Meter, str, Callable[[str], np.ndarray]]:
         """What the variant's throughput measurements share, its default operand data and the
