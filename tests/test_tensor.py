@@ -290,3 +290,16 @@ def test_a_variant_compiled_in_parts_gets_the_checks_of_one_module(monkeypatch):
     assert w.check.to_json() == whole.check.to_json()
     assert [(k, c.to_json()) for k, c in w.checks.items()] == [(k, c.to_json()) for k, c in whole.checks.items()]
     assert set(w.built) == set(whole.built) and w.probe is None  # a quick sweep runs no layout probe
+
+
+def test_a_quick_run_of_every_variant_leaves_out_wmma_and_one_that_names_them_measures_them():
+    target = make_target("sm_90")
+    suite = T.TensorSuite()
+    every = [it.name for it in suite.plan(Context(FakeDevice(), None, target, quick=True), None).items]
+    assert every and not any(n.startswith("wmma.") for n in every)
+    assert any(n.startswith("mma.sync.") for n in every) and any(n.startswith("wgmma.") for n in every)
+    full = [it.name for it in suite.plan(Context(FakeDevice(), None, target, quick=False), None).items]
+    assert any(n.startswith("wmma.") for n in full)
+    named = suite.plan(Context(FakeDevice(), None, target, quick=True), ["wmma.mma.*"]).items
+    assert named and all(it.name.startswith("wmma.mma.") for it in named)
+    assert tuple(T.QUICK.to_json()["left_out"]) == ("wmma.*",)  # the run's parameters say so

@@ -152,13 +152,14 @@ def run_all(suites: dict, plan: dict[str, list[str] | None], opts: RunOptions, t
     ctxs = {name: _context(opts, dev, store, target) for name in plan}
     # the later suites compile in the background while the GPU measures the first one, once the
     # first has compiled its own items (a suite that compiles in batches beside its measurement
-    # comes first to the workers)
+    # comes first to the workers); a quick run, whose GPU work is shorter than its compile, keeps
+    # every worker busy from the start: all the suites' compile begins at once
     later = list(plan)[1:]
     first = threading.Event()
     for name in list(plan)[:1]:
         ctxs[name].state[PREPARED] = first
-    ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later], first),
-                     strict=True))
+    ahead = dict(zip(later, prepare_in_background([(suites[n], ctxs[n], plan[n]) for n in later],
+                                                  None if opts.manner.quick else first), strict=True))
     try:
         with progress() as prog:
             overall = prog.add_task(f"{len(plan)} suites", total=len(plan))
