@@ -421,3 +421,31 @@ def test_a_familys_lengths_go_to_the_device_in_one_batch_per_module():
     assert [len(r) for r in res] == [2, 2, 2]
     cycles = [int(r[0].times[0, 1]) - int(r[0].times[0, 0]) for r in res]
     assert cycles == [320, 640, 1280]  # each kernel its own launches, in the family's order
+
+
+def test_a_store_of_every_suite_splits_into_one_store_per_suite(tmp_path):
+    """scripts/split_store.py: the shipped sets keep a store per suite; the bench's full run
+    stores every suite in one."""
+    split = _script("split_store")
+    h1, h2, h3 = ("a" * 64, "b" * 64, "c" * 64)
+    store = Store(tmp_path / "all.db")
+    runs = {}
+    for suite, item, h in (("instructions", "add.u32", h1), ("memory", "latency/l1", h2)):
+        run_id = runs[suite] = store.start_run(suite, FakeDevice().info, "ptxas", "sm_90", {}, {}, "0")
+        store.save(run_id, item, [Result(item, "latency", 4.0, "cycles", "slope", ptx_hash=h,
+                                         samples={"hashes": [h3] if suite == "memory" else []})],
+                   {h: ("ptx", "// " + item), h3: ("ptx", "// cited in samples")})
+        store.set_meta(f"summary:{run_id}", {"suite": suite})
+        store.finish_run(run_id, {}, {})
+    store.close()
+    got = {}
+    for suite in ("instructions", "memory"):
+        db = split.split(tmp_path / "all.db", tmp_path, suite)
+        s = Store(db)
+        got[suite] = ([r["suite"] for r in s.runs()], [r["variant"] for r in s.results(runs[suite])],
+                      s.get_meta(f"summary:{runs[suite]}"), sorted(h for (h,) in s.db.execute("SELECT hash FROM kernels")))
+        s.close()
+    assert got["instructions"] == (["instructions"], ["add.u32"], {"suite": "instructions"}, [h1])
+    assert got["memory"] == (["memory"], ["latency/l1"], {"suite": "memory"}, [h2, h3])
+    with pytest.raises(SystemExit, match="no run of suite 'tensor'"):
+        split.split(tmp_path / "all.db", tmp_path, "tensor")
