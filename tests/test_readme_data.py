@@ -41,3 +41,9 @@ def test_the_table_follows_the_data(tmp_path):
     assert row["tests"] == "not run with this set"
     shutil.copy(ROOT / "data" / "h100" / "gpu-pytest.log", folder / "gpu-pytest.log")
     assert "passed" in set_row(folder)["tests"]
+    # a set from one run of every suite: each suite's summary line (wrapped by the console) gives
+    # its total
+    (folder / "run.log.gz").write_bytes(gzip.compress(
+        b"run 1 (sync): compile_s 1.0 s, gpu_s 9.5 s, store_s 0.3 s, \nanalysis_s 0.1 s, total_s 11.3 s\n"
+        b"- a conclusion\nrun 2 (memory): compile_wait_s 0.0 s, gpu_s 5.5 s, total_s 5.9 s\n"))
+    assert set_row(folder)["walls"] == {"sync": 11.3, "memory": 5.9}

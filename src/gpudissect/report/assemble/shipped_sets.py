@@ -20,6 +20,8 @@ BEGIN = "<!-- shipped-sets: begin (scripts/readme_data.py) -->"
 END = "<!-- shipped-sets: end -->"
 SETS = ("h100", "h200")  # data/<set>/, in this order
 WALL = re.compile(r"^(?P<what>[\w ]+): wall (?P<s>[\d.]+) s$", re.M)  # /usr/bin/time lines of device_run.sh
+# the runner's summary line of a suite (``gpudissect run`` of every suite; the console may wrap it)
+RUN = re.compile(r"^run \d+ \((?P<what>\w+)\):[^\n]*(?:\n(?!run )[^\n]*)*?total_s (?P<s>[\d.]+) s", re.M)
 PYTEST = re.compile(r"^(?:=+ )?(?P<line>\d+ passed.*?)(?: in [\d.]+s)?(?: =+)?$", re.M)
 
 
@@ -84,7 +86,9 @@ def set_row(folder: Path) -> dict:
     nvml, kernel = _clocks(docs)
     log = _log(folder / "run.log.gz")
     walls: dict[str, float] = {}
-    for m in WALL.finditer(log):  # a suite cut at a call's limit and resumed in the next: the sum
+    # a suite cut at a call's limit and resumed in the next: the sum; a set from one run of every
+    # suite has no wall lines, but each suite's summary line with its total
+    for m in WALL.finditer(log) if WALL.search(log) else RUN.finditer(log):
         walls[m["what"].strip()] = walls.get(m["what"].strip(), 0.0) + float(m["s"])
     tests = ""
     for f in (folder / "gpu-pytest.log", folder / "run.log.gz"):
