@@ -193,14 +193,19 @@ def test_run_many_through_a_worker():
     assert int(got[1][0].times[0, 1] - got[1][0].times[0, 0]) == 160
 
 
-def test_a_quick_run_stores_the_grid_and_the_reference_shows_it(sweep, tmp_path):
+def test_a_run_stores_the_grid_and_the_reference_shows_it(sweep, tmp_path):
     from gpudissect.report.assemble.timing_reference import timing_reference
     from gpudissect.store.db import Store
+    from gpudissect.suites.instructions.core import QUICK_PLAN
     from gpudissect.suites.instructions.figures import grid_maps
+    from gpudissect.suites.instructions.studies import grid as grid_study
+    from gpudissect.suites.instructions.suite import InstructionsSuite
     from gpudissect.suites.instructions.view import grid_section
 
     store = Store(tmp_path / "g.db")
-    sweep(FakeDevice(fake_cycles(peak=1.5), sm_count=2), store, ["add.u32"])
+    # the quick plan's small axes in a full run (a quick run leaves the grid out)
+    suite = InstructionsSuite(full=QUICK_PLAN, studies=(grid_study.STUDY,))
+    sweep(FakeDevice(fake_cycles(peak=1.5), sm_count=2), store, ["add.u32"], suite=suite, quick=False)
     rows = [r for r in store.results(store.runs()[-1]["id"]) if r["measure"] == GRID
             and r["variant"] == "add.u32"]  # the run adds the companions' variants
     assert len(rows) == 1 and rows[0]["value"] == pytest.approx(1.5, rel=5e-3)

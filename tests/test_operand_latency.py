@@ -270,8 +270,14 @@ def test_a_run_stores_operand_latencies_with_the_companion_removed(table, sweep,
     def model(kernel: str, chains: int, length: int, warps: int) -> float:
         return 50 + length * next((c for tag, c in lat.items() if tag in kernel), 2.0)
 
+    from gpudissect.suites.instructions.core import QUICK_PLAN
+    from gpudissect.suites.instructions.studies import operand_latency
+    from gpudissect.suites.instructions.suite import InstructionsSuite
+
     store = Store(tmp_path / "o.db")
-    sweep(FakeDevice(model), store, ["min.u32", "lop3.b32"])
+    # the quick plan's small axes in a full run (a quick run leaves the operand latencies out)
+    suite = InstructionsSuite(full=QUICK_PLAN, studies=(operand_latency.STUDY,))
+    sweep(FakeDevice(model), store, ["min.u32", "lop3.b32"], suite=suite, quick=False)
     rows = {(r["variant"], r["measure"]): r for r in store.results(store.runs()[-1]["id"])}
     assert rows[("min.u32", "latency_operand_2_with_companion")]["value"] == pytest.approx(8.0)
     own = rows[("min.u32", "latency_operand_2")]
