@@ -37,8 +37,9 @@ class RunPlace:
 class RunManner:
     """How much and how: the sweep's size, resuming, compile jobs, the instruction suite's options."""
 
-    quick: Annotated[bool, typer.Option(help="fewer lengths/configurations, no stall sweep, value classes or tensor "
-                                             "layouts (a smoke run, labelled so in every output)")] = False
+    quick: Annotated[bool, typer.Option(help="fewer lengths/configurations; only the studies a key quantity or the "
+                                             "main table reads, no tensor layouts or wmma variants (a smoke run, "
+                                             "labelled so in every output)")] = False
     resume: Annotated[bool, typer.Option(
         "--resume/--new", help="resume an unfinished run of this suite and GPU")] = True
     jobs: Annotated[int, typer.Option(help="parallel compile jobs (0: cores)")] = 0
