@@ -234,8 +234,8 @@ def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prep
     (``SerialDevice``) keeps one at a time; an item that does not overlap waits for every item
     before it and is measured alone in this thread. An item whose batch is still being prepared
     waits with nothing in flight. Adds to ``timing``: ``compile_s``, those waits (compile time
-    the GPU did not hide); ``store_s``;
-    ``gpu_s``, the rest of the loop's wall time (the items' spans overlap, their sum is more)."""
+    the GPU did not hide); ``store_s``; ``gpu_s``, the rest of the loop's wall time (the items'
+    spans overlap: their sum is more)."""
     store = ctx.store
     pool = ThreadPoolExecutor(DEPTH, thread_name_prefix=f"gpudissect-measure-{suite.name}") if suite.overlap else None
     inflight: deque[tuple[Item, Future]] = deque()
