@@ -346,3 +346,17 @@ def test_an_edge_that_bounds_the_latency_is_kept_over_a_chain_at_a_fixed_point(w
     r = sp.sweep_variant(dev, work, PLAN, kernels)
     assert r.value is None and r.flags[0].startswith("not determined") and "companion-imm" in r.params["kernels"]
     assert r.params["edges_tried"] == {}
+
+
+def test_the_sweeps_kernels_come_back_from_the_workers_with_their_regions(work, monkeypatch):
+    """The timed region travels with each kernel (parsed where it was built): the measuring
+    process does not parse any kernel's SASS again."""
+    kernels = sp.prepare_kernels([work], make_target("sm_90"), PLAN, 1)["fma.rn.f32"]
+    own = kernels["own"]
+    assert own and all(b.region and not b.instrs for b in own)
+
+    def no_parse(*a, **k):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(sp, "parse_sass", no_parse)
+    assert [len(sp.chain_region(b)) for b in own] == [len(b.region) for b in own]

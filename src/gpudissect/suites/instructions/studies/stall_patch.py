@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -114,7 +115,8 @@ def own_kernels(w: VariantWork, target: Target, plan: Plan, idx: int, strategy: 
 
 def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[str, list[Built] | str]]:
     """One module per ptxas -O level of a chunk of variants (a worker process): per variant its
-    built kernels (light), or why not."""
+    built kernels with their timed regions (the sweep reads them; parsed here, the measuring
+    process would parse each kernel's SASS again), or why not."""
     items, arch = job
     out: list[tuple[str, list[Built] | str]] = []
     for opt in sorted({o for _n, o, _k in items}):
@@ -130,7 +132,8 @@ def _build(job: tuple[list[tuple[str, int, list[Kernel]]], str]) -> list[tuple[s
         for n, ks in group:
             bs = [built[k.name] for k in ks]
             bad = next((b for b in bs if isinstance(b, Exception)), None)
-            out.append((n, str(bad) if bad is not None else [b.light() for b in bs]))  # type: ignore[union-attr]
+            out.append((n, str(bad) if bad is not None else
+                        [replace(b, instrs=[]) for b in bs]))  # type: ignore[union-attr]
     return out
 
 
