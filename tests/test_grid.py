@@ -115,6 +115,36 @@ def test_many_launches_at_once_give_each_launch_its_own_spans():
     assert together[0].size == 2 and together[1].size == 2  # block 2 of the second alone on SM 1
 
 
+def _spans_by_hand(t: np.ndarray, W: int, reps: int) -> np.ndarray:
+    """block_spans written plainly: per repetition after the first, the median (numpy's) over
+    the blocks alone on their SM of the first start to the last end of the block's warps."""
+    blocks = [t[k * W:(k + 1) * W] for k in range(t.shape[0] // W)]
+    sms = [int(b[0, -1]) for b in blocks]
+    alone = [b for b, sm in zip(blocks, sms, strict=True) if sms.count(sm) == 1]
+    if reps < 2 or not alone:
+        return np.empty(0)
+    return np.array([np.median([float(int(b[:, 2 * r + 1].max()) - int(b[:, 2 * r].min())) for b in alone])
+                     for r in range(1, reps)])
+
+
+def test_launch_spans_are_the_plain_per_block_reduction_to_the_last_bit():
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        reps = int(rng.integers(1, 5))
+        runs = []
+        for _ in range(int(rng.integers(1, 5))):
+            W, sms = int(rng.integers(1, 4)), int(rng.integers(1, 7))
+            rows = int(rng.integers(0, 3 * sms + 1)) * W + int(rng.integers(0, W))  # a ragged tail too
+            t = np.zeros((rows, 2 * reps + 1), dtype=np.uint64)
+            t[:, 0:-1:2] = rng.integers(1000, 5000, size=(rows, reps))
+            t[:, 1:-1:2] = t[:, 0:-1:2] + rng.integers(0, 300, size=(rows, reps)).astype(np.uint64)
+            t[:, -1] = rng.integers(0, sms, size=rows)
+            runs.append((t, W))
+        for (t, W), got in zip(runs, launch_spans(runs, reps), strict=True):
+            want = _spans_by_hand(t, W, reps)
+            assert got.shape == want.shape and np.array_equal(got, want)
+
+
 def test_cell_rate_is_work_over_the_median_span():
     rate, per = cell_rate(8, [4.0, 5.0, 4.0])
     assert rate == pytest.approx(2.0)
