@@ -9,6 +9,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from gpudissect.arch.target import make_target
@@ -449,3 +450,19 @@ def test_a_store_of_every_suite_splits_into_one_store_per_suite(tmp_path):
     assert got["memory"] == (["memory"], ["latency/l1"], {"suite": "memory"}, [h2, h3])
     with pytest.raises(SystemExit, match="no run of suite 'tensor'"):
         split.split(tmp_path / "all.db", tmp_path, "tensor")
+
+
+def test_one_sms_warp_windows_are_each_warps_start_and_end_past_the_first_start():
+    from gpudissect.bench.stats import sm_windows
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        rows = int(rng.integers(1, 200))
+        t = rng.integers(0, 1 << 40, size=(rows, 7)).astype(np.uint64)
+        t[:, -1] = rng.integers(3, 6, size=rows)
+        for rep in range(3):
+            on = [r for r in t if int(r[-1]) == int(t[:, -1].min())]
+            base = min(int(r[2 * rep]) for r in on)
+            want = [(int(r[2 * rep]) - base, int(r[2 * rep + 1]) - base) for r in on]
+            got = sm_windows(t, rep)
+            assert got == want and all(type(a) is int and type(b) is int for a, b in got)

@@ -166,8 +166,8 @@ def sm_windows(times: np.ndarray, rep: int) -> list[tuple[int, int]]:
     m = smid == smid.min()
     t0 = w[m, start_word(rep)].astype(np.int64)
     t1 = w[m, end_word(rep)].astype(np.int64)
-    base = int(t0.min())
-    return [(int(a - base), int(b - base)) for a, b in zip(t0, t1, strict=True)]
+    base = t0.min()
+    return list(zip((t0 - base).tolist(), (t1 - base).tolist(), strict=True))
 
 
 # --- noise and fit checks derived from the repeats themselves ------------------------------
