@@ -3,6 +3,7 @@ points; the database stays consistent and `run --resume` finishes exactly the mi
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from gpudissect.store.db import Store
+from gpudissect.suites.instructions.studies.sass_steps import same_sass
 
 VARIANTS = ["add.f32", "sub.f32", "mul.f32", "add.u32", "mul.lo.u32", "fma.rn.f32", "min.s32", "max.u32"]
 # the plan adds the variants that measure a companion alone (catalog/glue.toml)
@@ -55,8 +59,28 @@ def check_consistent(db: Path) -> None:
 
 
 def results(db: Path, run_id: int) -> dict:
-    return {(v, m, p): (val, created) for v, m, p, val, created in rows(
-        db, "SELECT variant, measure, params, value, created FROM results WHERE run_id=?", run_id)}
+    """(variant, measure, params) -> (value, created), the params without a SASS hash they cite
+    (the SASS text of the whole's kernel): a resumed run compiles only the missing items, in
+    other modules, and nvdisasm numbers branch labels over a module, so the same program's text
+    (and hash) can differ in those numbers alone; :func:`cited_sass` holds them to that."""
+    out = {}
+    for v, m, p, val, created in rows(
+            db, "SELECT variant, measure, params, value, created FROM results WHERE run_id=?", run_id):
+        d = json.loads(p)
+        d.pop("sass_hash", None)
+        out[(v, m, json.dumps(d, sort_keys=True))] = (val, created)
+    return out
+
+
+def cited_sass(db: Path, run_id: int) -> dict:
+    """(variant, measure) -> the SASS text a result's params cite by hash (``sass_hash``)."""
+    store = Store(db)
+    try:
+        return {(v, m): store.kernel_text(json.loads(p)["sass_hash"]) for v, m, p in rows(
+            db, "SELECT variant, measure, params FROM results WHERE run_id=?", run_id)
+            if json.loads(p).get("sass_hash")}
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +109,7 @@ def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_pat
                                                                          when, isolate):
     """'anytime': a random instant once the store exists (setup, compile, sweep, finish);
     'mid-sweep': once a random number of items is stored, plus a random fraction of an item."""
-    _, ref, _ = reference
+    ref_db, ref, _ = reference
     rng = random.Random(seed)
     db = tmp_path / "r.db"
     p = cli(db, isolate=isolate)
@@ -120,6 +144,9 @@ def test_sigkill_at_a_random_point_then_resume_finishes_exactly_the_rest(tmp_pat
     # the same measurements as an uninterrupted run: nothing skipped, nothing extra
     assert set(after) == set(ref)
     assert {k: v[0] for k, v in after.items()} == {k: v[0] for k, v in ref.items()}
+    # the SASS they cite: the same programs (up to the module's branch-label numbers)
+    sass, sass_ref = cited_sass(db, rid), cited_sass(ref_db, 1)
+    assert sass.keys() == sass_ref.keys() and all(sass[k] and same_sass(sass[k], sass_ref[k]) for k in sass)
     # items stored before the kill were not measured again (same rows, same creation times)
     if runs and runs[0][1] is None:
         assert {k: after[k] for k in before} == before
