@@ -145,3 +145,20 @@ def test_the_l1_lines_are_a_bound_and_a_rate_cap(instrs, forms):
     assert bandwidth_pressures(plan, 4)[f"bandwidth {L1_LINES}"] == pytest.approx(4 * 32 * hier.line * 4 / l1)
     cap, level = rate_cap(plan, tables.schedulers)
     assert level == L1_LINES and cap == pytest.approx(l1 / (32 * hier.line))  # iterations per clock per SM
+
+
+def test_a_store_and_an_offset_address_get_the_form_of_their_register():
+    """A store's address is its first operand (its data follows it), an address may carry an
+    offset; a shared-memory access is no global one (no form)."""
+    text = """
+.text.st:
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IMAD.WIDE R2, R0, 0x8, R4 ;
+        /*0020*/                   STG.E.64 desc[UR4][R2.64+0x10], R6 ;
+        /*0030*/                   LDG.E R8, desc[UR4][R2.64-0x8] ;
+        /*0040*/                   LDS R9, [R2+0x4] ;
+        /*0050*/                   BRA 0x20 ;
+"""
+    ins = next(iter(parse_sass(text).values())).instrs
+    got = address_forms(ins, 0x20, [i for i in ins if i.offset >= 0x20])
+    assert got == {0x20: Form((("x", 8),)), 0x30: Form((("x", 8),))}

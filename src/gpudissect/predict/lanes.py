@@ -29,8 +29,10 @@ SPECIAL = {"SR_TID.X": "x", "SR_TID.Y": "y", "SR_TID.Z": "z", "SR_LANEID": "lane
 LANES = 32
 IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 GREG = re.compile(r"^(-?)R(\d+)(?:\.64)?(?:\.reuse)?$")
-ADDR_REG = re.compile(r"\[(R\d+)(?:\.64)?(?:\.[A-Z0-9]+)*(?:\s*[+-][^\]]*)?\]\s*$")
-MEMORY = ("LDG", "STG", "LD", "ST", "ATOMG", "RED", "REDG", "LDGSTS")
+LAST_BRACKET = re.compile(r"\[([^\]]*)\]\s*$")
+LEAD_REG = re.compile(r"^\s*(R\d+)(?:\.|\s|[+-]|$)")
+# the opcodes that reach global memory (predict/memory.py's spaces are built from them)
+GLOBAL_OPS = ("LDG", "STG", "LD", "ST", "ATOM", "ATOMG", "RED", "REDG")
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,23 @@ class _Env:
                 self.vals[r] = value
 
 
+def address(i: SassInstr) -> str | None:
+    """The address operand's last bracket (after a ``desc[...]`` descriptor or a constant bank):
+    ``R2.64+0x4`` of ``desc[UR4][R2.64+0x4]``; a store's address is its first operand."""
+    for op in i.operands:
+        m = LAST_BRACKET.search(op)
+        if m:
+            return m.group(1)
+    return None
+
+
+def address_register(i: SassInstr) -> str | None:
+    """The per-lane register an address starts with (``R2`` of ``R2.64+0x4``), if any."""
+    a = address(i)
+    m = LEAD_REG.match(a) if a is not None else None
+    return m.group(1) if m else None
+
+
 def _half_bits(tok: str) -> int | None:
     """The bits of an FP16 immediate (HFMA2.MMA R, -RZ, RZ, a, b puts a number in R this way)."""
     try:
@@ -182,8 +201,8 @@ def _step(env: _Env, i: SassInstr) -> None:
         env.set(dest, UNIFORM)
     else:  # anything else: shared where its sources are, else not followed
         lanes = any(not env.get(o)[0].uniform for o in src if not o.strip().startswith(("desc[", "c[")))
-        addr = ADDR_REG.search(" ".join(src))
-        if addr and not env.get(addr.group(1))[0].uniform:
+        reg = address_register(i)
+        if reg and not env.get(reg)[0].uniform:
             lanes = True  # a value loaded from a per-lane address
         env.set(dest, OPAQUE if lanes else UNIFORM)
         if i.pair or "WIDE" in mods:
@@ -203,10 +222,9 @@ def address_forms(kernel: list[SassInstr], start: int, body: list[SassInstr]) ->
         _step(env, i)
     out: dict[int, Form] = {}
     for i in body:
-        if i.opcode.startswith(MEMORY) and i.opcode not in ("LDS", "STS", "LDSM"):
-            m = ADDR_REG.search(" ".join(i.operands))
-            if m:
-                out[i.offset] = env.get(m.group(1))[0]
+        reg = address_register(i) if i.opcode in GLOBAL_OPS else None
+        if reg:
+            out[i.offset] = env.get(reg)[0]
         _step(env, i)
     return out
 

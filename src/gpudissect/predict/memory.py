@@ -62,7 +62,7 @@ from pathlib import Path
 
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
-from gpudissect.predict.lanes import Lanes, lines_of, misses_of
+from gpudissect.predict.lanes import GLOBAL_OPS, Lanes, address, lines_of, misses_of
 from gpudissect.predict.tables import Tables
 from gpudissect.predict.tensor_model import TensorPlan
 
@@ -73,8 +73,7 @@ SECTOR = 32  # bytes: what a warp-instruction with one address for every lane mo
 
 # base SASS opcode -> its space
 SPACE = {
-    "LDG": "global", "STG": "global", "LD": "global", "ST": "global",
-    "ATOM": "global", "ATOMG": "global", "RED": "global", "REDG": "global",
+    **dict.fromkeys(GLOBAL_OPS, "global"),
     "LDS": "shared", "STS": "shared", "LDSM": "shared", "ATOMS": "shared",
     "LDL": "local", "STL": "local",
     "LDC": "constant", "ULDC": "constant",
@@ -279,19 +278,10 @@ def width(i: SassInstr) -> int:
     return next((WIDTH[m] for m in i.modifiers if m in WIDTH), 4)
 
 
-def _address(i: SassInstr) -> str | None:
-    """The address operand's last bracket (after a ``desc[...]`` descriptor or a constant bank)."""
-    for op in i.operands:
-        m = re.search(r"\[([^\]]*)\]\s*$", op)
-        if m:
-            return m.group(1)
-    return None
-
-
 def uniform_address(i: SassInstr) -> bool:
     """Every lane has the same address: no per-lane register in it (uniform registers or
     immediates only)."""
-    addr = _address(i)
+    addr = address(i)
     return addr is not None and not REG.search(addr)
 
 
