@@ -4,6 +4,7 @@ of its innermost SASS loops; ``--validate``: the predictor against measured loop
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -78,7 +79,7 @@ def block_shape(text: str) -> tuple[int, int, int]:
         dims = [int(p) for p in parts]
     except ValueError:
         dims = []
-    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims) or dims[0] * (dims[1:2] or [1])[0] * (dims[2:3] or [1])[0] > 1024:
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims) or math.prod(dims) > 1024:
         fail(f"--block {text}: expected X[,Y[,Z]] positive threads, at most 1024 in all (e.g. 256 or 32,8)")
     return (dims + [1, 1])[:3]  # type: ignore[return-value]
 
