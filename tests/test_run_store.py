@@ -205,12 +205,15 @@ class Recording(FakeDevice):
 
 
 class Dies(Recording):
-    def __init__(self, *a, die_after: int, **k):
+    """Raises KeyboardInterrupt at the kernel run after ``die_after`` runs of the kernels named
+    ``prefix``*: an item measured beside them (the runner measures two at a time) is not hit."""
+
+    def __init__(self, *a, prefix: str, die_after: int, **k):
         super().__init__(*a, **k)
-        self.die_after = die_after
+        self.prefix, self.die_after = prefix, die_after
 
     def run(self, cubin, kernel, *a, **k):
-        if len(self.runs) >= self.die_after:
+        if kernel.startswith(self.prefix) and sum(r.startswith(self.prefix) for r in self.runs) >= self.die_after:
             raise KeyboardInterrupt  # the sweep is interrupted halfway
         return super().run(cubin, kernel, *a, **k)
 
@@ -233,8 +236,8 @@ def runs_alone(sweep, tmp_path, variant: str) -> int:
 @pytest.mark.slow
 def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     path = tmp_path / "r.db"
-    # dies inside the second variant (all of the first's runs, the grid's included, then 3 more)
-    first = Dies(model, sm_count=4, die_after=runs_alone(sweep, tmp_path, "add.f32") + 3)
+    # dies inside the second variant, at its fourth kernel run
+    first = Dies(model, sm_count=4, prefix="v1_", die_after=3)
     with pytest.raises(KeyboardInterrupt):
         sweep(first, Store(path), VARIANTS)
     store = Store(path)
@@ -261,6 +264,27 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
     assert set(by_variant) == {"v1", "v3", "v4", "v5", "v6"}
     assert by_variant["v1"] == runs_alone(sweep, tmp_path, "mul.lo.u32")  # once, in full
     assert store.runs()[0]["finished"] is not None
+
+
+@pytest.mark.slow
+def test_an_interrupt_keeps_the_item_in_flight_that_ended_well(tmp_path):
+    """Ctrl-C reaches the main thread while an item is measured in a worker: that item ends
+    before the run stops, and is stored whole."""
+    from gpudissect.arch.target import make_target
+    from gpudissect.bench.contract import Context
+    from gpudissect.bench.runner import run
+    from gpudissect.suites import get_suite
+
+    def progress(name: str, n: int, total: int) -> None:
+        if n == 2:
+            raise KeyboardInterrupt
+    store = Store(tmp_path / "r.db")
+    ctx = Context(FakeDevice(model, sm_count=4), store, make_target("sm_90"), quick=True, jobs=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(get_suite("instructions"), ctx, list(VARIANTS), progress=progress)
+    run_id = store.unfinished_run(SUITE.name, "GPU-fake")
+    # the first item stored when the second started, the second (in flight) when Ctrl-C came
+    assert store.done_items(run_id) == set(VARIANTS[:2])
 
 
 def test_new_run_does_not_resume(tmp_path, sweep):

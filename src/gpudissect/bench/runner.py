@@ -225,6 +225,10 @@ def prepare_batches(suite: SuiteBase, ctx: Context, items: list[Item], prof: Pro
 DEPTH = 2  # items in flight at once where the suite overlaps them
 
 
+def _ended_well(fut: Future) -> bool:
+    return fut.done() and not fut.cancelled() and fut.exception() is None
+
+
 def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prepared | None,
                    progress: Callable[[str, int, int], None] | None, run_id: int, timing: dict) -> None:
     """Measure ``todo`` and store each item's outcome, in order (one transaction per item: an
@@ -281,8 +285,16 @@ def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prep
                 save_oldest()
         while inflight:
             save_oldest()
+    except BaseException:
+        # an interrupted run: the items in flight end before the device closes, and those that
+        # ended well are stored (they are whole), the first one that failed and all after it not
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        while inflight and _ended_well(inflight[0][1]):
+            save_oldest()
+        raise
     finally:
-        if pool is not None:  # an interrupted run: the item in flight ends before the device closes
+        if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     if ready is not None:
         timing["compile_s"] += waited
