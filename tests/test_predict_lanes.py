@@ -12,10 +12,13 @@ from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict.lanes import (
     Form,
     Lanes,
+    Walk,
     address_forms,
+    broadcasts_of,
     lines_of,
     lines_per_access,
     misses_of,
+    walks_of,
 )
 from gpudissect.predict.memory import hierarchy_from, memory_plan, width
 from gpudissect.predict.tables import tables_from
@@ -95,12 +98,74 @@ def test_a_row_per_lane_finds_its_next_elements_in_the_l1(instrs, forms):
     rs = load_result_set(DATA)
     tables, hier = tables_from(rs), hierarchy_from(rs)
     body = [i for i in instrs if i.offset >= 0xA0]
-    misses = misses_of(lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width), body, hier.line, width)
-    assert misses == {0xA0: 4 / hier.line}  # one access in line / width reaches the level
+    fill = hier.fills["L1"]  # what one miss brings in: the memory suite's fill granularity
+    misses = misses_of(lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width), body, fill, width)
+    assert misses == {0xA0: 4 / fill}  # one access in fill / width reaches the level
     plan = memory_plan(body, tables, hier, 8, hier.sms, level="dram", misses=misses)
     l1, dram = hier.levels["L1"].latency, hier.levels["DRAM"].latency
-    assert plan.latency[0] == pytest.approx(l1 + (dram - l1) * 4 / hier.line)
-    assert plan.latency[1] == dram and plan.miss == {0: 4 / hier.line}
+    assert plan.latency[0] == pytest.approx(l1 + (dram - l1) * 4 / fill)
+    assert plan.latency[1] == dram and plan.miss == {0: 4 / fill}
+
+
+def test_the_fills_are_the_memory_suites():
+    """The bytes a miss brings in, per level, are the memory suite's measured fill granularity
+    (not the L1's line: a miss fills a sector of it)."""
+    rs = load_result_set(DATA)
+    hier = hierarchy_from(rs)
+    from gpudissect.predict.memory import FILL_SUMMARY, FILLED, _dig, _memory_summary
+
+    summary = _memory_summary(rs, [r for r in rs.records("memory") if r.get("value") is not None])
+    assert set(hier.fills) == set(FILLED)
+    for level in FILLED:
+        assert hier.fills[level] == int(_dig(summary, FILL_SUMMARY.format(level)))
+
+
+def test_a_broadcast_reaches_its_level_an_element_at_a_time(instrs, forms):
+    """Every lane reads one address (a block-wide vector): one element of each access reaches the
+    level, and its next elements are in what its miss brought in, as for a row per lane."""
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    body = [i for i in instrs if i.offset >= 0xA0]
+    one = broadcasts_of(Lanes(forms), body, (256, 1, 1))
+    assert one == {0xB0}  # the row per lane, the coalesced and the opaque access are none
+    # a 32 x 8 block: a form of the y index alone is one address for the 32 lanes of a warp
+    assert broadcasts_of(Lanes({0xB0: Form((("y", 4),))}), body, (32, 8, 1)) == {0xB0}
+    assert broadcasts_of(Lanes({0xB0: Form((("y", 4),))}), body, (16, 16, 1)) == frozenset()
+    fill = hier.fills["L1"]
+    lines = lines_of(Lanes(forms), body, (256, 1, 1), hier.line, width)
+    misses = misses_of(lines, body, fill, width, one)
+    assert misses == {0xA0: 4 / fill, 0xB0: 4 / fill}
+    plain = memory_plan(body, tables, hier, 8, hier.sms, level="dram", lines=lines)
+    plan = memory_plan(body, tables, hier, 8, hier.sms, level="dram", lines=lines, misses=misses, broadcasts=one)
+    assert plain.accesses[1].bytes == 4 * 32 and plan.accesses[1].bytes == 4
+    assert plan.bandwidth_interval[1] == pytest.approx(plain.bandwidth_interval[1] / 32)
+    assert 1 not in plan.lines  # one line a warp-instruction: no L1 line-at-a-time charge
+    assert plan.accesses[2].bytes == plain.accesses[2].bytes  # the coalesced access is as it was
+
+
+def test_walks_follow_the_address_register(instrs):
+    body = [i for i in instrs if i.offset >= 0xA0]
+    got = walks_of(body, {0xA0, 0xB0, 0xC0, 0xD0})
+    assert got[0xA0] == Walk("R8", 0, 4)  # IADD3 R8, P0, R8, 0x4
+    assert got[0xB0] == Walk("R12", 0, 0)  # not written in the loop: the same address each trip
+    assert walks_of(body, {0xA0}) == {0xA0: got[0xA0]}  # only the loads asked for
+    twice = next(iter(parse_sass(KERNEL.replace("BRA 0xa0", "IADD3 R8, R8, 0x8, RZ ;\n        /*0110*/ BRA 0xa0")).values())).instrs
+    assert 0xA0 not in walks_of([i for i in twice if i.offset >= 0xA0], {0xA0})  # two writers: unknown
+
+
+def test_walks_of_a_real_loop_go_through_the_copy_of_its_pointer():
+    """PolyBench's atax kernel 1 (nvcc, unrolled by 16): each pointer is moved in a temporary
+    (``IADD3 R16, P2, R10, 0x40``) and copied back after a load reused the temporary
+    (``MOV R10, R16``); the loads' offsets are the unrolled iterations'."""
+    from gpudissect.predict.validate import loop_body, read_measured
+
+    doc = read_measured(DATA / "predict-validation.json.xz")
+    rec = next(r for r in doc["corpus"] if r["name"] == "polybench_atax_kernel1")
+    body, _ = loop_body({"name": rec["symbol"], "loop": rec["loop"]})
+    loads = [i for i in body if i.opcode == "LDG"]
+    got = walks_of(body, {i.offset for i in loads})
+    assert {(w.base, w.step) for w in got.values()} == {("R10", 0x40), ("R8", 0x40)}
+    assert sorted(w.offset for w in got.values() if w.base == "R8") == [4 * k for k in range(16)]
 
 
 def test_the_corpus_loops_carry_their_lanes():
@@ -163,3 +228,49 @@ def test_a_store_and_an_offset_address_get_the_form_of_their_register():
     ins = next(iter(parse_sass(text).values())).instrs
     got = address_forms(ins, 0x20, [i for i in ins if i.offset >= 0x20])
     assert got == {0x20: Form((("x", 8),)), 0x30: Form((("x", 8),))}
+
+
+WALK = """
+.text.walk:
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IMAD R5, R0, c[0x0][0x218], RZ ;
+        /*0020*/                   IMAD.WIDE R8, R5, 0x4, R10 ;
+        /*0030*/                   LDG.E R26, desc[UR4][R8.64] ;
+        /*0040*/                   LDG.E R27, desc[UR4][R8.64+0x4] ;
+        /*0050*/                   FADD R30, R26, R30 ;
+        /*0060*/                   FADD R31, R27, R31 ;
+        /*0070*/                   IADD3 R8, P0, R8, 0x8, RZ ;
+        /*0080*/                   BRA 0x30 ;
+"""
+
+
+def test_a_walking_load_misses_where_its_sector_is_new():
+    """A row per lane, 8 bytes a trip in two loads: the simulation pays the DRAM's latency on the
+    trips that enter a new L2 fill, the L2's where only the L1 sector is new, the L1's on the
+    others; the second load of a trip that opened a sector waits for that sector's fill."""
+    from gpudissect.predict.loop_model import loop_model
+    from gpudissect.predict.memory import Where
+    from gpudissect.predict.sched import _run
+
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    ins = next(iter(parse_sass(WALK).values())).instrs
+    body = [i for i in ins if i.offset >= 0x30]
+    where = Where(hier, hier.sms, level="dram").with_lanes(Lanes(address_forms(ins, 0x30, body)), body, (32, 1, 1))
+    assert where.walks == {0x30: Walk("R8", 0, 8), 0x40: Walk("R8", 4, 8)}
+    lm = loop_model("walk", body, tables, 1, where)
+    trace = []
+    _run(*lm.run_args(None, tables), 40, 0.0, lm.plan, trace=trace)
+    issue = {(t.iteration, t.index): t.cycle for t in trace}
+    lat = {n: hier.levels[n].latency for n in ("L1", "L2", "DRAM")}
+    f1, f2 = hier.fills["L1"], hier.fills["L2"]
+    for t in range(40):
+        addr = 8 * t
+        first = addr % f1 == 0  # this trip's first load opens an L1 sector
+        want = lat["DRAM"] if addr % f2 == 0 else lat["L2"] if first else lat["L1"]
+        # the first FADD waits for the first load (issued at its cycle, synchronous: L1 lines)
+        assert issue[(t, 2)] >= issue[(t, 0)] + want - 1e-9
+        if first:  # the second load's data is in the same sector: it waits for the same fill
+            assert issue[(t, 3)] >= issue[(t, 0)] + want - 1e-9
+        else:
+            assert issue[(t, 2)] <= issue[(t, 0)] + lat["L1"] + 8

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudissect.kernel.sass import SassInstr
+from gpudissect.predict.loops import step_of
 
 SPECIAL = {"SR_TID.X": "x", "SR_TID.Y": "y", "SR_TID.Z": "z", "SR_LANEID": "lane"}
 LANES = 32
@@ -261,6 +262,28 @@ def lines_per_access(f: Form, block: tuple[int, ...], width: int, line: int) -> 
     return len(keys)
 
 
+def one_address(f: Form, block: tuple[int, ...]) -> bool:
+    """Every lane of a ``block``'s first warp has the same address at form ``f`` (a broadcast:
+    ``x[j]`` read by every thread, or a row index from ``threadIdx.y`` in a 32-wide block)."""
+    if f.opaque:
+        return False
+    bx = max(block[0] if block else 1, 1)
+    by = max(block[1] if len(block) > 1 else 1, 1)
+    coeff = dict(f.coeffs)
+    seen = set()
+    for lane in range(LANES):
+        val = {"x": lane % bx, "y": (lane // bx) % by, "z": lane // (bx * by), "lane": lane}
+        seen.add((tuple(val[v] for v, c in sorted(coeff.items()) if c is None),
+                  sum(c * val[v] for v, c in coeff.items() if c is not None)))
+    return len(seen) == 1
+
+
+def broadcasts_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...]) -> frozenset[int]:
+    """Offsets of the global loads of ``body`` whose lanes all read one address (:func:`one_address`)."""
+    return frozenset(i.offset for i in body
+                     if i.opcode in ("LDG", "LD") and (f := lanes.forms.get(i.offset)) is not None and one_address(f, block))
+
+
 def lines_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: int | None,
              width_of) -> dict[int, int]:
     """Per memory instruction offset of ``body`` whose form is known: the L1 lines one
@@ -276,11 +299,82 @@ def lines_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: 
     return out
 
 
-def misses_of(lines: dict[int, int], body: list[SassInstr], line: int | None, width_of) -> dict[int, float]:
+def misses_of(lines: dict[int, int], body: list[SassInstr], fill: int | None, width_of,
+              broadcasts: frozenset[int] = frozenset()) -> dict[int, float]:
     """Per access offset of ``body`` whose lanes each have a line of their own (``lines``: from
-    :func:`lines_of`, at least one line per lane): the share of its accesses that find their
-    line not yet in the L1 (a row per lane: its next element is in the line its first one
-    brought in, one access in line / width misses)."""
-    if not line:
+    :func:`lines_of`, at least one line per lane), or all read one address (``broadcasts``:
+    :func:`broadcasts_of`): the share of its accesses that find their data not yet in the L1.
+    A row per lane, or the warp's one address, walks on: its next element is in what its miss
+    brought in (``fill`` bytes: the L1's measured fill granularity, a sector), one access in
+    fill / width misses."""
+    if not fill:
         return {}
-    return {i.offset: min(1.0, width_of(i) / line) for i in body if lines.get(i.offset, 0) >= LANES}
+    return {i.offset: min(1.0, width_of(i) / fill) for i in body
+            if lines.get(i.offset, 0) >= LANES or i.offset in broadcasts}
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A load whose address moves with the loop by a constant: its address register, its
+    offset from it (bytes) and the bytes the register moves per trip (0: it does not move)."""
+
+    base: str
+    offset: int
+    step: int
+
+
+SIMPLE_ADDRESS = re.compile(r"^(R\d+)(?:\.64)?(?:\+(-?0x[0-9a-fA-F]+|-?\d+))?$")
+
+
+def walks_of(body: list[SassInstr], offsets) -> dict[int, Walk]:
+    """Per load offset in ``offsets`` whose address is a register plus a constant (``R10.64+-0x8``)
+    that the body moves by a constant per trip, its :class:`Walk`. The register's one writer in
+    the body adds a constant to it (``IADD3 R10, P2, R10, 0x10, RZ``: :func:`loops.step_of`), or
+    scales a counter that does (``IMAD.WIDE R4, R14, 0x4, R2`` with ``R14`` stepping, ``R2`` not
+    written); a register the body never writes does not move. Any other address is left out."""
+    out: dict[int, Walk] = {}
+    for i in body:
+        if i.offset not in offsets:
+            continue
+        m = SIMPLE_ADDRESS.match((address(i) or "").replace(" ", ""))
+        if m is None:
+            continue
+        base, off = m.group(1), int(m.group(2) or "0", 0)
+        step = _reg_step(body, base)
+        if step is not None:
+            out[i.offset] = Walk(base, off, step)
+    return out
+
+
+def _reg_step(body: list[SassInstr], reg: str) -> int | None:
+    """The bytes ``reg`` moves per trip (0: not written), or None where that is not a constant."""
+    writers = [w for w in body if reg in w.dests()]
+    if not writers:
+        return 0
+    if len(writers) != 1:
+        return None
+    w = writers[0]
+    if reg in w.sources():
+        found, step = step_of(tuple(body), reg)
+        return step if found else None
+    ops = [t.strip() for t in w.operands]
+    copied = ops[1] if w.opcode == "MOV" and len(ops) == 2 else \
+        ops[3] if w.full == "IMAD.MOV.U32" and len(ops) == 4 and ops[1:3] == ["RZ", "RZ"] else None
+    if copied is not None and GREG.match(copied):  # the register's new value made in another one
+        k = body.index(w)
+        tmp = [x for x in body[:k] if copied in x.dests()][-1:]  # its last writer before the copy
+        if tmp and tmp[0].opcode in ("IADD3", "VIADD") and reg in tmp[0].sources():
+            rest = [t.strip() for t in tmp[0].operands[tmp[0].n_dests():]]
+            rest = [t for t in rest if t not in (reg, "RZ") and not re.fullmatch(r"!?P(\d+|T)", t)]
+            if len(rest) == 1 and IMM.match(rest[0]):
+                return int(rest[0], 0)
+        return None
+    if w.full.startswith("IMAD.WIDE") and len(ops) == 4 and IMM.match(ops[2]) and GREG.match(ops[1]) \
+            and GREG.match(ops[3]):
+        idx, rest = GREG.match(ops[1]), GREG.match(ops[3])
+        idx_reg, rest_reg = f"R{idx.group(2)}", f"R{rest.group(2)}"
+        if idx.group(1) or rest.group(1) or any(rest_reg in x.dests() for x in body):
+            return None
+        found, k = step_of(tuple(body), idx_reg)
+        return k * int(ops[2], 0) if found and k is not None else None
+    return None

@@ -151,7 +151,7 @@ def _immediate(tok: str) -> int | None:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
-def _step_of(body: tuple[SassInstr, ...], reg: str) -> tuple[bool, int | None]:
+def step_of(body: tuple[SassInstr, ...], reg: str) -> tuple[bool, int | None]:
     """(found, step): whether the body moves ``reg`` by an add of itself, and the constant
     step (None for a register step)."""
     for ins in body:
@@ -171,7 +171,7 @@ def _counter_step(body: tuple[SassInstr, ...]) -> int | None:
     setps = [i for i in body[:-1] if i.opcode in ("ISETP", "UISETP") and preds[0] in i.dests()]
     for setp in reversed(setps):  # the last compare first (a 64-bit compare's .EX half reads no counter step)
         for reg in setp.sources():
-            found, step = _step_of(body, reg)
+            found, step = step_of(body, reg)
             if found:
                 return step
     return None

@@ -22,8 +22,15 @@ The model's assumptions:
   caller says how the lanes spread the access (``lines``, from ``lanes.py``: lanes a row apart),
   the L1 takes its lines one at a time at its measured read rate (the warp waits at issue), and
   where every lane has a line of its own (a row each, ``misses``) its next elements are L1 hits:
-  one access in line / width waits the level's latency. An access whose spread is not known is
-  taken as coalesced; a scattered one (a gather) is then predicted too fast;
+  one access in fill / width waits the level's latency, ``fill`` the bytes a miss brings in
+  (the memory suite's measured fill granularity, a sector of the line). Where every lane of
+  a warp reads one address (a broadcast), one element of it reaches the level and its next
+  ones are L1 hits the same way. Where such a load's address register moves by a constant per
+  trip (``walks``), the simulation follows its sectors instead of that average: the trips that
+  open a new L1 sector pay the level's latency (a DRAM load whose L2 fill, the larger one, is
+  already there: the L2's), the others the L1's, and a load whose sector is still being
+  filled waits for that fill. An access whose spread is not known is taken as coalesced; a
+  scattered one (a gather) is then predicted too fast;
 * the level is one for the whole loop: shared memory and constants by their space; global and
   texture by the caller's ``level``, else its ``footprint`` (the bytes the loop touches over
   the whole GPU) against the measured L2 capacity (within it: L2; else DRAM; an L1 hit needs
@@ -62,7 +69,16 @@ from pathlib import Path
 
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
-from gpudissect.predict.lanes import GLOBAL_OPS, Lanes, address, lines_of, misses_of
+from gpudissect.predict.lanes import (
+    GLOBAL_OPS,
+    Lanes,
+    Walk,
+    address,
+    broadcasts_of,
+    lines_of,
+    misses_of,
+    walks_of,
+)
 from gpudissect.predict.tables import Tables
 from gpudissect.predict.tensor_model import TensorPlan
 
@@ -138,6 +154,8 @@ class Hierarchy:
     levels: dict[str, Level] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # "<level> <figure>: why"
     line: int | None = None  # the L1's line (tag) bytes, from the memory suite's capacity steps
+    # per level (L1, L2): the bytes one miss brings in (its sector), from the suite's cold strides
+    fills: dict[str, int] = field(default_factory=dict)
 
     def level_of_space(self, space: str) -> str | None:
         return next((n for n, lv in self.levels.items() if space in lv.spaces), None)
@@ -236,6 +254,13 @@ def hierarchy_from(rs, spec: dict | None = None) -> Hierarchy:
     h.line = int(line) if line else None
     if h.line is None:
         h.missing.append(f"L1 line: the memory summary has no {LINE_SUMMARY} (an uncoalesced access is not charged)")
+    for name in FILLED:
+        fill = _dig(summary, FILL_SUMMARY.format(name))
+        if fill:
+            h.fills[name] = int(fill)
+        else:
+            h.missing.append(f"{name} fill: the memory summary has no {FILL_SUMMARY.format(name)} "
+                             "(a miss is taken to bring in a line; no walk is followed through it)")
     return h
 
 
@@ -251,6 +276,8 @@ def load_hierarchy(spec: Path | str) -> Hierarchy:
 # ------------------------------------------------------------------ one instruction
 L1_LINES = "L1 lines"  # the unit, and the bound, of accesses the L1 takes a line at a time
 LINE_SUMMARY = "cache_lines.L1.bytes"  # where the memory suite's summary keeps the L1's line size
+FILL_SUMMARY = "fill_granularity.{}.bytes"  # ... and the bytes one miss of a level brings in (a sector)
+FILLED = ("L1", "L2")  # the levels whose fill granularity the suite measures
 
 
 @dataclass(frozen=True)
@@ -342,6 +369,8 @@ class MemoryPlan:
     lines: dict[int, int] = field(default_factory=dict)  # an uncoalesced access's L1 lines (its unit)
     l1_interval: dict[int, float] = field(default_factory=dict)  # its lines / the L1 rate's share
     miss: dict[int, float] = field(default_factory=dict)  # a reused load's share of accesses that miss
+    walks: dict[int, tuple] = field(default_factory=dict)  # a walking load's sectors (TensorPlan.walks)
+    walk_latency: dict[int, float] = field(default_factory=dict)  # its latency where it misses them all
 
     def level_intervals(self) -> dict[str, float]:
         """Per level: the cycles of one scheduler's share its instructions of one warp-iteration
@@ -363,12 +392,17 @@ def _pipe(tables: Tables, i: SassInstr) -> tuple[str | None, float]:
 
 def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, warps_per_sm: int, sms: int,
                 footprint: float | None = None, level: str | None = None,
-                lines: dict[int, int] | None = None, misses: dict[int, float] | None = None) -> MemoryPlan:
+                lines: dict[int, int] | None = None, misses: dict[int, float] | None = None,
+                broadcasts: frozenset[int] = frozenset(), walks: dict[int, Walk] | None = None) -> MemoryPlan:
     """The memory plan of a loop body run by ``warps_per_sm`` warps on each of ``sms`` SMs;
     ``footprint`` (bytes the loop touches over the GPU) or ``level`` ("l1", "l2", "dram") says
     where its global data is (see the module's assumptions); ``lines``: per instruction offset,
     the distinct L1 lines one warp-instruction touches (``lanes.py``; none given: coalesced);
-    ``misses``: per load offset, the share of its accesses whose line is not in the L1 yet."""
+    ``misses``: per load offset, the share of its accesses whose line is not in the L1 yet;
+    ``broadcasts``: offsets of loads whose lanes all read one address: one element of each
+    reaches its level (the line it brings in serves the next line / width accesses);
+    ``walks``: per load offset whose misses ``misses`` weights, how its address moves with the
+    loop (``lanes.walks_of``): the simulation follows its sectors (:func:`_walk`)."""
     if warps_per_sm < 1 or sms < 1:
         raise PredictError(f"warps per SM and SMs must be at least 1 (got {warps_per_sm}, {sms})")
     plan = MemoryPlan(missing=list(hierarchy.missing))
@@ -379,11 +413,30 @@ def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, war
         if not is_memory(i):
             continue
         a = access_of(j, i, hierarchy, glob)
-        plan.accesses[j] = a
-        _plan_access(plan, a, i, tables, hierarchy, sms)
+        at_level = replace(a, bytes=min(a.bytes, width(i))) if i.offset in broadcasts else a
+        plan.accesses[j] = at_level
+        _plan_access(plan, at_level, i, tables, hierarchy, sms)
         _l1_lines(plan, a, (lines or {}).get(i.offset), tables, hierarchy, sms, warps_per_sm)
+        _walk(plan, a, (walks or {}).get(i.offset) if (misses or {}).get(i.offset) is not None else None, hierarchy)
         _l1_reuse(plan, a, (misses or {}).get(i.offset), hierarchy)
     return plan
+
+
+def _walk(plan: MemoryPlan, a: Access, walk: Walk | None, h: Hierarchy) -> None:
+    """A load beyond the L1 whose address walks with the loop (``walk``): the simulation keeps
+    its full latency for the trips whose sector no nearer level holds yet, and the nearer
+    level's latency (or the wait for the sector's fill in flight) for the others: the L1 by its
+    fill granularity, and for a DRAM load the L2 by its own (a DRAM fill brings in more)."""
+    lat = plan.latency.get(a.index)
+    if walk is None or a.store or lat is None or a.level not in ("L2", "DRAM"):
+        return
+    near = ("L1",) if a.level == "L2" else ("L1", "L2")
+    hits = tuple((h.fills[n], h.levels[n].latency) for n in near
+                 if n in h.fills and n in h.levels and h.levels[n].latency is not None)
+    if len(hits) != len(near):
+        return
+    plan.walks[a.index] = (walk.base, walk.offset, walk.step, hits)  # type: ignore[misc]
+    plan.walk_latency[a.index] = lat
 
 
 def _l1_reuse(plan: MemoryPlan, a: Access, miss: float | None, h: Hierarchy) -> None:
@@ -457,7 +510,9 @@ def merged_plan(tensor: TensorPlan | None, memory: MemoryPlan | None) -> TensorP
         return tensor
     out = TensorPlan() if tensor is None else copy.deepcopy(tensor)
     for j, v in memory.latency.items():
-        out.latency.setdefault(j, v)
+        out.latency.setdefault(j, memory.walk_latency.get(j, v))
+    for j, v in memory.walks.items():
+        out.walks.setdefault(j, v)
     for j, v in memory.unit_interval.items():
         if j not in out.unit_interval:
             out.unit_interval[j] = v
@@ -495,13 +550,18 @@ class Where:
     level: str | None = None
     lines: dict[int, int] | None = None  # per instruction offset: L1 lines per warp-instruction
     misses: dict[int, float] | None = None  # per load offset: the share that misses the L1
+    broadcasts: frozenset[int] = frozenset()  # offsets of loads whose lanes read one address
+    walks: dict[int, Walk] | None = None  # per load offset: how its address moves with the loop
 
     def plan(self, body, tables: Tables, warps: int) -> MemoryPlan:
         return memory_plan(list(body), tables, self.hierarchy, warps, self.sms, self.footprint, self.level,
-                           self.lines, self.misses)
+                           self.lines, self.misses, self.broadcasts, self.walks)
 
     def with_lanes(self, lanes: Lanes, body, block: tuple[int, ...]) -> Where:
         """This place with how the lanes of a ``block`` spread the accesses of ``body`` (their
         address forms: ``lanes.py``), as the command and the validation both take it."""
         lines = lines_of(lanes, list(body), block, self.hierarchy.line, width)
-        return replace(self, lines=lines, misses=misses_of(lines, list(body), self.hierarchy.line, width))
+        one = broadcasts_of(lanes, list(body), block)
+        fill = self.hierarchy.fills.get("L1") or self.hierarchy.line
+        misses = misses_of(lines, list(body), fill, width, one)
+        return replace(self, lines=lines, misses=misses, broadcasts=one, walks=walks_of(list(body), set(misses)))

@@ -86,8 +86,11 @@ def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None) ->
                        "warp-instruction: the L1 takes them a line at a time (--block: the block's shape)")
         if memory.miss:
             m = sorted(set(memory.miss.values()))
-            out.append(f"  {len(memory.miss)} loads give every lane a line of its own: "
-                       f"{'/'.join(f'{x:.3g}' for x in m)} of their accesses reach the level, the others hit the L1")
+            out.append(f"  {len(memory.miss)} loads give every lane a line of its own or every lane one address: "
+                       f"{'/'.join(f'{x:.3g}' for x in m)} of their accesses reach the level (one per L1 fill), "
+                       "the others hit the L1"
+                       + (f"; the simulation follows the sectors of the {len(memory.walks)} whose address moves "
+                          "by a constant per trip" if memory.walks else ""))
     return out
 
 

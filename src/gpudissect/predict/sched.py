@@ -169,10 +169,25 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             return f"pipe {units[j]}"
         return "wgmma group"
 
-    def result(j: int, cycle: float, start: float) -> float:
+    filled: list[dict[tuple[str, int, int], float]] = [{} for _ in range(w)]  # a walk's sectors: ready
+
+    def result(wp: int, j: int, cycle: float, start: float) -> float:
         """When the result is ready: an asynchronous unit's result waits in its queue (the
-        unit's start + latency), a synchronous one's from issue."""
-        return (start if j in plan.asynchronous else cycle) + lat[j]
+        unit's start + latency), a synchronous one's from issue. A walking load (``plan.walks``)
+        whose sector a nearer level holds (or is filling) for this warp takes that level's
+        latency (or the fill's end); where it misses, its sector is filled in every level nearer
+        than its own."""
+        own = (start if j in plan.asynchronous else cycle) + lat[j]
+        if j not in plan.walks:
+            return own
+        base, off, step, hits = plan.walks[j]
+        addr = off + it[wp] * step
+        keys = [(base, fill, addr // fill) for fill, _ in hits]
+        got = next((max(cycle + hit, filled[wp][k]) for k, (_, hit) in zip(keys, hits, strict=True)
+                    if k in filled[wp]), own)
+        for k in keys:
+            filled[wp].setdefault(k, got)
+        return got
 
     while active:
         if it[cur] < iterations and ready(cur) <= cycle:  # greedy: the warp that issued last
@@ -205,12 +220,12 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             c = controls[j]
             nxt[pick] = cycle + (_taken(c.stall, branch) if last else issue_gap(c.stall))
             if c.write_barrier is not None:
-                sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], result(j, cycle, start))
+                sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], result(pick, j, cycle, start))
             if c.read_barrier is not None:
                 sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], read_release(cycle, interval[j]))
         else:
             nxt[pick] = cycle + (_taken(0, branch) if last else 1)
-            done[pick][(it[pick], j)] = result(j, cycle, start)
+            done[pick][(it[pick], j)] = result(pick, j, cycle, start)
         hold = plan.operand_cycles.get(j, 0.0)  # a bank conflict: the scheduler reads on
         if hold:
             nxt[pick] = max(nxt[pick], cycle + 1 + hold)

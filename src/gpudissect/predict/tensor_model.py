@@ -134,6 +134,10 @@ class TensorPlan:
     unit_name: dict[int, str] = field(default_factory=dict)  # a unit other than the tensor core's (memory)
     # cycles an instruction holds its scheduler beyond its issue slot (register-bank conflicts: banks.py)
     operand_cycles: dict[int, float] = field(default_factory=dict)
+    # a load that walks its data with the loop (memory.py's ``walks``): (its address register, its
+    # offset, the register's step per trip, the nearer levels' (fill bytes, hit latency), nearest
+    # first); its ``latency`` is then its level's, paid only where no nearer level holds the data
+    walks: dict[int, tuple[str, int, int, tuple[tuple[int, float], ...]]] = field(default_factory=dict)
 
     @property
     def wgmma(self) -> bool:
