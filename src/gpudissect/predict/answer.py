@@ -18,7 +18,14 @@ from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
 from gpudissect.predict.lanes import Lanes, address_forms
-from gpudissect.predict.loop_model import LoopModel, Model, common_model, loop_model, rare_weighted
+from gpudissect.predict.loop_model import (
+    LoopModel,
+    Model,
+    block_warps,
+    common_model,
+    loop_model,
+    rare_weighted,
+)
 from gpudissect.predict.loops import select_loops
 from gpudissect.predict.memory import Where
 from gpudissect.predict.render import loop_facts, summary, table_lines, timeline_lines
@@ -140,19 +147,20 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
         if lp.refused:
             errors.append(lp.refused)
             continue
-        lm = loop_model(lp.name, lp.body, tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block))
+        bw = block_warps(block)
+        lm = loop_model(lp.name, lp.body, tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block), bw)
         p = lm.prediction
         controls = prog.controls.get(lp.kernel)
         model = model_of(lm, body_controls(lp.body, controls), tables, branch)
         rare, shown = None, lp.body
         if rare_every and lp.skippable:  # what binds, and the timeline: the common path's
             cm, shown, cc = common_model(lp.name, lp.body, body_controls(lp.body, controls), lp.skippable,
-                                         tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block))
+                                         tables, warps, lanes_at(data_at, prog.kernels[lp.kernel], lp, block), bw)
             common = model_of(cm, cc, tables, branch)
             rare = (rare_every, common.cycles, model.cycles)
             model = replace(common, cycles=rare_weighted(common.cycles, model.cycles, rare_every))
         lines += summary(p, lp.body, controls, model)
-        lines += loop_facts(lp, lm.memory, rare)
+        lines += loop_facts(lp, lm.memory, rare, lm.plan, bw)
         if show_tables:
             lines += table_lines(p)
         if timeline:

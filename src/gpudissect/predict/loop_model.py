@@ -6,6 +6,7 @@ plan, memory instructions from the measured hierarchy when ``where`` says where 
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 from gpudissect.arch.target import arch_table
@@ -47,9 +48,11 @@ class LoopModel:
         return region_cycles(*self.run_args(controls, tables), trips, branch, self.plan)
 
 
-def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None = None) -> LoopModel:
+def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None = None,
+               block_warps: int | None = None) -> LoopModel:
     """The loop's plans and v0 prediction for ``warps`` resident warps per SM; ``where``: where
-    its data is (None: the tables' own latencies, the nearest level's)."""
+    its data is (None: the tables' own latencies, the nearest level's); ``block_warps``: the
+    warps of one block (its barriers hold them together; None: all ``warps`` are one block)."""
     memory = where.plan(body, tables, warps) if where is not None else None
     tensor = plan_of(list(body), tables.tensor, tables.schedulers)
     plan = merged_plan(tensor, memory)
@@ -58,7 +61,26 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
         if extra:
             plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
             plan.operand_cycles.update(extra)
-    return LoopModel(predict(name, body, tables, warps, memory=memory), plan, memory, tensor)
+    prediction = predict(name, body, tables, warps, memory=memory)
+    bars = {j for j, i in enumerate(body) if i.opcode == "BAR" and ("SYNC" in i.modifiers or "RED" in i.modifiers)}
+    cost = tables.barrier_cycles(min(block_warps or warps, warps)) if bars else None
+    if cost is not None:
+        plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
+        plan.barriers = bars
+        plan.barrier_cycles = cost
+        plan.barrier_group = block_group(min(block_warps or warps, warps), tables.schedulers)
+    return LoopModel(prediction, plan, memory, tensor)
+
+
+def block_warps(block: tuple[int, ...]) -> int:
+    """The warps of a block of shape ``block`` (threads in x, y, z)."""
+    return max(1, -(-math.prod(block) // 32))
+
+
+def block_group(block_warps: int, schedulers: int) -> int:
+    """The warps of one block on one scheduler (the simulation's warps are one scheduler's; a
+    block's warps are dealt to the schedulers in turn)."""
+    return max(1, -(-block_warps // schedulers))
 
 
 def common_path(body, controls: list[Control] | None, skippable) -> tuple[list, list[Control] | None]:
@@ -70,11 +92,12 @@ def common_path(body, controls: list[Control] | None, skippable) -> tuple[list, 
 
 
 def common_model(name: str, body, controls: list[Control] | None, skippable, tables: Tables, warps: int,
-                 where: Where | None = None) -> tuple[LoopModel, list, list[Control] | None]:
+                 where: Where | None = None, block_warps: int | None = None
+                 ) -> tuple[LoopModel, list, list[Control] | None]:
     """The loop model of the common path (:func:`common_path`), its body and control codes: what
     :func:`rare_weighted` takes the common path's cycles from (the validation and the command)."""
     body_c, controls_c = common_path(body, controls, skippable)
-    return loop_model(name, body_c, tables, warps, where), body_c, controls_c
+    return loop_model(name, body_c, tables, warps, where, block_warps), body_c, controls_c
 
 
 def rare_weighted(common: float, full: float, rare_every: int) -> float:

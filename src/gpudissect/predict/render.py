@@ -53,12 +53,22 @@ def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Cont
     return lines
 
 
-def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None) -> list[str]:
+def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None, plan=None,
+               block_warps: int | None = None) -> list[str]:
     """What the loop is beside its cycles: its role among the kernel's loops, the counter step
     (source iterations per trip = step / the source loop's stride), the common path (``rare``:
     (every, the common path's cycles, the whole body's) where the caller weighted the skippable
-    instructions), and the level its memory instructions were taken at."""
+    instructions), the level its memory instructions were taken at, and its block barriers
+    (``plan``: the simulation's, ``block_warps``: the warps they hold together)."""
     out = []
+    bars = sum(1 for i in lp.body if i.opcode == "BAR")
+    if bars and plan is not None and plan.barriers:
+        out.append(f"  {len(plan.barriers)} block barrier{'s' if len(plan.barriers) > 1 else ''}: each holds the block's {block_warps} warps until the last "
+                   f"arrives, then {plan.barrier_cycles:.4g} cycles (the sync suite's bar.sync at that block size; "
+                   "--block: the block's shape)")
+    elif bars:
+        out.append(f"  {bars} BAR instructions: the tables hold no barrier measurement (the sync suite's): "
+                   "the warps are not held together at them")
     role = {"main": "main loop (a shorter remainder copy follows: this one is the hot loop)",
             "remainder": "remainder loop (a tail of an unrolled main loop: cold when trips divide the unroll)"}
     if lp.role:

@@ -37,10 +37,12 @@ instructions of a warp) and :func:`read_release` (when a read barrier is release
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpudissect.kernel.control import N_BARRIERS, Control
 from gpudissect.kernel.dataflow import Edge
+from gpudissect.predict import PredictError
 from gpudissect.predict.bounds import latency
 from gpudissect.predict.tables import Entry
 from gpudissect.predict.tensor_model import TensorPlan
@@ -85,6 +87,7 @@ class Issued:
 SLOT = "issue slot"  # the scheduler issued another warp's instruction (or this one's)
 BRANCH = "taken branch"
 STALL = "stall count"
+BARRIER = "block barrier"  # the warp waited at a BAR.SYNC for its block (plan.barriers)
 
 
 def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None, schedulers: int,
@@ -125,9 +128,27 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
     cur, cycle, end = 0, 0.0, 0.0
     mine: dict[int, Issued] = {}  # each warp's last issued instruction (the trace's)
 
+    arrived: dict[tuple[int, int, int], list[float]] = {}  # (block, trip, barrier index) -> arrivals
+    group = plan.barrier_group or w
+
+    def block(wp: int) -> tuple[int, int]:
+        """(the block of warp ``wp``, its warps in the simulation)."""
+        b = wp // group
+        return b, min(group, w - b * group)
+
+    def barrier(wp: int) -> float:
+        """When warp ``wp`` may go on after the barrier it issued last (0: none before it; inf:
+        not all of its block has arrived)."""
+        j = pos[wp] - 1
+        if j < 0 or j not in plan.barriers:
+            return 0.0
+        b, size = block(wp)
+        got = arrived.get((b, it[wp], j), [])
+        return max(got) + plan.barrier_cycles if len(got) >= size else math.inf
+
     def ready(wp: int) -> float:
         j = pos[wp]
-        t = nxt[wp]
+        t = max(nxt[wp], barrier(wp)) if plan.barriers else nxt[wp]
         if waits is not None:
             for b in waits[j]:
                 t = max(t, sb[wp][b])
@@ -153,6 +174,8 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         j = pos[wp]
         if wp not in mine or t <= mine[wp].cycle + 1:
             return ""
+        if plan.barriers and barrier(wp) >= t:
+            return BARRIER
         if t <= nxt[wp]:
             return BRANCH if j == 0 else STALL
         for b in waits[j] if waits is not None else ():
@@ -197,6 +220,8 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             pick = next((wp for t, wp in times if t <= cycle), -1)
             if pick < 0:
                 cycle = max(cycle, min(t for t, _ in times))
+                if math.isinf(cycle):
+                    raise PredictError("the simulated warps wait at a barrier that not all of their block reaches")
                 continue
         j = pos[pick]
         if trace is not None:
@@ -211,6 +236,8 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             unit_free[units[j]] = start + interval[j]
         if chain or plan.latency:
             issued[pick][(it[pick], j)] = cycle
+        if j in plan.barriers:
+            arrived.setdefault((block(pick)[0], it[pick], j), []).append(cycle)
         if j in plan.closes_group:
             groups[pick].append(start + lat[j])
         if j in plan.depbar:

@@ -53,6 +53,24 @@ class Tables:
     memory: dict[str, tuple[float, str]] = field(default_factory=dict)  # base opcode -> (latency, what)
     tensor: dict = field(default_factory=dict)  # (SASS, A source) -> tensor.TensorTiming
     banks: BankRule | None = None  # the register-bank rule the behaviour suite measured (banks.py)
+    barrier: dict[int, float] = field(default_factory=dict)  # warps per block -> cycles per bar.sync
+
+    def barrier_cycles(self, block_warps: int) -> float | None:
+        """Cycles from the last warp's arrival at a block barrier to its release, for a block of
+        ``block_warps`` warps: the measured sweep, straight between two measured sizes, the
+        nearest size's beyond them (None: not measured)."""
+        if not self.barrier:
+            return None
+        xs = sorted(self.barrier)
+        if block_warps <= xs[0]:
+            return self.barrier[xs[0]]
+        if block_warps >= xs[-1]:
+            return self.barrier[xs[-1]]
+        hi = next(x for x in xs if x >= block_warps)
+        lo = max(x for x in xs if x <= block_warps)
+        if hi == lo:
+            return self.barrier[lo]
+        return self.barrier[lo] + (self.barrier[hi] - self.barrier[lo]) * (block_warps - lo) / (hi - lo)
 
     @property
     def schedulers(self) -> int:
@@ -183,7 +201,17 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
         r = mem.get(spec["variant"])
         if r is not None:
             t.memory[op] = (float(r["value"]), f"memory {spec['variant']} ({spec.get('level', '')})")
+    t.barrier = barrier_sweep(rs.records("sync"), arch_table(arch, "predict").get("barrier", {}).get("variant"))
     return t
+
+
+def barrier_sweep(records: list[dict], variant: str | None) -> dict[int, float]:
+    """Warps per block -> cycles per barrier, from the sync suite's record ``variant`` (its
+    ``fit.sweep``; empty where the tables hold none)."""
+    rec = next((r for r in records if r.get("variant") == variant and r.get("value") is not None), None)
+    sweep = ((rec or {}).get("fit") or {}).get("sweep") or {}
+    return {int(v["block_warps"]): float(v["cycles"]) for v in sweep.values()
+            if v.get("cycles") is not None and v.get("block_warps")}
 
 
 def load_tables(spec: Path | str) -> Tables:

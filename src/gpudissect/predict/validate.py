@@ -23,7 +23,7 @@ from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
 from gpudissect.predict.lanes import Lanes
-from gpudissect.predict.loop_model import common_model, loop_model, rare_weighted
+from gpudissect.predict.loop_model import block_warps, common_model, loop_model, rare_weighted
 from gpudissect.predict.memory import Hierarchy, Where
 from gpudissect.predict.sched import branch_cost
 from gpudissect.predict.source import base_arch
@@ -84,17 +84,17 @@ def loop_body(rec: dict):
 
 def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
                   branch: float = 0.0, where: Where | None = None, skippable=(),
-                  rare_every: int | None = None) -> dict:
+                  rare_every: int | None = None, block_warps: int | None = None) -> dict:
     """Model v1 (a region of ``trips`` trips), v0's bounds and the baselines at one point;
     ``rare_every``: the instructions a forward branch skips (``skippable`` offsets) run once
     every so many trips (:func:`loop_model.rare_weighted`; the whole body's model is kept as
-    ``model_full_path``)."""
-    lm = loop_model(name, body, tables, warps, where)
+    ``model_full_path``); ``block_warps``: the warps of one block (its barriers)."""
+    lm = loop_model(name, body, tables, warps, where, block_warps)
     p = lm.prediction
     model = lm.cycles(controls, tables, trips, branch)
     extra = {}
     if rare_every and skippable:
-        cm, _, cc = common_model(name, body, controls, skippable, tables, warps, where)
+        cm, _, cc = common_model(name, body, controls, skippable, tables, warps, where, block_warps)
         common = cm.cycles(cc, tables, trips, branch)
         extra = {"model_full_path": model, "rare_every": rare_every}
         model = rare_weighted(common, model, rare_every)
@@ -199,7 +199,8 @@ def analyse_corpus(recs: list[dict], tables: Tables, branch: float, hierarchy: H
                     if hierarchy is not None and pt.get("footprint") else None
                 spec = specs.get(rec["name"])
                 pr = predict_point(rec["name"], body, controls, tables, pt["warps"], SLOPE_TRIPS, branch, where,
-                                   rec["loop"].get("skippable") or (), spec.rare_every if spec else None)
+                                   rec["loop"].get("skippable") or (), spec.rare_every if spec else None,
+                                   block_warps(tuple(pt["block"])) if pt.get("block") else None)
                 cat = level_category(case["category"], pt.get("footprint"), hierarchy)
                 measured, unroll = per_trip(rec, pt, unrolls)
                 rows.append({"loop": rec["name"], "set": "real", "category": cat,
@@ -232,7 +233,8 @@ def analyse(measured: dict, tables: Tables, hierarchy: Hierarchy | None = None) 
             if "error" in pt or not pt.get("cycles_per_iter"):
                 errors.append(f"{rec['name']} @ {pt.get('point')}: {pt.get('error', 'no value')}")
                 continue
-            pr = predict_point(rec["name"], body, controls, tables, pt["warps"], trips, branch)
+            pr = predict_point(rec["name"], body, controls, tables, pt["warps"], trips, branch,
+                               block_warps=pt.get("block_warps"))
             rows.append({"loop": rec["name"], "set": set_of(rec["category"]), "category": rec["category"],
                          "split": "generated" if rec["category"] == "generated" else "handwritten",
                          "point": pt["point"],

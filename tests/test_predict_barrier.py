@@ -1,0 +1,104 @@
+"""The block barrier in the predictor (issue 32): BAR.SYNC holds each warp of a block until the
+last one arrives and releases them the sync suite's measured cycles later (GPU-free, on the
+shipped H200 tables; every expected figure is computed from them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpudissect.kernel.sass import parse_sass
+from gpudissect.predict.loop_model import block_group, block_warps, loop_model
+from gpudissect.predict.sched import BARRIER, _run
+from gpudissect.predict.tables import barrier_sweep, tables_from
+from gpudissect.report.read.results import load_result_set
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
+
+# a chain of work before the barrier (what the block writes to shared memory), a read after it
+LOOP = """
+.text.bar:
+        /*0000*/                   MUFU.EX2 R4, R4 ;
+        /*0010*/                   MUFU.EX2 R4, R4 ;
+        /*0020*/                   STS [R2], R4 ;
+        /*0030*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0040*/                   LDS R6, [R3] ;
+        /*0050*/                   FADD R7, R6, R7 ;
+        /*0060*/                   BRA 0x0 ;
+"""
+
+
+@pytest.fixture(scope="module")
+def rs():
+    return load_result_set(DATA)
+
+
+@pytest.fixture(scope="module")
+def tables(rs):
+    return tables_from(rs)
+
+
+def test_the_barrier_cost_is_the_sync_suites_sweep(rs, tables):
+    rec = next(r for r in rs.records("sync") if r["variant"] == "barrier:bar.sync")
+    sweep = {int(v["block_warps"]): float(v["cycles"]) for v in rec["fit"]["sweep"].values()}
+    assert tables.barrier == sweep and len(sweep) >= 2
+    xs = sorted(sweep)
+    for x in xs:
+        assert tables.barrier_cycles(x) == sweep[x]
+    a, b = xs[-2], xs[-1]  # between two measured sizes: the straight line between them
+    mid = (a + b) // 2
+    assert tables.barrier_cycles(mid) == pytest.approx(sweep[a] + (sweep[b] - sweep[a]) * (mid - a) / (b - a))
+    assert tables.barrier_cycles(4 * b) == sweep[b]  # beyond: the nearest size's
+    assert barrier_sweep(rs.records("sync"), "no such variant") == {}
+
+
+def test_block_warps_and_their_share_of_one_scheduler():
+    assert block_warps((256, 1, 1)) == 8 and block_warps((32, 4, 1)) == 4 and block_warps((48,)) == 2
+    assert block_group(8, 4) == 2 and block_group(2, 4) == 1 and block_group(32, 4) == 8
+
+
+def test_a_barrier_holds_the_block_until_its_last_warp_arrives(tables):
+    body = next(iter(parse_sass(LOOP).values())).instrs
+    warps = 8  # one block of 8 warps: two on the simulated scheduler
+    lm = loop_model("bar", body, tables, warps, block_warps=8)
+    assert lm.plan.barriers == {3} and lm.plan.barrier_group == 2
+    assert lm.plan.barrier_cycles == tables.barrier_cycles(8)
+    trace = []
+    _run(*lm.run_args(None, tables), 6, 0.0, lm.plan, trace=trace)
+    at = {(t.warp, t.iteration, t.index): t for t in trace}
+    for it in range(6):
+        last = max(at[(wp, it, 3)].cycle for wp in (0, 1))
+        for wp in (0, 1):  # nobody reads before the last arrival plus the measured cost
+            assert at[(wp, it, 4)].cycle >= last + lm.plan.barrier_cycles
+        assert any(at[(wp, it, 4)].held == BARRIER for wp in (0, 1))
+    # without the barrier's measurement the model is as before: no wait at it
+    plain = loop_model("bar", body, tables.__class__(**{**tables.__dict__, "barrier": {}}), warps, block_warps=8)
+    assert not (plain.plan and plain.plan.barriers)
+    assert plain.cycles(None, tables, 64, 0.0) < lm.cycles(None, tables, 64, 0.0)
+
+
+def test_blocks_of_one_warp_wait_for_themselves_alone(tables):
+    body = next(iter(parse_sass(LOOP).values())).instrs
+    lm = loop_model("bar", body, tables, 8, block_warps=1)
+    assert lm.plan.barrier_group == 1 and lm.plan.barrier_cycles == tables.barrier_cycles(1)
+    trace = []
+    _run(*lm.run_args(None, tables), 4, 0.0, lm.plan, trace=trace)
+    at = {(t.warp, t.iteration, t.index): t for t in trace}
+    for wp in (0, 1):
+        for it in range(4):
+            assert at[(wp, it, 4)].cycle >= at[(wp, it, 3)].cycle + lm.plan.barrier_cycles
+
+
+def test_predict_prints_the_barrier_it_modelled(tmp_path, tables):
+    from typer.testing import CliRunner
+
+    from gpudissect.cli import app
+
+    src = tmp_path / "k.sass"
+    src.write_text(LOOP)
+    r = CliRunner().invoke(app, ["predict", str(src), "--data", str(DATA), "--block", "256", "--warps", "8"])
+    assert r.exit_code == 0, r.output
+    assert (f"1 block barrier: each holds the block's 8 warps until the last arrives, then "
+            f"{tables.barrier_cycles(8):.4g} cycles") in r.output
+    assert "block barrier" in next(x for x in r.output.splitlines() if "binding:" in x)
