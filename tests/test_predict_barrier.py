@@ -1,6 +1,7 @@
-"""The block barrier in the predictor (issue 32): BAR.SYNC holds each warp of a block until the
-last one arrives and releases them the sync suite's measured cycles later (GPU-free, on the
-shipped H200 tables; every expected figure is computed from them)."""
+"""Control flow in the predictor's simulation (issue 32): BAR.SYNC holds each warp of a block
+until the last one arrives and releases them the sync suite's measured cycles later; the guard
+branch over a left-out slow path is taken, at the taken branch's cost (GPU-free, on the shipped
+H200 tables; every expected figure is computed from them)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,28 @@ def test_predict_prints_the_barrier_it_modelled(tmp_path, tables):
     assert (f"1 block barrier: each holds the block's 8 warps until the last arrives, then "
             f"{tables.barrier_cycles(8):.4g} cycles") in r.output
     assert "block barrier" in next(x for x in r.output.splitlines() if "binding:" in x)
+
+
+def test_the_guard_over_a_left_out_slow_path_is_a_taken_branch(tables):
+    """Parboil's cp (IEEE 1/sqrtf: ptxas's guarded slow-path CALLs, left out of the body): each
+    guard branch is taken on the common path, and the simulation charges it the redirect of the
+    loop's taken branch (the calibrated cost), not its stall count."""
+    from gpudissect.predict.loop_model import guards_taken
+    from gpudissect.predict.validate import loop_body, read_measured
+
+    doc = read_measured(DATA / "predict-validation.json.xz")
+    rec = next(r for r in doc["corpus"] if r["name"] == "ispass2009_cp")
+    body, controls = loop_body({"name": rec["symbol"], "loop": rec["loop"]})
+    taken = guards_taken(body)
+    assert taken and all(body[j].opcode == "BRA" and body[j].predicate for j in taken)
+    assert all(body[j + 1].offset > body[j].offset + 16 for j in taken)  # the left-out range after it
+    # the gaps after the guards are all the instructions left out
+    assert sum((body[j + 1].offset - body[j].offset) // 16 - 1 for j in taken) == rec["loop"]["left_out"]
+    branch = 3.0 * max(c.stall for c in controls)  # longer than any stall count: it must show
+    lm = loop_model("cp", body, tables, 4)
+    assert lm.plan.taken == taken
+    trace = []
+    _run(*lm.run_args(controls, tables), 3, branch, lm.plan, trace=trace)
+    at = {(t.warp, t.iteration, t.index): t.cycle for t in trace}
+    for j in taken:
+        assert at[(0, 1, j + 1)] >= at[(0, 1, j)] + branch

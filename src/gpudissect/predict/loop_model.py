@@ -62,6 +62,10 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
             plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
             plan.operand_cycles.update(extra)
     prediction = predict(name, body, tables, warps, memory=memory)
+    taken = guards_taken(list(body))
+    if taken:
+        plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
+        plan.taken = taken
     bars = {j for j, i in enumerate(body) if i.opcode == "BAR" and ("SYNC" in i.modifiers or "RED" in i.modifiers)}
     cost = tables.barrier_cycles(min(block_warps or warps, warps)) if bars else None
     if cost is not None:
@@ -70,6 +74,16 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
         plan.barrier_cycles = cost
         plan.barrier_group = block_group(min(block_warps or warps, warps), tables.schedulers)
     return LoopModel(prediction, plan, memory, tensor)
+
+
+def guards_taken(body: list) -> set[int]:
+    """Indices of the predicated forward branches the common path takes: those whose next
+    instruction in ``body`` is not the next in the code (a guarded slow path was left out of
+    the body right after them, ``loops.py``; the same gap marks them in a stored loop)."""
+    gaps = [b.offset - a.offset for a, b in zip(body, body[1:], strict=False)]
+    size = min((g for g in gaps if g > 0), default=0)
+    return {j for j, i in enumerate(body[:-1]) if i.opcode == "BRA" and i.predicate and size
+            and gaps[j] > size}
 
 
 def block_warps(block: tuple[int, ...]) -> int:

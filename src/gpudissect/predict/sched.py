@@ -20,7 +20,13 @@ tables hold no such number, so ``predict --validate`` measures it with loops of 
 (independent FADDs and the branch; :func:`branch_cost`): the cycles from the branch's issue to
 the loop's first instruction. The model waits that long after the body's last instruction, or
 its stall count where that is longer (it hides the redirect: measured on the tensor loops,
-whose branches carry stall counts of 12 to 15).
+whose branches carry stall counts of 12 to 15), and as long after a forward branch the common
+path takes (``plan.taken``: the guard over a slow path left out of the body).
+
+A block barrier (``plan.barriers``: BAR.SYNC) holds a warp until every simulated warp of its
+block has issued it, then the tables' measured cycles per barrier at the block's size
+(``plan.barrier_cycles``). A load that walks its data (``plan.walks``) takes, trip by trip, the
+latency of the nearest level that holds its sector (``memory.py``).
 
 Time is not rounded to whole cycles: a table latency is a mean over a chain (17.04 cycles is
 mostly 17), and rounding each wait up would add the fraction's remainder to every step.
@@ -245,13 +251,13 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         last = j + 1 == n
         if controls is not None:
             c = controls[j]
-            nxt[pick] = cycle + (_taken(c.stall, branch) if last else issue_gap(c.stall))
+            nxt[pick] = cycle + (_taken(c.stall, branch) if last or j in plan.taken else issue_gap(c.stall))
             if c.write_barrier is not None:
                 sb[pick][c.write_barrier] = max(sb[pick][c.write_barrier], result(pick, j, cycle, start))
             if c.read_barrier is not None:
                 sb[pick][c.read_barrier] = max(sb[pick][c.read_barrier], read_release(cycle, interval[j]))
         else:
-            nxt[pick] = cycle + (_taken(0, branch) if last else 1)
+            nxt[pick] = cycle + (_taken(0, branch) if last or j in plan.taken else 1)
             done[pick][(it[pick], j)] = result(pick, j, cycle, start)
         hold = plan.operand_cycles.get(j, 0.0)  # a bank conflict: the scheduler reads on
         if hold:

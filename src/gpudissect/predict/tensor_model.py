@@ -141,6 +141,9 @@ class TensorPlan:
     # block barriers (BAR.SYNC): their indices, the simulated warps of one block (consecutive) and
     # the cycles from the block's last arrival to its release (``Tables.barrier_cycles``)
     barriers: set[int] = field(default_factory=set)
+    # forward branches the common path takes (the guard over a left-out slow path): their redirect
+    # costs what the loop's taken backward branch does
+    taken: set[int] = field(default_factory=set)
     barrier_group: int = 0
     barrier_cycles: float = 0.0
 
