@@ -169,7 +169,8 @@ def test_saxpy_at_dram_is_bound_by_the_measured_dram_rate(tables, hier):
 
 def test_shared_loads_unchanged(tables, hier):
     """A shared load keeps the tables' latency and waits at issue; its 32-bit bandwidth interval
-    is the LDS pipe's (the measured shared bandwidth and the LDS rate agree)."""
+    is the LDS pipe's (the measured shared bandwidth and the LDS rate agree: the rate is the
+    memory suite's own 32-bit configuration, predict.toml [shared_rates], not a wmma fragment's)."""
     b = body(SHARED)
     plan = memory_plan(b, tables, hier, 32, hier.sms, level="dram")
     e = tables.entry("LDS")
@@ -177,9 +178,22 @@ def test_shared_loads_unchanged(tables, hier):
     assert plan.latency[0] == e.latency
     assert not plan.asynchronous
     assert plan.unit_interval[0] == pytest.approx(tables.schedulers / e.rate, rel=0.01)
+    assert e.rate_source.startswith("median of 1: memory bwconfig/shared/read 32-bit")
+    share = hier.levels["shared"].read.share(hier.sms)
+    assert tables.schedulers / e.rate == pytest.approx(32 * 4 * tables.schedulers / share, rel=0.02)
     plain = predict("sh", b, tables, 32)
     with_mem = predict("sh", b, tables, 32, memory=plan)
     assert with_mem.cycles_per_iter == pytest.approx(plain.cycles_per_iter, rel=0.01)
+
+
+def test_the_fragment_rates_were_there_to_drop(rs):
+    """The tensor suite's wmma fragment loads do compile to a plain LDS (the rate the tables used
+    to give it): the rule above removes something real."""
+    from gpudissect.predict.tables import WRAPPER
+
+    assert any(r["variant"].startswith(WRAPPER) and r.get("measure") == "throughput_peak"
+               and [x.split()[0] for x in (r.get("sass") or []) if x.split()[0].split(".")[0] == "LDS"]
+               for r in rs.records("tensor"))
 
 
 def test_merged_plan_keeps_the_tensor_plan(tables, hier):
@@ -203,3 +217,18 @@ def test_hierarchy_without_a_stored_summary_analyses_the_records(rs, hier):
     h = hierarchy_from(bare)
     assert h.levels["L1"].capacity == hier.levels["L1"].capacity
     assert h.levels["DRAM"].latency == hier.levels["DRAM"].latency
+
+
+def test_shared_rates_are_each_opcodes_best_configuration():
+    from gpudissect.predict.tables import shared_rates
+
+    def rec(bits, bpc, sass, flags=()):
+        return {"variant": "bw/x", "measure": "bandwidth", "value": 1.0, "flags": list(flags), "sass": [sass],
+                "params": {"bits": bits, "bytes_per_cycle_per_sm": bpc, "ilp": 1, "warps": 4}}
+
+    got = shared_rates([rec(32, 64.0, "LDS"), rec(32, 120.0, "LDS"), rec(128, 100.0, "LDS.128"),
+                        rec(32, 500.0, "LDS", flags=["noisy"]), rec(64, 90.0, "LDS.64")], ["bw/x"])
+    assert got["LDS"][0] == pytest.approx(120.0 / 128)  # the best clean one, per 32 lanes x 4 bytes
+    assert got["LDS.128"][0] == pytest.approx(100.0 / 512)
+    assert got["LDS.64"][0] == pytest.approx(90.0 / 256)
+    assert shared_rates([rec(32, 120.0, "LDS")], ["other"]) == {}

@@ -169,6 +169,34 @@ def _prefer_own_instruction(table: dict[str, list[tuple[float, str]]]) -> None:
             table[op] = own
 
 
+def shared_rates(records: list[dict], variants) -> dict[str, tuple[float, str]]:
+    """Per SASS opcode of the memory suite's bandwidth configurations ``variants`` (one opcode
+    each: predict.toml ``[shared_rates]``): (warp-instructions per clock per SM at its best
+    configuration, what it is)."""
+    best: dict[str, tuple[float, str]] = {}
+    for rec in records:
+        p = rec.get("params") or {}
+        ops = parse_sass(rec.get("sass") or [])
+        if rec.get("variant") not in variants or not trusted(rec) or len(ops) != 1 or ops[0][1] != 1.0 \
+                or not p.get("bits") or not p.get("bytes_per_cycle_per_sm"):
+            continue
+        rate = float(p["bytes_per_cycle_per_sm"]) / (int(p["bits"]) // 8 * 32)
+        op = ops[0][0]
+        if rate > best.get(op, (0.0, ""))[0]:
+            best[op] = (rate, f"memory {rec['variant']} {p['bits']}-bit, ILP {p.get('ilp')}, {p.get('warps')} warps "
+                              "(its best configuration)")
+    return best
+
+
+def _no_fragment_rates(table: dict[str, list[tuple[float, str]]], plain) -> None:
+    """Drop the wmma fragments' values of the opcodes ``plain`` (predict.toml
+    ``[fragment_rates]``): a plain load or store's rate is not a fragment's."""
+    for op in [op for op in table if op.split(".")[0] in set(plain)]:
+        table[op] = [v for v in table[op] if not v[1].startswith(WRAPPER)]
+        if not table[op]:
+            del table[op]
+
+
 def tables_from(rs, memory_map: dict | None = None) -> Tables:
     """Tables from a loaded result set (``report.read.results.ResultSet``)."""
     arch = rs.provenance().get("arch")
@@ -193,6 +221,10 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
                 _add(t.rate, rec, skip if suite == "instructions" else ())
     _prefer_own_instruction(t.latency)
     _prefer_own_instruction(t.rate)
+    _no_fragment_rates(t.rate, arch_table(arch, "predict").get("fragment_rates", {}).get("not_for", ()))
+    for op, val in shared_rates(rs.records("memory"),
+                                arch_table(arch, "predict").get("shared_rates", {}).get("variants", ())).items():
+        t.rate[op] = [val]
     t.tensor = tensor_timings(rs.records("tensor"), trusted)
     t.banks = bank_rule(rs.records("behaviour"))
     mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
