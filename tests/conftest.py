@@ -74,6 +74,16 @@ def sweep():
     return go
 
 
+@pytest.fixture(scope="session")
+def h200_tables():
+    """(the shipped H200 data set's result set, the predictor's tables from it)."""
+    from gpudissect.predict.tables import tables_from
+    from gpudissect.report.read.results import load_result_set
+
+    rs = load_result_set(Path(__file__).resolve().parents[1] / "data" / "h200")
+    return rs, tables_from(rs)
+
+
 @pytest.fixture
 def sass():
     """``sass('IADD3 R4, R4, R6, RZ', ...)`` -> parsed SassInstr list."""

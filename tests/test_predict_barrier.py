@@ -12,8 +12,7 @@ import pytest
 from gpudissect.kernel.sass import parse_sass
 from gpudissect.predict.loop_model import block_group, block_warps, loop_model
 from gpudissect.predict.sched import BARRIER, _run
-from gpudissect.predict.tables import barrier_sweep, tables_from
-from gpudissect.report.read.results import load_result_set
+from gpudissect.predict.tables import barrier_sweep
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"
 
@@ -31,13 +30,13 @@ LOOP = """
 
 
 @pytest.fixture(scope="module")
-def rs():
-    return load_result_set(DATA)
+def rs(h200_tables):
+    return h200_tables[0]
 
 
 @pytest.fixture(scope="module")
-def tables(rs):
-    return tables_from(rs)
+def tables(h200_tables):
+    return h200_tables[1]
 
 
 def test_the_barrier_cost_is_the_sync_suites_sweep(rs, tables):

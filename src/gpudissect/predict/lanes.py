@@ -244,44 +244,38 @@ class Lanes:
         return Lanes({int(k): Form.from_json(v) for k, v in (d or {}).items()})
 
 
+def _lane_addresses(f: Form, block: tuple[int, ...]) -> list[tuple[tuple[int, ...], int]]:
+    """Per lane of a ``block``'s first warp at form ``f`` (not opaque): (the values of its
+    run-time components, its offset in bytes from what the lanes share)."""
+    bx = max(block[0] if block else 1, 1)
+    by = max(block[1] if len(block) > 1 else 1, 1)
+    coeff = dict(f.coeffs)
+    out = []
+    for lane in range(LANES):
+        val = {"x": lane % bx, "y": (lane // bx) % by, "z": lane // (bx * by), "lane": lane}
+        out.append((tuple(val[v] for v, c in sorted(coeff.items()) if c is None),
+                    sum(c * val[v] for v, c in coeff.items() if c is not None)))
+    return out
+
+
 def lines_per_access(f: Form, block: tuple[int, ...], width: int, line: int) -> int | None:
     """Distinct ``line``-byte lines the first warp of a ``block`` touches with one access of
     ``width`` bytes per lane at address form ``f`` (None: the form is not known)."""
     if f.opaque:
         return None
-    bx = max(block[0] if block else 1, 1)
-    by = max(block[1] if len(block) > 1 else 1, 1)
-    coeff = dict(f.coeffs)
-    keys = set()
-    for lane in range(LANES):
-        val = {"x": lane % bx, "y": (lane // bx) % by, "z": lane // (bx * by), "lane": lane}
-        runtime = tuple(val[v] for v, c in sorted(coeff.items()) if c is None)
-        off = sum(c * val[v] for v, c in coeff.items() if c is not None)
-        for b in (off, off + width - 1):
-            keys.add((runtime, b // line))
-    return len(keys)
+    return len({(runtime, b // line) for runtime, off in _lane_addresses(f, block) for b in (off, off + width - 1)})
 
 
 def one_address(f: Form, block: tuple[int, ...]) -> bool:
     """Every lane of a ``block``'s first warp has the same address at form ``f`` (a broadcast:
     ``x[j]`` read by every thread, or a row index from ``threadIdx.y`` in a 32-wide block)."""
-    if f.opaque:
-        return False
-    bx = max(block[0] if block else 1, 1)
-    by = max(block[1] if len(block) > 1 else 1, 1)
-    coeff = dict(f.coeffs)
-    seen = set()
-    for lane in range(LANES):
-        val = {"x": lane % bx, "y": (lane // bx) % by, "z": lane // (bx * by), "lane": lane}
-        seen.add((tuple(val[v] for v, c in sorted(coeff.items()) if c is None),
-                  sum(c * val[v] for v, c in coeff.items() if c is not None)))
-    return len(seen) == 1
+    return not f.opaque and len(set(_lane_addresses(f, block))) == 1
 
 
 def broadcasts_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...]) -> frozenset[int]:
     """Offsets of the global loads of ``body`` whose lanes all read one address (:func:`one_address`)."""
-    return frozenset(i.offset for i in body
-                     if i.opcode in ("LDG", "LD") and (f := lanes.forms.get(i.offset)) is not None and one_address(f, block))
+    return frozenset(i.offset for i in body if i.opcode in ("LDG", "LD")
+                     and (f := lanes.forms.get(i.offset)) is not None and one_address(f, block))
 
 
 def lines_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...], line: int | None,
