@@ -274,3 +274,30 @@ def test_a_walking_load_misses_where_its_sector_is_new():
             assert issue[(t, 3)] >= issue[(t, 0)] + want - 1e-9
         else:
             assert issue[(t, 2)] <= issue[(t, 0)] + lat["L1"] + 8
+
+
+def test_a_broadcast_needs_an_address_the_code_computed():
+    """A register the code before the loop never wrote (a listing without its prologue) is taken
+    as shared by the lanes in a form, but it is no evidence of a broadcast: only an address
+    computed from what the lanes do share (a parameter from the constant bank) is one."""
+    from gpudissect.predict.lanes import unseen_addresses
+
+    text = """
+.text.b:
+        /*0000*/                   S2R R3, SR_CTAID.X ;
+        /*0010*/                   LDC.64 R14, c[0x0][0x210] ;
+        /*0020*/                   IMAD.WIDE R12, R3, 0x4, R14 ;
+        /*0030*/                   IMAD.WIDE R8, R3, 0x4, R10 ;
+        /*0040*/                   LDG.E R26, desc[UR4][R12.64] ;
+        /*0050*/                   LDG.E R27, desc[UR4][R8.64] ;
+        /*0060*/                   FADD R30, R26, R27 ;
+        /*0070*/                   BRA 0x40 ;
+"""
+    ins = next(iter(parse_sass(text).values())).instrs
+    body = [i for i in ins if i.offset >= 0x40]
+    forms = address_forms(ins, 0x40, body)
+    assert forms[0x40].uniform and forms[0x50].uniform  # both shared by the lanes as forms
+    unseen = unseen_addresses(ins, 0x40, body)
+    assert unseen == {0x50}  # R10 was never written
+    assert broadcasts_of(Lanes(forms, unseen), body, (256, 1, 1)) == {0x40}
+    assert broadcasts_of(Lanes(forms), body, (256, 1, 1)) == {0x40, 0x50}

@@ -17,7 +17,7 @@ from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict import PredictError
 from gpudissect.predict.harness import ITERS
-from gpudissect.predict.lanes import Lanes, address_forms
+from gpudissect.predict.lanes import Lanes, address_forms, unseen_addresses
 from gpudissect.predict.loop_model import (
     LoopModel,
     Model,
@@ -114,7 +114,8 @@ def lanes_at(where: Where | None, kernel: list, lp, block: tuple[int, ...]) -> W
     kernel's SASS and the block's shape), as the validation gives them."""
     if where is None:
         return None
-    return where.with_lanes(Lanes(address_forms(kernel, lp.start, list(lp.body))), lp.body, block)
+    return where.with_lanes(Lanes(address_forms(kernel, lp.start, list(lp.body)),
+                                  unseen_addresses(kernel, lp.start, list(lp.body))), lp.body, block)
 
 
 def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int | None, warps: int,

@@ -230,11 +230,35 @@ def address_forms(kernel: list[SassInstr], start: int, body: list[SassInstr]) ->
     return out
 
 
+def unseen_addresses(kernel: list[SassInstr], start: int, body: list[SassInstr]) -> frozenset[int]:
+    """Offsets of the memory instructions of ``body`` whose address depends on a register the
+    code before them never wrote (a SASS listing without its prologue): a form says such a
+    register is shared by the lanes, which is no evidence that it is (a broadcast needs some)."""
+    written: set[str] = set()
+    unseen: set[str] = set()
+    out: set[int] = set()
+    for i in [x for x in kernel if x.offset < start] + list(body):
+        srcs = [r for r in i.sources() if r.startswith("R") and r != "RZ"]
+        if i.offset >= start and i.opcode in GLOBAL_OPS:
+            reg = address_register(i)
+            if reg and (reg in unseen or reg not in written):
+                out.add(i.offset)
+        taint = any(r in unseen or r not in written for r in srcs)
+        for d in i.dests():
+            if d.startswith("R") and d != "RZ":
+                written.add(d)
+                (unseen.add if taint else unseen.discard)(d)
+    return frozenset(out)
+
+
 @dataclass
 class Lanes:
-    """A loop's address forms (per memory instruction offset), as stored with a corpus loop."""
+    """A loop's address forms (per memory instruction offset), as stored with a corpus loop;
+    ``unseen``: the accesses whose address depends on a register the code never wrote
+    (:func:`unseen_addresses`; none in a whole kernel, the stored loops' case)."""
 
     forms: dict[int, Form] = field(default_factory=dict)
+    unseen: frozenset[int] = frozenset()
 
     def to_json(self) -> dict:
         return {str(k): f.to_json() for k, f in self.forms.items()}
@@ -273,8 +297,9 @@ def one_address(f: Form, block: tuple[int, ...]) -> bool:
 
 
 def broadcasts_of(lanes: Lanes, body: list[SassInstr], block: tuple[int, ...]) -> frozenset[int]:
-    """Offsets of the global loads of ``body`` whose lanes all read one address (:func:`one_address`)."""
-    return frozenset(i.offset for i in body if i.opcode in ("LDG", "LD")
+    """Offsets of the global loads of ``body`` whose lanes all read one address (:func:`one_address`),
+    an address the code computed (not ``lanes.unseen``)."""
+    return frozenset(i.offset for i in body if i.opcode in ("LDG", "LD") and i.offset not in lanes.unseen
                      and (f := lanes.forms.get(i.offset)) is not None and one_address(f, block))
 
 
