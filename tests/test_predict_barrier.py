@@ -127,3 +127,25 @@ def test_the_guard_over_a_left_out_slow_path_is_a_taken_branch(tables):
     at = {(t.warp, t.iteration, t.index): t.cycle for t in trace}
     for j in taken:
         assert at[(0, 1, j + 1)] >= at[(0, 1, j)] + branch
+
+
+def test_units_the_behaviour_suite_found_competing_are_one(rs, tables):
+    """The behaviour suite's pipe pairs: MUFU and POPC compete (their pair's rate is one unit's),
+    though the documented pipes keep them apart; the predictor then charges both to one unit."""
+    from gpudissect.predict.bounds import pressures
+    from gpudissect.predict.tables import competing_units
+
+    summary = rs.docs["behaviour"]["summary"]
+    groups = [g for g in summary["pipes"]["groups"] if len(g) > 1]
+    solo = summary["pipes"]["solo"]
+    merged = [g for g in groups if len({tables.limits.unit_of(solo[m]["sass_op"]) for m in g}) > 1]
+    assert merged  # the H200's: ex2 with popc
+    for g in merged:
+        ops = [solo[m]["sass_op"] for m in g]
+        units = {tables.entry(op).unit for op in ops}
+        assert len(units) == 1 and "+" in next(iter(units))
+    mufu, popc = tables.entry("MUFU.EX2"), tables.entry("POPC")
+    assert mufu.unit == popc.unit
+    p = pressures([mufu, popc], tables, 8)
+    assert p[f"pipe {mufu.unit}"] == pytest.approx(8 * tables.schedulers * (1 / mufu.rate + 1 / popc.rate))
+    assert competing_units({}, tables.limits) == {}

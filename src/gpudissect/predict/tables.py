@@ -54,6 +54,8 @@ class Tables:
     tensor: dict = field(default_factory=dict)  # (SASS, A source) -> tensor.TensorTiming
     banks: BankRule | None = None  # the register-bank rule the behaviour suite measured (banks.py)
     barrier: dict[int, float] = field(default_factory=dict)  # warps per block -> cycles per bar.sync
+    # a unit -> the unit it shares with the units the behaviour suite found competing with it
+    shared_units: dict[str, str] = field(default_factory=dict)
 
     def barrier_cycles(self, block_warps: int) -> float | None:
         """Cycles from the last warp's arrival at a block barrier to its release, for a block of
@@ -129,6 +131,7 @@ class Tables:
                 missing.append("latency")
         pipe = self.limits.pipe_of(full)
         unit = self.limits.unit_of(full)
+        unit = self.shared_units.get(unit, unit)
         rate = self._lookup(self.rate, full)
         if rate is None and pipe is not None:
             rate = (pipe.warp_instr_per_clk, f"limit: {pipe.name} pipe (data/arch/{self.arch}.toml)")
@@ -233,8 +236,25 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
         r = mem.get(spec["variant"])
         if r is not None:
             t.memory[op] = (float(r["value"]), f"memory {spec['variant']} ({spec.get('level', '')})")
+    t.shared_units = competing_units((rs.docs.get("behaviour") or {}).get("summary") or {}, limits)
     t.barrier = barrier_sweep(rs.records("sync"), arch_table(arch, "predict").get("barrier", {}).get("variant"))
     return t
+
+
+def competing_units(summary: dict, limits: Limits) -> dict[str, str]:
+    """Units the behaviour suite found sharing one execution unit: per group of its ``pipes``
+    probes that compete pairwise (``groups``: their rates split one unit's, they do not add), the
+    units of the limits their SASS opcodes are in, joined into one (``mufu+bitcount``: MUFU and
+    POPC compete, though the documented pipes keep them apart). Empty without the summary."""
+    pipes = (summary or {}).get("pipes") or {}
+    solo = pipes.get("solo") or {}
+    out: dict[str, str] = {}
+    for group in pipes.get("groups") or []:
+        units = sorted({limits.unit_of(solo[m]["sass_op"]) for m in group if (solo.get(m) or {}).get("sass_op")})
+        if len(units) > 1:
+            for u in units:
+                out[u] = "+".join(units)
+    return out
 
 
 def barrier_sweep(records: list[dict], variant: str | None) -> dict[int, float]:
