@@ -149,3 +149,16 @@ def test_units_the_behaviour_suite_found_competing_are_one(rs, tables):
     p = pressures([mufu, popc], tables, 8)
     assert p[f"pipe {mufu.unit}"] == pytest.approx(8 * tables.schedulers * (1 / mufu.rate + 1 / popc.rate))
     assert competing_units({}, tables.limits) == {}
+
+
+def test_overlapping_competing_groups_join_nothing(tables):
+    """FFMA competing with LOP3 and with IMAD, which only partly compete with each other (the
+    shipped H100 set's verdicts), is no one unit: only the clean group (MUFU with POPC) joins."""
+    from gpudissect.predict.tables import competing_units
+
+    solo = {"f": {"sass_op": "FFMA"}, "l": {"sass_op": "LOP3"}, "i": {"sass_op": "IMAD"},
+            "m": {"sass_op": "MUFU"}, "p": {"sass_op": "POPC"}}
+    got = competing_units({"pipes": {"solo": solo, "groups": [["f", "l"], ["f", "i"], ["m", "p"], ["f"]]}},
+                          tables.limits)
+    mufu, popc = tables.limits.unit_of("MUFU"), tables.limits.unit_of("POPC")
+    assert set(got) == {mufu, popc} and got[mufu] == got[popc]

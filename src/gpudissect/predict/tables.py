@@ -244,16 +244,38 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
 def competing_units(summary: dict, limits: Limits) -> dict[str, str]:
     """Units the behaviour suite found sharing one execution unit: per group of its ``pipes``
     probes that compete pairwise (``groups``: their rates split one unit's, they do not add), the
-    units of the limits their SASS opcodes are in, joined into one (``mufu+bitcount``: MUFU and
-    POPC compete, though the documented pipes keep them apart). Empty without the summary."""
+    units of the limits their SASS opcodes are in, joined into one (``bitcount+mufu``: MUFU and
+    POPC compete, though the documented pipes keep them apart). A group that shares a probe with
+    another group is left out (competing with two probes that only partly compete with each other
+    is no one unit); units that clean groups join are joined whole. Empty without the summary."""
     pipes = (summary or {}).get("pipes") or {}
     solo = pipes.get("solo") or {}
+    groups = [g for g in pipes.get("groups") or [] if len(g) > 1]
+    seen: dict[str, int] = {}
+    for g in groups:
+        for m in g:
+            seen[m] = seen.get(m, 0) + 1
+    parent: dict[str, str] = {}
+
+    def root(u: str) -> str:
+        while parent.get(u, u) != u:
+            u = parent[u]
+        return u
+
+    for g in groups:
+        if any(seen[m] > 1 for m in g):
+            continue
+        units = sorted({limits.unit_of(solo[m]["sass_op"]) for m in g if (solo.get(m) or {}).get("sass_op")})
+        for u in units[1:]:
+            parent[root(u)] = root(units[0])
+    members: dict[str, list[str]] = {}
+    for u in parent:
+        members.setdefault(root(u), []).append(u)
     out: dict[str, str] = {}
-    for group in pipes.get("groups") or []:
-        units = sorted({limits.unit_of(solo[m]["sass_op"]) for m in group if (solo.get(m) or {}).get("sass_op")})
-        if len(units) > 1:
-            for u in units:
-                out[u] = "+".join(units)
+    for r, us in members.items():
+        name = "+".join(sorted({r, *us}))
+        for u in {r, *us}:
+            out[u] = name
     return out
 
 
