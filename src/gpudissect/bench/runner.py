@@ -252,11 +252,12 @@ def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prep
 
     def save_oldest() -> None:
         nonlocal stored
-        item, fut = inflight.popleft()
+        item, fut = inflight[0]  # left in flight until it is stored (an interrupt in the wait keeps it)
         out = fut.result()
         t = time.perf_counter()
         store.save(run_id, item.name, out.results, out.texts)
         stored += time.perf_counter() - t
+        inflight.popleft()
 
     try:
         for n, item in enumerate(todo):
@@ -290,8 +291,11 @@ def _measure_items(suite: SuiteBase, ctx: Context, todo: list[Item], ready: Prep
         # ended well are stored (they are whole), the first one that failed and all after it not
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        while inflight and _ended_well(inflight[0][1]):
-            save_oldest()
+        try:
+            while inflight and _ended_well(inflight[0][1]):
+                save_oldest()
+        except Exception:  # the store itself failed: what was raised first is what the caller sees
+            pass
         raise
     finally:
         if pool is not None:
