@@ -62,15 +62,15 @@ def test_a_barrier_holds_the_block_until_its_last_warp_arrives(tables):
     body = next(iter(parse_sass(LOOP).values())).instrs
     warps = 8  # one block of 8 warps: two on the simulated scheduler
     lm = loop_model("bar", body, tables, warps, block_warps=8)
-    assert lm.plan.barriers == {3} and lm.plan.barrier_group == 2
+    assert lm.plan.barriers == {3} and lm.plan.block_group == 2
     assert lm.plan.barrier_cycles == tables.barrier_cycles(8)
     trace = []
     _run(*lm.run_args(None, tables), 6, 0.0, lm.plan, trace=trace)
     at = {(t.warp, t.iteration, t.index): t for t in trace}
     for it in range(6):
         last = max(at[(wp, it, 3)].cycle for wp in (0, 1))
-        for wp in (0, 1):  # nobody reads before the last arrival plus the measured cost
-            assert at[(wp, it, 4)].cycle >= last + lm.plan.barrier_cycles
+        for wp in (0, 1):  # nobody reads before the last arrival plus the measured cost (less its arrivals)
+            assert at[(wp, it, 4)].cycle >= last + lm.plan.barrier_cycles - 2
         assert any(at[(wp, it, 4)].held == BARRIER for wp in (0, 1))
     # without the barrier's measurement the model is as before: no wait at it
     plain = loop_model("bar", body, tables.__class__(**{**tables.__dict__, "barrier": {}}), warps, block_warps=8)
@@ -81,13 +81,13 @@ def test_a_barrier_holds_the_block_until_its_last_warp_arrives(tables):
 def test_blocks_of_one_warp_wait_for_themselves_alone(tables):
     body = next(iter(parse_sass(LOOP).values())).instrs
     lm = loop_model("bar", body, tables, 8, block_warps=1)
-    assert lm.plan.barrier_group == 1 and lm.plan.barrier_cycles == tables.barrier_cycles(1)
+    assert lm.plan.block_group == 1 and lm.plan.barrier_cycles == tables.barrier_cycles(1)
     trace = []
     _run(*lm.run_args(None, tables), 4, 0.0, lm.plan, trace=trace)
     at = {(t.warp, t.iteration, t.index): t for t in trace}
     for wp in (0, 1):
         for it in range(4):
-            assert at[(wp, it, 4)].cycle >= at[(wp, it, 3)].cycle + lm.plan.barrier_cycles
+            assert at[(wp, it, 4)].cycle >= at[(wp, it, 3)].cycle + lm.plan.barrier_cycles - 1
 
 
 def test_predict_prints_the_barrier_it_modelled(tmp_path, tables):
@@ -99,8 +99,8 @@ def test_predict_prints_the_barrier_it_modelled(tmp_path, tables):
     src.write_text(LOOP)
     r = CliRunner().invoke(app, ["predict", str(src), "--data", str(DATA), "--block", "256", "--warps", "8"])
     assert r.exit_code == 0, r.output
-    assert (f"1 block barrier: each holds the block's 8 warps until the last arrives, then "
-            f"{tables.barrier_cycles(8):.4g} cycles") in r.output
+    assert (f"1 block barrier: each holds the block's 8 warps until the last arrives; "
+            f"{tables.barrier_cycles(8):.4g} cycles per barrier back to back") in r.output
     assert "block barrier" in next(x for x in r.output.splitlines() if "binding:" in x)
 
 
@@ -162,3 +162,30 @@ def test_overlapping_competing_groups_join_nothing(tables):
                           tables.limits)
     mufu, popc = tables.limits.unit_of("MUFU"), tables.limits.unit_of("POPC")
     assert set(got) == {mufu, popc} and got[mufu] == got[popc]
+
+
+@pytest.mark.parametrize("warps", [1, 4, 8, 16, 32])
+def test_back_to_back_barriers_run_at_the_measured_period(tables, warps):
+    """The sync suite's figure is a loop of back-to-back bar.sync: the simulation of such a loop
+    (one block of ``warps``) runs at that period, within a cycle."""
+    bars = "".join(f"        /*{16 * k:04x}*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;\n" for k in range(16))
+    body = next(iter(parse_sass(f".text.b:\n{bars}        /*0100*/                   BRA 0x0 ;\n").values())).instrs
+    lm = loop_model("b", body, tables, warps, block_warps=warps)
+    trace = []
+    _run(*lm.run_args(None, tables), 2, 0.0, lm.plan, trace=trace)
+    t0 = [t.cycle for t in trace if t.warp == 0 and t.iteration == 1 and t.index < 16]
+    period = (t0[-1] - t0[0]) / (len(t0) - 1)
+    assert period == pytest.approx(tables.barrier_cycles(warps), abs=1.0)
+
+
+def test_predict_says_when_the_warps_are_fewer_than_the_block(tmp_path, tables):
+    from typer.testing import CliRunner
+
+    from gpudissect.cli import app
+
+    src = tmp_path / "k.sass"
+    src.write_text(LOOP)
+    r = CliRunner().invoke(app, ["predict", str(src), "--data", str(DATA), "--block", "1024", "--warps", "4"])
+    assert r.exit_code == 0, r.output
+    assert "holds the block's 4 warps until the last arrives (--warps 4 is fewer than the block's 32" in r.output
+    assert f"{tables.barrier_cycles(4):.4g} cycles per barrier" in r.output

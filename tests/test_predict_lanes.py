@@ -301,3 +301,78 @@ def test_a_broadcast_needs_an_address_the_code_computed():
     assert unseen == {0x50}  # R10 was never written
     assert broadcasts_of(Lanes(forms, unseen), body, (256, 1, 1)) == {0x40}
     assert broadcasts_of(Lanes(forms), body, (256, 1, 1)) == {0x40, 0x50}
+
+
+def test_a_memory_consumer_of_a_walking_load_waits_for_its_sector_not_its_level():
+    """A copy loop (the loaded value stored): the store waits for the load's result as the
+    simulation found it trip by trip (an L1 hit on most trips), not for the level's latency."""
+    from gpudissect.predict.loop_model import loop_model
+    from gpudissect.predict.memory import Where
+    from gpudissect.predict.sched import _run
+
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    text = WALK.replace("LDG.E R27, desc[UR4][R8.64+0x4] ;", "STG.E desc[UR4][R12.64], R26 ;")
+    ins = next(iter(parse_sass(text).values())).instrs
+    body = [i for i in ins if i.offset >= 0x30]
+    where = Where(hier, hier.sms, level="dram").with_lanes(Lanes(address_forms(ins, 0x30, body)), body, (32, 1, 1))
+    lm = loop_model("copy", body, tables, 1, where)
+    trace = []
+    _run(*lm.run_args(None, tables), 24, 0.0, lm.plan, trace=trace)
+    issue = {(t.iteration, t.index): t.cycle for t in trace}
+    gaps = [issue[(t, 1)] - issue[(t, 0)] for t in range(24)]
+    dram = hier.levels["DRAM"].latency
+    assert max(gaps) >= dram - 1e-9  # the trips that open a sector wait for the DRAM
+    assert sum(g < dram / 2 for g in gaps) >= 18  # the others do not
+
+
+def test_the_warps_of_a_block_share_a_broadcasts_sectors():
+    """Every warp of the block reads the same address: the fill one warp started serves the
+    others (they wait for it, they do not start their own)."""
+    from gpudissect.predict.loop_model import loop_model
+    from gpudissect.predict.memory import Where
+    from gpudissect.predict.sched import _run
+
+    rs = load_result_set(DATA)
+    tables, hier = tables_from(rs), hierarchy_from(rs)
+    text = """
+.text.bc:
+        /*0000*/                   S2R R3, SR_CTAID.X ;
+        /*0010*/                   LDC.64 R14, c[0x0][0x210] ;
+        /*0020*/                   IMAD.WIDE R12, R3, 0x4, R14 ;
+        /*0030*/                   LDG.E R26, desc[UR4][R12.64] ;
+        /*0040*/                   FADD R30, R26, R30 ;
+        /*0050*/                   IADD3 R12, P0, R12, 0x4, RZ ;
+        /*0060*/                   BRA 0x30 ;
+"""
+    ins = next(iter(parse_sass(text).values())).instrs
+    body = [i for i in ins if i.offset >= 0x30]
+    where = Where(hier, hier.sms, level="dram").with_lanes(Lanes(address_forms(ins, 0x30, body)), body, (256, 1, 1))
+    lm = loop_model("bc", body, tables, 8, where, block_warps=8)
+    assert lm.plan.walk_shared == {0} and lm.plan.block_group == 2
+    trace = []
+    _run(*lm.run_args(None, tables), 16, 0.0, lm.plan, trace=trace)
+    fadd = {(t.warp, t.iteration): t.cycle for t in trace if t.index == 1}
+    load = {(t.warp, t.iteration): t.cycle for t in trace if t.index == 0}
+    dram = hier.levels["DRAM"].latency
+    # the later warp's first load finds the fill in flight: it is ready when the earlier one's is
+    first, second = sorted((0, 1), key=lambda wp: load[(wp, 0)])
+    assert fadd[(second, 0)] - load[(second, 0)] < dram
+    assert abs(fadd[(second, 0)] - fadd[(first, 0)]) <= 8  # a few issue slots apart
+
+
+def test_a_load_after_its_pointers_update_is_one_step_on():
+    text = """
+.text.w2:
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IMAD.WIDE R8, R0, 0x4, R10 ;
+        /*0020*/                   LDG.E R26, desc[UR4][R8.64] ;
+        /*0030*/                   IADD3 R8, P0, R8, 0x8, RZ ;
+        /*0040*/                   LDG.E R27, desc[UR4][R8.64+-0x4] ;
+        /*0050*/                   BRA 0x20 ;
+"""
+    ins = next(iter(parse_sass(text).values())).instrs
+    body = [i for i in ins if i.offset >= 0x20]
+    got = walks_of(body, {0x20, 0x40})
+    # the second load reads the element after the first one's: 4 bytes on, not 4 bytes back
+    assert got == {0x20: Walk("R8", 0, 8), 0x40: Walk("R8", 4, 8)}

@@ -161,7 +161,7 @@ def predict_lines(path: Path, data: Path | None, kernel: str | None, loop: int |
             rare = (rare_every, common.cycles, model.cycles)
             model = replace(common, cycles=rare_weighted(common.cycles, model.cycles, rare_every))
         lines += summary(p, lp.body, controls, model)
-        lines += loop_facts(lp, lm.memory, rare, lm.plan, bw)
+        lines += loop_facts(lp, lm.memory, rare, lm.plan, bw, warps)
         if show_tables:
             lines += table_lines(p)
         if timeline:

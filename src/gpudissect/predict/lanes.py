@@ -350,7 +350,9 @@ def walks_of(body: list[SassInstr], offsets) -> dict[int, Walk]:
     that the body moves by a constant per trip, its :class:`Walk`. The register's one writer in
     the body adds a constant to it (``IADD3 R10, P2, R10, 0x10, RZ``: :func:`loops.step_of`), or
     scales a counter that does (``IMAD.WIDE R4, R14, 0x4, R2`` with ``R14`` stepping, ``R2`` not
-    written); a register the body never writes does not move. Any other address is left out."""
+    written); a register the body never writes does not move. A load after the register's
+    writer in the body reads it one step on (its offset says so: the walk's addresses are the
+    trip's start's). Any other address is left out."""
     out: dict[int, Walk] = {}
     for i in body:
         if i.offset not in offsets:
@@ -361,7 +363,9 @@ def walks_of(body: list[SassInstr], offsets) -> dict[int, Walk]:
         base, off = m.group(1), int(m.group(2) or "0", 0)
         step = _reg_step(body, base)
         if step is not None:
-            out[i.offset] = Walk(base, off, step)
+            # a load after the register's writer in the body reads it moved already this trip
+            after = any(w.offset < i.offset for w in body if base in w.dests())
+            out[i.offset] = Walk(base, off + (step if after else 0), step)
     return out
 
 

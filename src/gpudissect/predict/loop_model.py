@@ -66,20 +66,34 @@ def loop_model(name: str, body, tables: Tables, warps: int, where: Where | None 
     if taken:
         plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
         plan.taken = taken
-    bars = {j for j, i in enumerate(body) if i.opcode == "BAR" and ("SYNC" in i.modifiers or "RED" in i.modifiers)}
-    cost = tables.barrier_cycles(min(block_warps or warps, warps)) if bars else None
+    size = block_size(block_warps, warps)
+    bars = barriers_of(list(body))
+    cost = tables.barrier_cycles(size) if bars else None
     if cost is not None:
         plan = copy.deepcopy(plan) if plan is not None else TensorPlan()
         plan.barriers = bars
         plan.barrier_cycles = cost
-        plan.barrier_group = block_group(min(block_warps or warps, warps), tables.schedulers)
+    if plan is not None:
+        plan.block_group = block_group(size, tables.schedulers)
     return LoopModel(prediction, plan, memory, tensor)
+
+
+def barriers_of(body: list) -> set[int]:
+    """Indices of the block barriers that hold warps (BAR.SYNC, BAR.RED; not BAR.ARV)."""
+    return {j for j, i in enumerate(body) if i.opcode == "BAR" and ("SYNC" in i.modifiers or "RED" in i.modifiers)}
+
+
+def block_size(block_warps: int | None, warps: int) -> int:
+    """The warps of one block among ``warps`` resident per SM (None: all of them are one block;
+    a block larger than the SM's warps is the SM's warps)."""
+    return min(block_warps or warps, warps)
 
 
 def guards_taken(body: list) -> set[int]:
     """Indices of the predicated forward branches the common path takes: those whose next
     instruction in ``body`` is not the next in the code (a guarded slow path was left out of
-    the body right after them, ``loops.py``; the same gap marks them in a stored loop)."""
+    the body right after them, ``loops.py``; the same gap marks them in a stored loop, whose
+    branch targets are labels it does not keep: the gap is what says the branch goes forward)."""
     gaps = [b.offset - a.offset for a, b in zip(body, body[1:], strict=False)]
     size = min((g for g in gaps if g > 0), default=0)
     return {j for j, i in enumerate(body[:-1]) if i.opcode == "BRA" and i.predicate and size

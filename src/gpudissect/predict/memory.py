@@ -371,6 +371,7 @@ class MemoryPlan:
     miss: dict[int, float] = field(default_factory=dict)  # a reused load's share of accesses that miss
     walks: dict[int, tuple] = field(default_factory=dict)  # a walking load's sectors (TensorPlan.walks)
     walk_latency: dict[int, float] = field(default_factory=dict)  # its latency where it misses them all
+    walk_shared: set[int] = field(default_factory=set)  # walking broadcasts (their block shares the sectors)
 
     def level_intervals(self) -> dict[str, float]:
         """Per level: the cycles of one scheduler's share its instructions of one warp-iteration
@@ -417,16 +418,18 @@ def memory_plan(body: list[SassInstr], tables: Tables, hierarchy: Hierarchy, war
         plan.accesses[j] = at_level
         _plan_access(plan, at_level, i, tables, hierarchy, sms)
         _l1_lines(plan, a, (lines or {}).get(i.offset), tables, hierarchy, sms, warps_per_sm)
-        _walk(plan, a, (walks or {}).get(i.offset) if (misses or {}).get(i.offset) is not None else None, hierarchy)
+        _walk(plan, a, (walks or {}).get(i.offset) if (misses or {}).get(i.offset) is not None else None, hierarchy,
+              i.offset in broadcasts)
         _l1_reuse(plan, a, (misses or {}).get(i.offset), hierarchy)
     return plan
 
 
-def _walk(plan: MemoryPlan, a: Access, walk: Walk | None, h: Hierarchy) -> None:
+def _walk(plan: MemoryPlan, a: Access, walk: Walk | None, h: Hierarchy, shared: bool = False) -> None:
     """A load beyond the L1 whose address walks with the loop (``walk``): the simulation keeps
     its full latency for the trips whose sector no nearer level holds yet, and the nearer
     level's latency (or the wait for the sector's fill in flight) for the others: the L1 by its
-    fill granularity, and for a DRAM load the L2 by its own (a DRAM fill brings in more)."""
+    fill granularity, and for a DRAM load the L2 by its own (a DRAM fill brings in more).
+    ``shared``: a broadcast, whose sectors the warps of a block share (they read one address)."""
     lat = plan.latency.get(a.index)
     if walk is None or a.store or lat is None or a.level not in ("L2", "DRAM"):
         return
@@ -437,6 +440,8 @@ def _walk(plan: MemoryPlan, a: Access, walk: Walk | None, h: Hierarchy) -> None:
         return
     plan.walks[a.index] = (walk.base, walk.offset, walk.step, hits)  # type: ignore[misc]
     plan.walk_latency[a.index] = lat
+    if shared:
+        plan.walk_shared.add(a.index)
 
 
 def _l1_reuse(plan: MemoryPlan, a: Access, miss: float | None, h: Hierarchy) -> None:
@@ -513,6 +518,7 @@ def merged_plan(tensor: TensorPlan | None, memory: MemoryPlan | None) -> TensorP
         out.latency.setdefault(j, memory.walk_latency.get(j, v))
     for j, v in memory.walks.items():
         out.walks.setdefault(j, v)
+    out.walk_shared |= memory.walk_shared
     for j, v in memory.unit_interval.items():
         if j not in out.unit_interval:
             out.unit_interval[j] = v

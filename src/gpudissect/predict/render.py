@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from gpudissect.kernel.control import Control
 from gpudissect.kernel.sass import SassInstr
 from gpudissect.predict.bounds import Prediction
+from gpudissect.predict.loop_model import barriers_of
 from gpudissect.predict.sched import BRANCH, SLOT, STALL, Issued
 
 if TYPE_CHECKING:
@@ -54,20 +55,24 @@ def summary(p: Prediction, body: tuple[SassInstr, ...], controls: dict[int, Cont
 
 
 def loop_facts(lp, memory=None, rare: tuple[int, float, float] | None = None, plan=None,
-               block_warps: int | None = None) -> list[str]:
+               block_warps: int | None = None, resident: int | None = None) -> list[str]:
     """What the loop is beside its cycles: its role among the kernel's loops, the counter step
     (source iterations per trip = step / the source loop's stride), the common path (``rare``:
     (every, the common path's cycles, the whole body's) where the caller weighted the skippable
     instructions), the level its memory instructions were taken at, and its block barriers
-    (``plan``: the simulation's, ``block_warps``: the warps they hold together)."""
+    (``plan``: the simulation's, ``block_warps``: the warps they hold together, ``resident``: the
+    warps per SM)."""
     out = []
-    bars = sum(1 for i in lp.body if i.opcode == "BAR")
+    bars = len(barriers_of(list(lp.body)))
     if bars and plan is not None and plan.barriers:
-        out.append(f"  {len(plan.barriers)} block barrier{'s' if len(plan.barriers) > 1 else ''}: each holds the block's {block_warps} warps until the last "
-                   f"arrives, then {plan.barrier_cycles:.4g} cycles (the sync suite's bar.sync at that block size; "
-                   "--block: the block's shape)")
+        size, note = block_warps or 0, ""
+        if resident is not None and size > resident:
+            size, note = resident, f" (--warps {resident} is fewer than the block's {block_warps}: taken as the block)"
+        out.append(f"  {len(plan.barriers)} block barrier{'s' if len(plan.barriers) > 1 else ''}: each holds the "
+                   f"block's {size} warps until the last arrives{note}; {plan.barrier_cycles:.4g} cycles per barrier "
+                   "back to back (the sync suite's bar.sync at that block size; --block: the block's shape)")
     elif bars:
-        out.append(f"  {bars} BAR instructions: the tables hold no barrier measurement (the sync suite's): "
+        out.append(f"  {bars} block barriers: the tables hold no barrier measurement (the sync suite's): "
                    "the warps are not held together at them")
     role = {"main": "main loop (a shorter remainder copy follows: this one is the hot loop)",
             "remainder": "remainder loop (a tail of an unrolled main loop: cold when trips divide the unroll)"}

@@ -135,7 +135,7 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
     mine: dict[int, Issued] = {}  # each warp's last issued instruction (the trace's)
 
     arrived: dict[tuple[int, int, int], list[float]] = {}  # (block, trip, barrier index) -> arrivals
-    group = plan.barrier_group or w
+    group = plan.block_group or w
 
     def block(wp: int) -> tuple[int, int]:
         """(the block of warp ``wp``, its warps in the simulation)."""
@@ -150,7 +150,9 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
             return 0.0
         b, size = block(wp)
         got = arrived.get((b, it[wp], j), [])
-        return max(got) + plan.barrier_cycles if len(got) >= size else math.inf
+        # the measured cycles per barrier are a back-to-back loop's period, its warps' arrivals
+        # (one issue slot each on this scheduler) included: the release comes that much sooner
+        return max(got) + max(1.0, plan.barrier_cycles - size) if len(got) >= size else math.inf
 
     def ready(wp: int) -> float:
         j = pos[wp]
@@ -166,7 +168,7 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
         for e in chain.get(j, ()):
             k = it[wp] - e.distance
             if k >= 0 and (k, e.src) in issued[wp]:
-                t = max(t, issued[wp][(k, e.src)] + lat[e.src])
+                t = max(t, src_ready(wp, k, e.src))
         if j in plan.depbar and len(groups[wp]) > plan.depbar[j]:
             t = max(t, sorted(groups[wp])[len(groups[wp]) - plan.depbar[j] - 1])
         if interval[j] and j not in plan.asynchronous:  # a wgmma waits in the unit's queue, not the warp
@@ -192,30 +194,37 @@ def _run(entries: list[Entry], edges: list[Edge], controls: list[Control] | None
                 return f"dep {entries[e.src].full}"
         for e in chain.get(j, ()):
             k = it[wp] - e.distance
-            if k >= 0 and issued[wp].get((k, e.src), -t) + lat[e.src] >= t:
+            if k >= 0 and (k, e.src) in issued[wp] and src_ready(wp, k, e.src) >= t:
                 return f"tensor {entries[e.src].full}"
         if interval[j] and j not in plan.asynchronous and unit_free.get(units[j], 0.0) >= t:
             return f"pipe {units[j]}"
         return "wgmma group"
 
-    filled: list[dict[tuple[str, int, int], float]] = [{} for _ in range(w)]  # a walk's sectors: ready
+    filled: dict[tuple, float] = {}  # a walk's sectors (whose, register, fill, sector) -> ready
+    walked: dict[tuple[int, int, int], float] = {}  # (warp, trip, index) -> a walking load's result
+
+    def src_ready(wp: int, k: int, src: int) -> float:
+        """When instruction ``src`` of warp ``wp``'s trip ``k`` had its result."""
+        return walked.get((wp, k, src), issued[wp][(k, src)] + lat[src])
 
     def result(wp: int, j: int, cycle: float, start: float) -> float:
         """When the result is ready: an asynchronous unit's result waits in its queue (the
         unit's start + latency), a synchronous one's from issue. A walking load (``plan.walks``)
-        whose sector a nearer level holds (or is filling) for this warp takes that level's
-        latency (or the fill's end); where it misses, its sector is filled in every level nearer
-        than its own."""
+        whose sector a nearer level holds (or is filling) takes that level's latency (or the
+        fill's end); where it misses, its sector is filled in every level nearer than its own.
+        A warp's sectors are its own; a broadcast's (``plan.walk_shared``) its block's."""
         own = (start if j in plan.asynchronous else cycle) + lat[j]
         if j not in plan.walks:
             return own
         base, off, step, hits = plan.walks[j]
         addr = off + it[wp] * step
-        keys = [(base, fill, addr // fill) for fill, _ in hits]
-        got = next((max(cycle + hit, filled[wp][k]) for k, (_, hit) in zip(keys, hits, strict=True)
-                    if k in filled[wp]), own)
+        whose = ("block", block(wp)[0]) if j in plan.walk_shared else ("warp", wp)
+        keys = [(whose, base, fill, addr // fill) for fill, _ in hits]
+        got = next((max(cycle + hit, filled[k]) for k, (_, hit) in zip(keys, hits, strict=True)
+                    if k in filled), own)
         for k in keys:
-            filled[wp].setdefault(k, got)
+            filled.setdefault(k, got)
+        walked[(wp, it[wp], j)] = got
         return got
 
     while active:

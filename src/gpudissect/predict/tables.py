@@ -225,9 +225,12 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
     _prefer_own_instruction(t.latency)
     _prefer_own_instruction(t.rate)
     _no_fragment_rates(t.rate, arch_table(arch, "predict").get("fragment_rates", {}).get("not_for", ()))
-    for op, val in shared_rates(rs.records("memory"),
-                                arch_table(arch, "predict").get("shared_rates", {}).get("variants", ())).items():
+    spec = arch_table(arch, "predict").get("shared_rates", {})
+    for op, val in shared_rates(rs.records("memory"), spec.get("variants", ())).items():
         t.rate[op] = [val]
+        if "." not in op:  # the 32-bit form: the sub-word forms move no more per lane
+            for form in spec.get("narrow", ()):
+                t.rate.setdefault(f"{op}.{form}", [(val[0], f"{val[1]}; the {form} form as the 32-bit one")])
     t.tensor = tensor_timings(rs.records("tensor"), trusted)
     t.banks = bank_rule(rs.records("behaviour"))
     mem = {r["variant"]: r for r in rs.records("memory") if r.get("measure") == "latency"
@@ -282,7 +285,7 @@ def competing_units(summary: dict, limits: Limits) -> dict[str, str]:
 def barrier_sweep(records: list[dict], variant: str | None) -> dict[int, float]:
     """Warps per block -> cycles per barrier, from the sync suite's record ``variant`` (its
     ``fit.sweep``; empty where the tables hold none)."""
-    rec = next((r for r in records if r.get("variant") == variant and r.get("value") is not None), None)
+    rec = next((r for r in records if r.get("variant") == variant and trusted(r)), None)
     sweep = ((rec or {}).get("fit") or {}).get("sweep") or {}
     return {int(v["block_warps"]): float(v["cycles"]) for v in sweep.values()
             if v.get("cycles") is not None and v.get("block_warps")}

@@ -138,14 +138,15 @@ class TensorPlan:
     # offset, the register's step per trip, the nearer levels' (fill bytes, hit latency), nearest
     # first); its ``latency`` is then its level's, paid only where no nearer level holds the data
     walks: dict[int, tuple[str, int, int, tuple[tuple[int, float], ...]]] = field(default_factory=dict)
-    # block barriers (BAR.SYNC): their indices, the simulated warps of one block (consecutive) and
-    # the cycles from the block's last arrival to its release (``Tables.barrier_cycles``)
+    walk_shared: set[int] = field(default_factory=set)  # walking broadcasts: their block shares the sectors
+    # block barriers (BAR.SYNC): their indices and the measured cycles per barrier of a
+    # back-to-back loop at the block's size (``Tables.barrier_cycles``)
     barriers: set[int] = field(default_factory=set)
+    barrier_cycles: float = 0.0
+    block_group: int = 0  # the simulated warps of one block (consecutive; 0: all of them)
     # forward branches the common path takes (the guard over a left-out slow path): their redirect
     # costs what the loop's taken backward branch does
     taken: set[int] = field(default_factory=set)
-    barrier_group: int = 0
-    barrier_cycles: float = 0.0
 
     @property
     def wgmma(self) -> bool:

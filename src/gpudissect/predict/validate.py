@@ -84,17 +84,17 @@ def loop_body(rec: dict):
 
 def predict_point(name: str, body, controls, tables: Tables, warps: int, trips: int,
                   branch: float = 0.0, where: Where | None = None, skippable=(),
-                  rare_every: int | None = None, block_warps: int | None = None) -> dict:
+                  rare_every: int | None = None, warps_per_block: int | None = None) -> dict:
     """Model v1 (a region of ``trips`` trips), v0's bounds and the baselines at one point;
     ``rare_every``: the instructions a forward branch skips (``skippable`` offsets) run once
     every so many trips (:func:`loop_model.rare_weighted`; the whole body's model is kept as
-    ``model_full_path``); ``block_warps``: the warps of one block (its barriers)."""
-    lm = loop_model(name, body, tables, warps, where, block_warps)
+    ``model_full_path``); ``warps_per_block``: the warps of one block (its barriers)."""
+    lm = loop_model(name, body, tables, warps, where, warps_per_block)
     p = lm.prediction
     model = lm.cycles(controls, tables, trips, branch)
     extra = {}
     if rare_every and skippable:
-        cm, _, cc = common_model(name, body, controls, skippable, tables, warps, where, block_warps)
+        cm, _, cc = common_model(name, body, controls, skippable, tables, warps, where, warps_per_block)
         common = cm.cycles(cc, tables, trips, branch)
         extra = {"model_full_path": model, "rare_every": rare_every}
         model = rare_weighted(common, model, rare_every)
@@ -234,7 +234,7 @@ def analyse(measured: dict, tables: Tables, hierarchy: Hierarchy | None = None) 
                 errors.append(f"{rec['name']} @ {pt.get('point')}: {pt.get('error', 'no value')}")
                 continue
             pr = predict_point(rec["name"], body, controls, tables, pt["warps"], trips, branch,
-                               block_warps=pt.get("block_warps"))
+                               warps_per_block=pt.get("block_warps"))
             rows.append({"loop": rec["name"], "set": set_of(rec["category"]), "category": rec["category"],
                          "split": "generated" if rec["category"] == "generated" else "handwritten",
                          "point": pt["point"],
