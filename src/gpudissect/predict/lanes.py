@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpudissect.kernel.sass import SassInstr
-from gpudissect.predict.loops import step_of
+from gpudissect.predict.loops import added_constant, step_of
 
 SPECIAL = {"SR_TID.X": "x", "SR_TID.Y": "y", "SR_TID.Z": "z", "SR_LANEID": "lane"}
 LANES = 32
@@ -386,12 +386,7 @@ def _reg_step(body: list[SassInstr], reg: str) -> int | None:
     if copied is not None and GREG.match(copied):  # the register's new value made in another one
         k = body.index(w)
         tmp = [x for x in body[:k] if copied in x.dests()][-1:]  # its last writer before the copy
-        if tmp and tmp[0].opcode in ("IADD3", "VIADD") and reg in tmp[0].sources():
-            rest = [t.strip() for t in tmp[0].operands[tmp[0].n_dests():]]
-            rest = [t for t in rest if t not in (reg, "RZ") and not re.fullmatch(r"!?P(\d+|T)", t)]
-            if len(rest) == 1 and IMM.match(rest[0]):
-                return int(rest[0], 0)
-        return None
+        return added_constant(tmp[0], reg) if tmp else None
     if w.full.startswith("IMAD.WIDE") and len(ops) == 4 and IMM.match(ops[2]) and GREG.match(ops[1]) \
             and GREG.match(ops[3]):
         idx, rest = GREG.match(ops[1]), GREG.match(ops[3])

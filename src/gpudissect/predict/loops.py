@@ -151,15 +151,23 @@ def _immediate(tok: str) -> int | None:
     return v - (1 << 32) if v >= 1 << 31 else v
 
 
+def added_constant(ins: SassInstr, reg: str) -> int | None:
+    """The constant an add (``IADD3 Rd, P0, reg, 0x10, RZ``, ``VIADD Rd, reg, 0x4``) adds to
+    ``reg``, its destination ``reg`` or another register; None for an add of a register or no
+    add of ``reg``."""
+    if ins.opcode not in _INCREMENT or reg not in ins.sources():
+        return None
+    others = [t.strip() for t in ins.operands[ins.n_dests():]]
+    others = [t for t in others if t not in (reg, "RZ", "URZ") and not _PRED.fullmatch(t)]
+    return _immediate(others[0]) if len(others) == 1 else None
+
+
 def step_of(body: tuple[SassInstr, ...], reg: str) -> tuple[bool, int | None]:
     """(found, step): whether the body moves ``reg`` by an add of itself, and the constant
     step (None for a register step)."""
     for ins in body:
-        if ins.opcode not in _INCREMENT or reg not in ins.dests() or reg not in ins.sources():
-            continue
-        others = [t.strip() for t in ins.operands[ins.n_dests():]]
-        others = [t for t in others if t not in (reg, "RZ", "URZ") and not _PRED.fullmatch(t)]
-        return True, (_immediate(others[0]) if len(others) == 1 else None)
+        if ins.opcode in _INCREMENT and reg in ins.dests() and reg in ins.sources():
+            return True, added_constant(ins, reg)
     return False, None
 
 

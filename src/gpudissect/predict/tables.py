@@ -17,6 +17,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from gpudissect.arch.limits import BRANCHES, Limits, LimitsError, load_limits, parse_sass
 from gpudissect.arch.target import arch_table
 from gpudissect.kernel.sass import NO_DEST
@@ -58,21 +60,13 @@ class Tables:
     shared_units: dict[str, str] = field(default_factory=dict)
 
     def barrier_cycles(self, block_warps: int) -> float | None:
-        """Cycles from the last warp's arrival at a block barrier to its release, for a block of
-        ``block_warps`` warps: the measured sweep, straight between two measured sizes, the
-        nearest size's beyond them (None: not measured)."""
+        """Cycles per barrier of a back-to-back bar.sync loop of a block of ``block_warps``
+        warps: the measured sweep, straight between two measured sizes, the nearest size's
+        beyond them (None: not measured)."""
         if not self.barrier:
             return None
         xs = sorted(self.barrier)
-        if block_warps <= xs[0]:
-            return self.barrier[xs[0]]
-        if block_warps >= xs[-1]:
-            return self.barrier[xs[-1]]
-        hi = next(x for x in xs if x >= block_warps)
-        lo = max(x for x in xs if x <= block_warps)
-        if hi == lo:
-            return self.barrier[lo]
-        return self.barrier[lo] + (self.barrier[hi] - self.barrier[lo]) * (block_warps - lo) / (hi - lo)
+        return float(np.interp(block_warps, xs, [self.barrier[x] for x in xs]))
 
     @property
     def schedulers(self) -> int:
@@ -210,8 +204,9 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
     except LimitsError as e:
         raise PredictError(str(e)) from None
     t = Tables(arch, rs.gpu, str(rs.source), limits)
+    predict_spec = arch_table(arch, "predict")
     if memory_map is None:
-        memory_map = arch_table(arch, "predict").get("memory_latency", {})
+        memory_map = predict_spec.get("memory_latency", {})
     # the instruction suite times memory loads as pointer chases (each load waits for the one
     # before): their "throughput" is their latency, not the unit's rate; a memory opcode's rate
     # is the pipe's or the issue limit
@@ -224,8 +219,8 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
                 _add(t.rate, rec, skip if suite == "instructions" else ())
     _prefer_own_instruction(t.latency)
     _prefer_own_instruction(t.rate)
-    _no_fragment_rates(t.rate, arch_table(arch, "predict").get("fragment_rates", {}).get("not_for", ()))
-    spec = arch_table(arch, "predict").get("shared_rates", {})
+    _no_fragment_rates(t.rate, predict_spec.get("fragment_rates", {}).get("not_for", ()))
+    spec = predict_spec.get("shared_rates", {})
     for op, val in shared_rates(rs.records("memory"), spec.get("variants", ())).items():
         t.rate[op] = [val]
         if "." not in op:  # the 32-bit form: the sub-word forms move no more per lane
@@ -240,7 +235,7 @@ def tables_from(rs, memory_map: dict | None = None) -> Tables:
         if r is not None:
             t.memory[op] = (float(r["value"]), f"memory {spec['variant']} ({spec.get('level', '')})")
     t.shared_units = competing_units((rs.docs.get("behaviour") or {}).get("summary") or {}, limits)
-    t.barrier = barrier_sweep(rs.records("sync"), arch_table(arch, "predict").get("barrier", {}).get("variant"))
+    t.barrier = barrier_sweep(rs.records("sync"), predict_spec.get("barrier", {}).get("variant"))
     return t
 
 
