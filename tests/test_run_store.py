@@ -270,16 +270,23 @@ def test_interrupted_sweep_resumes_where_it_stopped(tmp_path, sweep):
 def test_an_interrupt_keeps_the_item_in_flight_that_ended_well(tmp_path):
     """Ctrl-C reaches the main thread while an item is measured in a worker: that item ends
     before the run stops, and is stored whole."""
+    import time
+
     from gpudissect.arch.target import make_target
     from gpudissect.bench.contract import Context
     from gpudissect.bench.runner import run
     from gpudissect.suites import get_suite
 
+    dev = Recording(model, sm_count=4)
+
     def progress(name: str, n: int, total: int) -> None:
-        if n == 2:
+        if n == 2:  # once the second item's measurement has begun (a pending one is cancelled)
+            end = time.monotonic() + 120
+            while not any(k.startswith("v1_") for k in dev.runs) and time.monotonic() < end:
+                time.sleep(0.01)
             raise KeyboardInterrupt
     store = Store(tmp_path / "r.db")
-    ctx = Context(FakeDevice(model, sm_count=4), store, make_target("sm_90"), quick=True, jobs=2)
+    ctx = Context(dev, store, make_target("sm_90"), quick=True, jobs=2)
     with pytest.raises(KeyboardInterrupt):
         run(get_suite("instructions"), ctx, list(VARIANTS), progress=progress)
     run_id = store.unfinished_run(SUITE.name, "GPU-fake")
